@@ -1,0 +1,129 @@
+// Package backends defines what the controller logic needs from one vCenter.
+// Implementations: backends/vsphere (govmomi, SOAP + REST) and backends/memory
+// (in-memory, for unit tests). Nothing above this package imports govmomi.
+package backends
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+)
+
+// ErrNotFound is a vCenter's authoritative answer that an object does not
+// exist. It is about the VM, never about the vCenter's health: a breaker must
+// not count it as a failure.
+var ErrNotFound = errors.New("not found")
+
+// Backend is one vCenter. Every method must honour ctx's deadline.
+type Backend interface {
+	// Find returns every VM matching q. An empty result with a nil error is
+	// the vCenter's answer that no such VM exists in q.Datacenters.
+	Find(ctx context.Context, q Query) ([]VM, error)
+	// Get re-reads the VM at ref; ErrNotFound when it no longer exists there.
+	Get(ctx context.Context, ref VMRef) (*VM, error)
+	// Tags returns, per category name asked for, the name of the tag of that
+	// category nearest to the VM: its host, the host's cluster and folders up
+	// to the datacenter and beyond, then the VM's own folder chain. A
+	// category with no such tag is absent from the map.
+	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
+	// Close releases sessions.
+	Close(ctx context.Context) error
+}
+
+// By says which VM attribute a Query matches.
+type By int
+
+const (
+	ByUUID By = iota // BIOS UUID, lowercase; several values are OR-ed
+	ByName
+	ByIP
+)
+
+func (b By) String() string {
+	switch b {
+	case ByUUID:
+		return "uuid"
+	case ByName:
+		return "name"
+	case ByIP:
+		return "ip"
+	}
+	return "unknown"
+}
+
+// Query asks a vCenter for VMs.
+type Query struct {
+	By     By
+	Values []string
+	// Datacenters restricts the search; empty means every datacenter.
+	Datacenters []string
+}
+
+// VMRef locates a VM inside one vCenter.
+type VMRef struct {
+	Datacenter string
+	// ID is the managed object reference value, e.g. "vm-42".
+	ID string
+}
+
+// PowerState of a VM, with vSphere's values.
+type PowerState string
+
+const (
+	PoweredOn  PowerState = "poweredOn"
+	PoweredOff PowerState = "poweredOff"
+	Suspended  PowerState = "suspended"
+)
+
+// VM holds the properties the CCM reads.
+type VM struct {
+	Ref  VMRef
+	Name string
+	// UUID is the BIOS UUID (config.uuid), lowercase.
+	UUID       string
+	PowerState PowerState
+	// ConnectionState is vSphere's runtime.connectionState: connected,
+	// disconnected, orphaned, inaccessible or invalid.
+	ConnectionState string
+	NumCPU          int32
+	MemoryMB        int32
+	GuestID         string
+	GuestHostName   string
+	NICs            []NIC
+	// Host is the ID of the ESXi host running the VM, where the zone and
+	// region walk starts; empty when unknown.
+	Host string
+}
+
+// NIC is one guest network adapter as VMware Tools reports it.
+type NIC struct {
+	Network string
+	MAC     string
+	IPs     []string
+	// DeviceConfigID is -1 for adapters not backed by a virtual device.
+	DeviceConfigID int32
+}
+
+// Matches reports whether vm answers q (datacenters aside).
+func (q Query) Matches(vm *VM) bool {
+	for _, v := range q.Values {
+		switch q.By {
+		case ByUUID:
+			if strings.EqualFold(vm.UUID, v) {
+				return true
+			}
+		case ByName:
+			if vm.Name == v {
+				return true
+			}
+		case ByIP:
+			for _, n := range vm.NICs {
+				if slices.Contains(n.IPs, v) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+// Package memory is an in-memory backends.Backend for unit tests of the
+// controller logic. It answers from a map, counts calls and can be told to
+// fail or to block until the caller's deadline.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+var _ backends.Backend = (*Backend)(nil)
+
+// Backend is a fake vCenter.
+type Backend struct {
+	mu    sync.Mutex
+	vms   map[string]backends.VM       // by ref ID
+	tags  map[string]map[string]string // ref ID -> category -> tag
+	err   error                        // returned by every call when set
+	hang  bool                         // block until ctx is done
+	calls atomic.Int64
+}
+
+// New returns an empty fake vCenter.
+func New() *Backend {
+	return &Backend{vms: map[string]backends.VM{}, tags: map[string]map[string]string{}}
+}
+
+// Add puts vm in the inventory; tags maps category to tag name.
+func (b *Backend) Add(vm backends.VM, tags map[string]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm.UUID = strings.ToLower(vm.UUID)
+	b.vms[vm.Ref.ID] = vm
+	b.tags[vm.Ref.ID] = tags
+}
+
+// Remove deletes the VM with the given ref ID.
+func (b *Backend) Remove(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.vms, id)
+	delete(b.tags, id)
+}
+
+// SetPower changes a VM's power state.
+func (b *Backend) SetPower(id string, s backends.PowerState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm := b.vms[id]
+	vm.PowerState = s
+	b.vms[id] = vm
+}
+
+// Fail makes every call return err (nil heals).
+func (b *Backend) Fail(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.err = err
+}
+
+// Hang makes every call block until its context ends, like a vCenter that
+// accepts a connection and never answers.
+func (b *Backend) Hang(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hang = on
+}
+
+// Calls is how many calls reached the backend.
+func (b *Backend) Calls() int64 { return b.calls.Load() }
+
+func (b *Backend) enter(ctx context.Context) error {
+	b.calls.Add(1)
+	b.mu.Lock()
+	hang, err := b.hang, b.err
+	b.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
+}
+
+// Find implements backends.Backend.
+func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
+	if err := b.enter(ctx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []backends.VM
+	for _, vm := range b.vms {
+		if len(q.Datacenters) > 0 && !slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
+			continue
+		}
+		if q.Matches(&vm) {
+			out = append(out, vm)
+		}
+	}
+	slices.SortFunc(out, func(a, b backends.VM) int { return strings.Compare(a.Ref.ID, b.Ref.ID) })
+	return out, nil
+}
+
+// Get implements backends.Backend.
+func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
+	if err := b.enter(ctx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	vm, ok := b.vms[ref.ID]
+	if !ok || vm.Ref.Datacenter != ref.Datacenter {
+		return nil, fmt.Errorf("vm %s: %w", ref.ID, backends.ErrNotFound)
+	}
+	return &vm, nil
+}
+
+// Tags implements backends.Backend.
+func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
+	if err := b.enter(ctx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.vms[vm.Ref.ID]; !ok {
+		return nil, fmt.Errorf("vm %s: %w", vm.Ref.ID, backends.ErrNotFound)
+	}
+	out := map[string]string{}
+	for _, c := range categories {
+		if t, ok := b.tags[vm.Ref.ID][c]; ok {
+			out[c] = t
+		}
+	}
+	return out, nil
+}
+
+// Close implements backends.Backend.
+func (b *Backend) Close(context.Context) error { return nil }

@@ -1,0 +1,422 @@
+package vsphere
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
+)
+
+var _ backends.Backend = (*Backend)(nil)
+
+// tagTTL bounds how long a tag's or category's name is served from memory.
+const tagTTL = 10 * time.Minute
+
+// Backend talks to one vCenter.
+type Backend struct {
+	sessions   *sessions
+	tags       *cache.TTL[string, tags.Tag]
+	categories *cache.TTL[string, string] // id -> name
+}
+
+// New returns a backend; it connects on first use.
+func New(opts Options) *Backend {
+	return &Backend{
+		sessions:   &sessions{opts: opts},
+		tags:       cache.NewTTL[string, tags.Tag](tagTTL),
+		categories: cache.NewTTL[string, string](tagTTL),
+	}
+}
+
+// vmProperties are the only VM properties read.
+var vmProperties = []string{
+	"name", "parent", "parentVApp",
+	"config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB", "config.guestId",
+	"runtime.powerState", "runtime.connectionState", "runtime.host",
+	"guest.hostName", "guest.net",
+}
+
+// Find implements backends.Backend.
+func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
+	const op = "vsphere.Find"
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	refs, err := b.search(ctx, vc, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: by %s: %w", op, q.By, err)
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	vms, err := b.load(ctx, vc, refs)
+	if isNotFound(err) {
+		// A VM vanished between search and read: search again, once.
+		if refs, err = b.search(ctx, vc, q); err == nil {
+			vms, err = b.load(ctx, vc, refs)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	out := vms[:0]
+	for _, vm := range vms {
+		if len(q.Datacenters) == 0 || slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
+			out = append(out, vm)
+		}
+	}
+	slices.SortFunc(out, func(a, b backends.VM) int { return cmp.Compare(a.Ref.ID, b.Ref.ID) })
+	return out, nil
+}
+
+// search returns the references matching q in the whole vCenter; the
+// datacenter filter is applied on the VMs' real ancestry afterwards, which
+// costs no extra call and does not trust the server to honour it.
+func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query) ([]types.ManagedObjectReference, error) {
+	si := object.NewSearchIndex(vc)
+	seen := map[types.ManagedObjectReference]bool{}
+	var out []types.ManagedObjectReference
+	add := func(refs []object.Reference) {
+		for _, r := range refs {
+			if ref := r.Reference(); ref.Type == "VirtualMachine" && !seen[ref] {
+				seen[ref] = true
+				out = append(out, ref)
+			}
+		}
+	}
+	for _, v := range q.Values {
+		switch q.By {
+		case backends.ByUUID:
+			refs, err := si.FindAllByUuid(ctx, nil, strings.ToLower(v), true, types.NewBool(false))
+			if err != nil {
+				return nil, err
+			}
+			add(refs)
+		case backends.ByIP:
+			refs, err := si.FindAllByIp(ctx, nil, v, true)
+			if err != nil {
+				return nil, err
+			}
+			add(refs)
+		case backends.ByName:
+			refs, err := findByName(ctx, vc, v)
+			if err != nil {
+				return nil, err
+			}
+			add(refs)
+		default:
+			return nil, fmt.Errorf("unsupported query %v", q.By)
+		}
+	}
+	return out, nil
+}
+
+func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
+	m := view.NewManager(vc)
+	v, err := m.CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	// Names are compared here, exactly: property.Match would glob.
+	var vms []mo.VirtualMachine
+	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name"}, &vms); err != nil {
+		return nil, err
+	}
+	var out []object.Reference
+	for i := range vms {
+		if vms[i].Name == name {
+			out = append(out, vms[i].Self)
+		}
+	}
+	return out, nil
+}
+
+// Get implements backends.Backend.
+func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
+	const op = "vsphere.Get"
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	vms, err := b.load(ctx, vc, []types.ManagedObjectReference{vmRef(ref.ID)})
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%s: vm %s: %w", op, ref.ID, backends.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if len(vms) != 1 || vms[0].Ref != ref {
+		// Gone from the datacenter we knew it in.
+		return nil, fmt.Errorf("%s: vm %s in %s: %w", op, ref.ID, ref.Datacenter, backends.ErrNotFound)
+	}
+	return &vms[0], nil
+}
+
+func vmRef(id string) types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "VirtualMachine", Value: id}
+}
+
+// load reads the VMs and their ancestors in one PropertyCollector call.
+func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
+	objs, err := retrieveWithAncestors(ctx, vc, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backends.VM, 0, len(refs))
+	for _, ref := range refs {
+		o, ok := objs[ref].(mo.VirtualMachine)
+		if !ok {
+			continue
+		}
+		out = append(out, toVM(o, datacenterOf(objs, ref)))
+	}
+	return out, nil
+}
+
+func toVM(o mo.VirtualMachine, dc string) backends.VM {
+	vm := backends.VM{
+		Ref:             backends.VMRef{Datacenter: dc, ID: o.Self.Value},
+		Name:            o.Name,
+		PowerState:      backends.PowerState(o.Runtime.PowerState),
+		ConnectionState: string(o.Runtime.ConnectionState),
+	}
+	if o.Runtime.Host != nil {
+		vm.Host = o.Runtime.Host.Value
+	}
+	if c := o.Config; c != nil {
+		vm.UUID = strings.ToLower(c.Uuid)
+		vm.NumCPU = c.Hardware.NumCPU
+		vm.MemoryMB = c.Hardware.MemoryMB
+		vm.GuestID = c.GuestId
+	}
+	if g := o.Guest; g != nil {
+		vm.GuestHostName = g.HostName
+		for _, n := range g.Net {
+			vm.NICs = append(vm.NICs, backends.NIC{
+				Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId,
+			})
+		}
+	}
+	return vm
+}
+
+// retrieveWithAncestors fetches objs and every ancestor of them, walking
+// "parent" (and a VM's "parentVApp") up to the root folder.
+func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (map[types.ManagedObjectReference]any, error) {
+	const up = "up"
+	selectUp := []types.BaseSelectionSpec{
+		&types.TraversalSpec{
+			SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent",
+			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}},
+		},
+		&types.TraversalSpec{
+			Type: "VirtualMachine", Path: "parentVApp",
+			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}},
+		},
+	}
+	spec := types.PropertyFilterSpec{
+		PropSet: []types.PropertySpec{
+			{Type: "ManagedEntity", PathSet: []string{"name", "parent"}},
+			{Type: "VirtualMachine", PathSet: vmProperties},
+		},
+	}
+	for _, o := range objs {
+		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: o, SelectSet: selectUp})
+	}
+	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[types.ManagedObjectReference]any, len(res.Returnval))
+	for _, c := range res.Returnval {
+		v, err := mo.ObjectContentToType(c)
+		if err != nil {
+			return nil, err
+		}
+		out[c.Obj] = v
+	}
+	return out, nil
+}
+
+// chain lists ref and its ancestors, nearest first.
+func chain(objs map[types.ManagedObjectReference]any, ref types.ManagedObjectReference) []types.ManagedObjectReference {
+	var out []types.ManagedObjectReference
+	for range 64 { // inventory depth is bounded; this guards against a cycle
+		o, ok := objs[ref]
+		if !ok {
+			break
+		}
+		out = append(out, ref)
+		parent := o.(mo.IsManagedEntity).GetManagedEntity().Parent
+		if vm, isVM := o.(mo.VirtualMachine); isVM && vm.ParentVApp != nil && parent == nil {
+			parent = vm.ParentVApp
+		}
+		if parent == nil {
+			break
+		}
+		ref = *parent
+	}
+	return out
+}
+
+func datacenterOf(objs map[types.ManagedObjectReference]any, ref types.ManagedObjectReference) string {
+	for _, r := range chain(objs, ref) {
+		if r.Type == "Datacenter" {
+			return objs[r].(mo.Datacenter).Name
+		}
+	}
+	return ""
+}
+
+// Tags implements backends.Backend.
+func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
+	const op = "vsphere.Tags"
+	out := map[string]string{}
+	if len(categories) == 0 {
+		return out, nil
+	}
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	roots := []types.ManagedObjectReference{vmRef(vm.Ref.ID)}
+	if vm.Host != "" {
+		roots = append([]types.ManagedObjectReference{{Type: "HostSystem", Value: vm.Host}}, roots...)
+	}
+	objs, err := retrieveWithAncestors(ctx, vc, roots)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%s: vm %s: %w", op, vm.Ref.ID, backends.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	// Nearest first: the host and what holds it, then the VM's folders.
+	var order []types.ManagedObjectReference
+	seen := map[types.ManagedObjectReference]bool{}
+	for _, root := range roots {
+		for _, r := range chain(objs, root) {
+			if !seen[r] && r.Type != "VirtualMachine" {
+				seen[r] = true
+				order = append(order, r)
+			}
+		}
+	}
+	attached, err := b.attachedTags(ctx, order)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	for _, r := range order {
+		for _, cat := range categories {
+			if _, done := out[cat]; done {
+				continue
+			}
+			// Several tags of one category on one object: the first by
+			// name, so the answer does not depend on the order vCenter
+			// lists them in.
+			var names []string
+			for _, t := range attached[r] {
+				if t.category == cat {
+					names = append(names, t.name)
+				}
+			}
+			if len(names) > 0 {
+				out[cat] = slices.Min(names)
+			}
+		}
+	}
+	return out, nil
+}
+
+type namedTag struct{ name, category string }
+
+// attachedTags lists the tags on objs in one REST call, resolving tag and
+// category names through the caches.
+func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectReference) (map[types.ManagedObjectReference][]namedTag, error) {
+	var lists []tags.AttachedTags
+	var m *tags.Manager
+	for attempt := 0; ; attempt++ {
+		rc, err := b.sessions.restClient(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m = tags.NewManager(rc)
+		ids := make([]mo.Reference, len(objs))
+		for i := range objs {
+			ids[i] = objs[i]
+		}
+		lists, err = m.ListAttachedTagsOnObjects(ctx, ids)
+		if err != nil && rest.IsStatusError(err, http.StatusUnauthorized) && attempt == 0 {
+			b.sessions.restUnauthorized()
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list attached tags: %w", err)
+		}
+		break
+	}
+	out := map[types.ManagedObjectReference][]namedTag{}
+	for _, l := range lists {
+		ref := l.ObjectID.Reference()
+		for _, id := range l.TagIDs {
+			t, err := b.tag(ctx, m, id)
+			if err != nil {
+				return nil, err
+			}
+			out[ref] = append(out[ref], t)
+		}
+	}
+	return out, nil
+}
+
+func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
+	t, ok := b.tags.Get(id)
+	if !ok {
+		got, err := m.GetTag(ctx, id)
+		if err != nil {
+			return namedTag{}, fmt.Errorf("tag %s: %w", id, err)
+		}
+		t = *got
+		b.tags.Set(id, t)
+	}
+	cat, ok := b.categories.Get(t.CategoryID)
+	if !ok {
+		got, err := m.GetCategory(ctx, t.CategoryID)
+		if err != nil {
+			return namedTag{}, fmt.Errorf("category %s: %w", t.CategoryID, err)
+		}
+		cat = got.Name
+		b.categories.Set(t.CategoryID, cat)
+	}
+	return namedTag{name: t.Name, category: cat}, nil
+}
+
+// Close implements backends.Backend.
+func (b *Backend) Close(ctx context.Context) error {
+	if err := b.sessions.close(ctx); err != nil {
+		return fmt.Errorf("vsphere.Close: %w", err)
+	}
+	return nil
+}
+
+// isNotFound reports vCenter's "no such object" fault.
+func isNotFound(err error) bool {
+	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
+}

@@ -1,0 +1,337 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"gopkg.in/yaml.v3"
+)
+
+// StringList is a YAML sequence of strings or one comma-separated string
+// (CPI writes datacenters both ways).
+type StringList []string
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = splitList(n.Value)
+		return nil
+	case yaml.SequenceNode:
+		var items []string
+		if err := n.Decode(&items); err != nil {
+			return err
+		}
+		*l = nil
+		for _, it := range items {
+			*l = append(*l, splitList(it)...)
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: want a list or a comma-separated string", n.Line)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// Load reads and parses the file at path.
+func Load(path string) (*Config, error) {
+	const op = "config.Load"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", op, path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates a configuration. The error lists every
+// problem found, each prefixed with the path of the key it concerns.
+func Parse(data []byte) (*Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("config is empty")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	var errs *multierror.Error
+	if len(root.Content) == 1 {
+		errs = checkKeys(root.Content[0], reflect.TypeFor[File](), "", errs)
+	}
+	var f File
+	if err := root.Decode(&f); err != nil {
+		errs = multierror.Append(errs, err)
+		return nil, format(errs)
+	}
+	cfg, verrs := f.resolve()
+	errs = multierror.Append(errs, verrs...)
+	if errs.ErrorOrNil() != nil {
+		return nil, format(errs)
+	}
+	return cfg, nil
+}
+
+func format(errs *multierror.Error) error {
+	sort.SliceStable(errs.Errors, func(i, j int) bool { return errs.Errors[i].Error() < errs.Errors[j].Error() })
+	errs.ErrorFormat = func(es []error) string {
+		lines := make([]string, len(es))
+		for i, e := range es {
+			lines[i] = e.Error()
+		}
+		if len(lines) == 1 {
+			return "invalid config: " + lines[0]
+		}
+		return fmt.Sprintf("invalid config: %d problems:\n  %s", len(lines), strings.Join(lines, "\n  "))
+	}
+	return errs
+}
+
+// checkKeys reports every mapping key that names no field of t, by path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *multierror.Error) *multierror.Error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		return errs
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+		}
+	case reflect.Struct:
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			ft, ok := fields[key]
+			if !ok {
+				errs = multierror.Append(errs, fmt.Errorf("%s: unknown key (line %d)", join(path, key), n.Content[i].Line))
+				continue
+			}
+			errs = checkKeys(n.Content[i+1], ft, join(path, key), errs)
+		}
+	}
+	return errs
+}
+
+// yamlFields maps the YAML names of t's fields, inline ones flattened, to their types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// resolve applies inheritance and defaults and validates the result.
+func (f *File) resolve() (*Config, []error) {
+	var errs []error
+	add := func(path, msg string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
+	}
+	cfg := &Config{SecretsDirectory: f.Global.SecretsDirectory, Labels: f.Labels}
+
+	vcs := f.VCenter
+	if len(vcs) == 0 && f.Global.Server != "" {
+		// CPI's single-vCenter form: everything in global.
+		vcs = map[string]*VCenter{f.Global.Server: {Server: f.Global.Server}}
+	}
+	if len(vcs) == 0 {
+		add("vcenter", "at least one vCenter is required (or global.server)")
+	}
+	g := f.Global.VCenter
+	globalTimeout, ok := parseDuration(g.RequestTimeout, DefaultRequestTimeout, "global.requestTimeout", add)
+	_ = ok
+	globalBreaker := resolveBreaker(g.Breaker, BreakerConfig{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
+
+	names := make([]string, 0, len(vcs))
+	for name := range vcs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	servers := map[string]string{}
+	for _, name := range names {
+		v := vcs[name]
+		if v == nil {
+			v = &VCenter{}
+		}
+		p := "vcenter." + name
+		vc := VCenterConfig{
+			Name:            name,
+			Server:          strings.TrimSpace(v.Server),
+			Datacenters:     pick(v.Datacenters, g.Datacenters),
+			InsecureFlag:    derefOr(v.InsecureFlag, derefOr(g.InsecureFlag, false)),
+			CAFile:          or(v.CAFile, g.CAFile),
+			Thumbprint:      or(v.Thumbprint, g.Thumbprint),
+			SecretName:      or(v.SecretName, g.SecretName),
+			SecretNamespace: or(v.SecretNamespace, g.SecretNamespace),
+			User:            or(v.User, g.User),
+			Password:        Password(or(string(v.Password), string(g.Password))),
+			IPFamily:        pick(v.IPFamily, g.IPFamily),
+			RoundTripCount:  derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
+		}
+		if vc.Server == "" {
+			add(p+".server", "required")
+		} else if other, dup := servers[vc.Server]; dup {
+			add(p+".server", "%q is also the server of vcenter.%s", vc.Server, other)
+		} else {
+			servers[vc.Server] = name
+		}
+		vc.Port = DefaultPort
+		if port := or(v.Port, g.Port); port != "" {
+			n, err := strconv.Atoi(port)
+			switch {
+			case err != nil || n < 1 || n > 65535:
+				where := p + ".port"
+				if v.Port == "" {
+					where = "global.port"
+				}
+				add(where, "must be a number from 1 to 65535, got %q", port)
+			default:
+				vc.Port = n
+			}
+		}
+		if len(vc.IPFamily) == 0 {
+			vc.IPFamily = []string{IPv4}
+		}
+		for i, fam := range vc.IPFamily {
+			fam = strings.ToLower(fam)
+			vc.IPFamily[i] = fam
+			if fam != IPv4 && fam != IPv6 {
+				add(p+".ipFamily", "%q is neither ipv4 nor ipv6", fam)
+			}
+		}
+		if vc.SecretName != "" && vc.SecretNamespace == "" {
+			add(p+".secretNamespace", "required when secretName is set")
+		}
+		if vc.SecretName == "" && cfg.SecretsDirectory == "" && vc.User == "" {
+			add(p, "no credentials: set secretName, global.secretsDirectory or user/password")
+		}
+		if vc.CAFile != "" {
+			if _, err := os.Stat(vc.CAFile); err != nil {
+				add(p+".caFile", "%v", err)
+			}
+		}
+		vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, globalTimeout, p+".requestTimeout", add)
+		vc.Breaker = resolveBreaker(v.Breaker, globalBreaker, p+".breaker", add)
+		cfg.VCenters = append(cfg.VCenters, vc)
+	}
+
+	n := f.Nodes
+	cfg.Nodes = AddressRules{
+		InternalSubnets:        parseCIDRs(n.InternalNetworkSubnetCIDR, "nodes.internalNetworkSubnetCidr", add),
+		ExternalSubnets:        parseCIDRs(n.ExternalNetworkSubnetCIDR, "nodes.externalNetworkSubnetCidr", add),
+		ExcludeInternalSubnets: parseCIDRs(n.ExcludeInternalNetworkSubnetCIDR, "nodes.excludeInternalNetworkSubnetCidr", add),
+		ExcludeExternalSubnets: parseCIDRs(n.ExcludeExternalNetworkSubnetCIDR, "nodes.excludeExternalNetworkSubnetCidr", add),
+		InternalNetworkName:    strings.TrimSpace(n.InternalVMNetworkName),
+		ExternalNetworkName:    strings.TrimSpace(n.ExternalVMNetworkName),
+	}
+	return cfg, errs
+}
+
+func resolveBreaker(b *Breaker, parent BreakerConfig, path string, add func(string, string, ...any)) BreakerConfig {
+	out := parent
+	if b == nil {
+		return out
+	}
+	if b.ConsecutiveFailures != nil {
+		if *b.ConsecutiveFailures == 0 {
+			add(path+".consecutiveFailures", "must be > 0")
+		} else {
+			out.ConsecutiveFailures = *b.ConsecutiveFailures
+		}
+	}
+	out.OpenTimeout, _ = parseDuration(b.OpenTimeout, parent.OpenTimeout, path+".openTimeout", add)
+	return out
+}
+
+func parseDuration(s string, def time.Duration, path string, add func(string, string, ...any)) (time.Duration, bool) {
+	if s == "" {
+		return def, true
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		add(path, "%q is not a duration (like 10s or 1m)", s)
+		return def, false
+	}
+	if d <= 0 {
+		add(path, "must be > 0")
+		return def, false
+	}
+	return d, true
+}
+
+func parseCIDRs(s, path string, add func(string, string, ...any)) []netip.Prefix {
+	var out []netip.Prefix
+	for _, part := range splitList(s) {
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			add(path, "%q is not a CIDR", part)
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func pick(a, b []string) []string {
+	if len(a) > 0 {
+		return append([]string(nil), a...)
+	}
+	return append([]string(nil), b...)
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p != nil {
+		return *p
+	}
+	return def
+}

@@ -1,0 +1,137 @@
+// Package config reads the CCM's YAML configuration: a superset of the YAML
+// form of kubernetes/cloud-provider-vsphere's vsphere.conf, so a CPI config
+// loads unchanged.
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// File is the configuration exactly as written. Unset fields stay empty (or
+// nil) so that a vCenter section can inherit them from global.
+type File struct {
+	Global  Global              `yaml:"global"`
+	VCenter map[string]*VCenter `yaml:"vcenter"`
+	Labels  Labels              `yaml:"labels"`
+	Nodes   Nodes               `yaml:"nodes"`
+}
+
+// VCenter holds the keys a vcenter.<name> section takes; global takes them too
+// and passes unset ones down.
+type VCenter struct {
+	Server             string     `yaml:"server"`
+	Port               string     `yaml:"port"`
+	User               string     `yaml:"user"`
+	Password           Password   `yaml:"password"`
+	InsecureFlag       *bool      `yaml:"insecureFlag"`
+	Datacenters        StringList `yaml:"datacenters"`
+	CAFile             string     `yaml:"caFile"`
+	Thumbprint         string     `yaml:"thumbprint"`
+	SecretName         string     `yaml:"secretName"`
+	SecretNamespace    string     `yaml:"secretNamespace"`
+	IPFamily           StringList `yaml:"ipFamily"`
+	SoapRoundtripCount *uint      `yaml:"soapRoundtripCount"`
+	// RequestTimeout is the deadline of one vCenter call (Go duration).
+	RequestTimeout string   `yaml:"requestTimeout"`
+	Breaker        *Breaker `yaml:"breaker"`
+}
+
+// Global is the global section: every vCenter key plus the process-wide ones.
+type Global struct {
+	VCenter `yaml:",inline"`
+	// SecretsDirectory holds credential files named like Secret keys.
+	SecretsDirectory string `yaml:"secretsDirectory"`
+	// APIDisable and APIBinding are CPI's; accepted so its configs load, unused.
+	APIDisable *bool  `yaml:"apiDisable"`
+	APIBinding string `yaml:"apiBinding"`
+}
+
+// Breaker tunes the circuit breaker in front of one vCenter.
+type Breaker struct {
+	ConsecutiveFailures *uint32 `yaml:"consecutiveFailures"`
+	OpenTimeout         string  `yaml:"openTimeout"`
+}
+
+// Labels name the vSphere tag categories whose tags become zone and region.
+type Labels struct {
+	Zone   string `yaml:"zone"`
+	Region string `yaml:"region"`
+}
+
+// Nodes are CPI's node-address selection rules; CIDR lists are comma-separated.
+type Nodes struct {
+	InternalNetworkSubnetCIDR        string `yaml:"internalNetworkSubnetCidr"`
+	ExternalNetworkSubnetCIDR        string `yaml:"externalNetworkSubnetCidr"`
+	InternalVMNetworkName            string `yaml:"internalVmNetworkName"`
+	ExternalVMNetworkName            string `yaml:"externalVmNetworkName"`
+	ExcludeInternalNetworkSubnetCIDR string `yaml:"excludeInternalNetworkSubnetCidr"`
+	ExcludeExternalNetworkSubnetCIDR string `yaml:"excludeExternalNetworkSubnetCidr"`
+}
+
+// Config is a validated configuration with every inheritance resolved.
+type Config struct {
+	// VCenters sorted by name.
+	VCenters         []VCenterConfig
+	SecretsDirectory string
+	Labels           Labels
+	Nodes            AddressRules
+}
+
+// VCenterConfig is everything needed to talk to one vCenter.
+type VCenterConfig struct {
+	// Name is the key under vcenter: (or the server, for a global-only config).
+	Name         string
+	Server       string
+	Port         int
+	Datacenters  []string // empty: every datacenter of the vCenter
+	InsecureFlag bool
+	CAFile       string
+	Thumbprint   string
+	// Credentials: a Secret when SecretName is set, else the secrets
+	// directory when set, else User/Password from the file.
+	SecretName      string
+	SecretNamespace string
+	User            string
+	Password        Password
+	IPFamily        []string // "ipv4", "ipv6", in order of preference
+	RoundTripCount  uint
+	RequestTimeout  time.Duration
+	Breaker         BreakerConfig
+}
+
+// BreakerConfig is a resolved Breaker.
+type BreakerConfig struct {
+	ConsecutiveFailures uint32
+	OpenTimeout         time.Duration
+}
+
+// AddressRules are the parsed Nodes rules.
+type AddressRules struct {
+	InternalSubnets        []netip.Prefix
+	ExternalSubnets        []netip.Prefix
+	ExcludeInternalSubnets []netip.Prefix
+	ExcludeExternalSubnets []netip.Prefix
+	InternalNetworkName    string
+	ExternalNetworkName    string
+}
+
+// Defaults applied when neither global nor the vCenter sets a value.
+const (
+	DefaultPort                = 443
+	DefaultRequestTimeout      = 10 * time.Second
+	DefaultConsecutiveFailures = 5
+	DefaultOpenTimeout         = 30 * time.Second
+	DefaultRoundTripCount      = 3
+	IPv4                       = "ipv4"
+	IPv6                       = "ipv6"
+)
+
+// Password is a credential; it never prints.
+type Password string
+
+func (Password) String() string   { return "<redacted>" }
+func (Password) GoString() string { return `"<redacted>"` }
+
+// Reveal returns the password for a login call; nothing else should call it.
+func (p Password) Reveal() string { return string(p) }

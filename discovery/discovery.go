@@ -1,0 +1,384 @@
+// Package discovery finds the VM behind a Node across every configured
+// vCenter and datacenter. Each vCenter is asked in parallel, under its own
+// request deadline and behind its own circuit breaker. The answer is exactly
+// one of: found (one VM), confirmed absent (every vCenter answered and none
+// has it), or an error naming each vCenter that could not answer. Absence is
+// never inferred from an error, a timeout, an open breaker or a stale cache.
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/sony/gobreaker/v2"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
+)
+
+// VCenter is one vCenter to search.
+type VCenter struct {
+	Name    string
+	Backend backends.Backend
+	// Datacenters to search; empty means all.
+	Datacenters []string
+	// RequestTimeout is the deadline of each call.
+	RequestTimeout time.Duration
+	// ConsecutiveFailures open the breaker; it probes again after OpenTimeout.
+	ConsecutiveFailures uint32
+	OpenTimeout         time.Duration
+}
+
+// Result is a located VM.
+type Result struct {
+	VCenter string
+	VM      backends.VM
+}
+
+// String names the VM for messages.
+func (r *Result) String() string {
+	return fmt.Sprintf("vcenter %s datacenter %s vm %q (%s)", r.VCenter, r.VM.Ref.Datacenter, r.VM.Name, r.VM.Ref.ID)
+}
+
+// Options tune a Discoverer.
+type Options struct {
+	// LocationTTL bounds how long a location is remembered; a remembered
+	// location is always re-read before it is used. Default 30 minutes.
+	LocationTTL time.Duration
+	// Observer, when set, is told about each vCenter call and breaker change.
+	Observer Observer
+}
+
+// Observer receives what a Discoverer does, for metrics.
+type Observer interface {
+	Call(vcenter, operation string, d time.Duration, err error)
+	BreakerState(vcenter string, state gobreaker.State)
+	Lookup(result string)
+	Cache(hit bool)
+}
+
+// Discoverer locates VMs. It is safe for concurrent use; SetVCenters swaps
+// the set of vCenters while lookups in flight finish on the set they began with.
+type Discoverer struct {
+	opts      Options
+	vcenters  atomic.Pointer[[]*vcenter]
+	locations *cache.TTL[string, location]
+}
+
+type location struct {
+	vcenter string
+	ref     backends.VMRef
+}
+
+type vcenter struct {
+	VCenter
+	breaker *gobreaker.CircuitBreaker[any]
+}
+
+// New returns a Discoverer over vcs.
+func New(vcs []VCenter, opts Options) *Discoverer {
+	if opts.LocationTTL == 0 {
+		opts.LocationTTL = 30 * time.Minute
+	}
+	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL)}
+	d.SetVCenters(vcs)
+	return d
+}
+
+// SetVCenters replaces the vCenters searched. A vCenter whose name and
+// settings are unchanged keeps its breaker.
+func (d *Discoverer) SetVCenters(vcs []VCenter) {
+	old := map[string]*vcenter{}
+	if cur := d.vcenters.Load(); cur != nil {
+		for _, v := range *cur {
+			old[v.Name] = v
+		}
+	}
+	next := make([]*vcenter, 0, len(vcs))
+	for _, v := range vcs {
+		if o, ok := old[v.Name]; ok && o.Backend == v.Backend && o.ConsecutiveFailures == v.ConsecutiveFailures && o.OpenTimeout == v.OpenTimeout {
+			next = append(next, &vcenter{VCenter: v, breaker: o.breaker})
+			continue
+		}
+		next = append(next, &vcenter{VCenter: v, breaker: d.newBreaker(v)})
+	}
+	d.vcenters.Store(&next)
+}
+
+func (d *Discoverer) newBreaker(v VCenter) *gobreaker.CircuitBreaker[any] {
+	failures := v.ConsecutiveFailures
+	if failures == 0 {
+		failures = 5
+	}
+	cb := gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+		Name:        v.Name,
+		MaxRequests: 1,
+		Timeout:     v.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		// An answer about the VM is a healthy vCenter.
+		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, backends.ErrNotFound) },
+		// The caller giving up says nothing about the vCenter.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		OnStateChange: func(name string, from, to gobreaker.State) {
+			klog.Background().Info("vCenter circuit breaker changed state", "vcenter", name, "from", from.String(), "to", to.String())
+			if d.opts.Observer != nil {
+				d.opts.Observer.BreakerState(name, to)
+			}
+		},
+	})
+	if d.opts.Observer != nil {
+		d.opts.Observer.BreakerState(v.Name, gobreaker.StateClosed)
+	}
+	return cb
+}
+
+// VCenterNames lists the vCenters searched.
+func (d *Discoverer) VCenterNames() []string {
+	var out []string
+	for _, v := range *d.vcenters.Load() {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+// VCenterError is one vCenter that could not answer.
+type VCenterError struct {
+	VCenter string
+	Err     error
+}
+
+func (e *VCenterError) Error() string { return "vcenter " + e.VCenter + ": " + e.Err.Error() }
+func (e *VCenterError) Unwrap() error { return e.Err }
+
+// ErrBreakerOpen is returned, without a network call, for a vCenter whose
+// breaker is open.
+var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures")
+
+// call runs fn against v under the breaker and v's request deadline.
+func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
+	start := time.Now()
+	out, err := v.breaker.Execute(func() (any, error) {
+		cctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
+		defer cancel()
+		r, err := fn(cctx, v.Backend)
+		if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			err = fmt.Errorf("no answer within requestTimeout %s: %w", v.RequestTimeout, err)
+		}
+		return r, err
+	})
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		err = ErrBreakerOpen
+	}
+	if d.opts.Observer != nil {
+		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
+	}
+	if err != nil {
+		var zero T
+		return zero, &VCenterError{VCenter: v.Name, Err: err}
+	}
+	return out.(T), nil
+}
+
+// LookupError is a lookup that neither found the VM nor could confirm its
+// absence, because some vCenters did not answer.
+type LookupError struct {
+	What     string // e.g. `uuid "…"`
+	Answered []string
+	Failed   *multierror.Error // of *VCenterError
+}
+
+func (e *LookupError) Error() string {
+	msg := fmt.Sprintf("%s: not found in the vCenters that answered %v, and %d could not be asked: %s",
+		e.What, e.Answered, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
+	return msg
+}
+
+// FailedVCenters names the vCenters that could not answer.
+func (e *LookupError) FailedVCenters() []string {
+	var out []string
+	for _, err := range e.Failed.Errors {
+		var ve *VCenterError
+		if errors.As(err, &ve) {
+			out = append(out, ve.VCenter)
+		}
+	}
+	return out
+}
+
+// DuplicateError is a lookup that matched more than one VM: never a guess.
+type DuplicateError struct {
+	What    string
+	Matches []*Result
+}
+
+func (e *DuplicateError) Error() string {
+	var where []string
+	for _, m := range e.Matches {
+		where = append(where, m.String())
+	}
+	return fmt.Sprintf("%s matches %d VMs, refusing to choose: %s", e.What, len(e.Matches), strings.Join(where, " and "))
+}
+
+func errorStrings(errs []error) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = e.Error()
+	}
+	return out
+}
+
+// FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
+// byte-swapped form too. It returns (nil, nil) only when every vCenter
+// answered that no such VM exists.
+func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, error) {
+	const op = "discovery.FindByUUID"
+	u, err := NormalizeUUID(uuid)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	values := []string{u}
+	if s := SwapByteOrder(u); s != u {
+		values = append(values, s)
+	}
+	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: values}, "uuid:"+u, fmt.Sprintf("uuid %q", u))
+}
+
+// FindByName locates the VM named name; (nil, nil) as for FindByUUID.
+func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, error) {
+	return d.find(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, "name:"+name, fmt.Sprintf("vm name %q", name))
+}
+
+// FindByIP locates the VM with a guest IP ip; (nil, nil) as for FindByUUID.
+func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
+	return d.find(ctx, backends.Query{By: backends.ByIP, Values: []string{ip}}, "ip:"+ip, fmt.Sprintf("ip %q", ip))
+}
+
+func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what string) (*Result, error) {
+	vcs := *d.vcenters.Load()
+	if res, ok := d.fromCache(ctx, vcs, q, key); ok {
+		return res.result, res.err
+	}
+	if d.opts.Observer != nil {
+		d.opts.Observer.Cache(false)
+	}
+	type answer struct {
+		vc  *vcenter
+		vms []backends.VM
+		err error
+	}
+	answers := make([]answer, len(vcs))
+	var wg sync.WaitGroup
+	for i, v := range vcs {
+		wg.Go(func() {
+			vq := q
+			vq.Datacenters = v.Datacenters
+			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {
+				return b.Find(ctx, vq)
+			})
+			answers[i] = answer{vc: v, vms: vms, err: err}
+		})
+	}
+	wg.Wait()
+
+	var found []*Result
+	var failed *multierror.Error
+	var answered []string
+	for _, a := range answers {
+		if a.err != nil {
+			failed = multierror.Append(failed, a.err)
+			continue
+		}
+		answered = append(answered, a.vc.Name)
+		for _, vm := range a.vms {
+			found = append(found, &Result{VCenter: a.vc.Name, VM: vm})
+		}
+	}
+	log := klog.FromContext(ctx).WithValues("lookup", what)
+	switch {
+	case len(found) > 1:
+		d.observe("duplicate")
+		return nil, &DuplicateError{What: what, Matches: found}
+	case len(found) == 1:
+		if failed != nil {
+			// A duplicate in a vCenter that did not answer cannot be
+			// ruled out; the VM found is still the best-known answer.
+			log.Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
+		}
+		d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
+		d.observe("found")
+		return found[0], nil
+	case failed != nil:
+		d.observe("error")
+		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
+	default:
+		d.observe("not_found")
+		return nil, nil
+	}
+}
+
+func (d *Discoverer) observe(result string) {
+	if d.opts.Observer != nil {
+		d.opts.Observer.Lookup(result)
+	}
+}
+
+type cached struct {
+	result *Result
+	err    error
+}
+
+// fromCache re-reads a remembered location. ok is false when the lookup must
+// search every vCenter: nothing remembered, or the VM is no longer there.
+func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Query, key string) (cached, bool) {
+	loc, ok := d.locations.Get(key)
+	if !ok {
+		return cached{}, false
+	}
+	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
+	if i < 0 || (len(vcs[i].Datacenters) > 0 && !slices.Contains(vcs[i].Datacenters, loc.ref.Datacenter)) {
+		// Its vCenter or datacenter left the config.
+		d.locations.Delete(key)
+		return cached{}, false
+	}
+	vm, err := call(ctx, d, vcs[i], "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
+		return b.Get(ctx, loc.ref)
+	})
+	switch {
+	case err == nil && q.Matches(vm):
+		if d.opts.Observer != nil {
+			d.opts.Observer.Cache(true)
+		}
+		d.observe("found")
+		return cached{result: &Result{VCenter: loc.vcenter, VM: *vm}}, true
+	case err == nil || errors.Is(err, backends.ErrNotFound):
+		// Gone or changed: forget it and search everywhere.
+		d.locations.Delete(key)
+		return cached{}, false
+	default:
+		// Its vCenter cannot answer: that is an error, not absence.
+		d.observe("error")
+		return cached{err: &LookupError{What: key, Failed: multierror.Append(nil, err)}}, true
+	}
+}
+
+// Tags reads the zone/region tags of a located VM through its vCenter's
+// breaker and deadline.
+func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (map[string]string, error) {
+	const op = "discovery.Tags"
+	vcs := *d.vcenters.Load()
+	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == r.VCenter })
+	if i < 0 {
+		return nil, fmt.Errorf("%s: vcenter %s is no longer configured", op, r.VCenter)
+	}
+	return call(ctx, d, vcs[i], "tags", func(ctx context.Context, b backends.Backend) (map[string]string, error) {
+		return b.Tags(ctx, &r.VM, categories)
+	})
+}
