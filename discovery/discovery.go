@@ -251,6 +251,26 @@ func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, erro
 	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: values}, "uuid:"+u, fmt.Sprintf("uuid %q", u))
 }
 
+// FindByBIOSUUID locates the VM whose BIOS UUID is exactly uuid, as in a
+// providerID; (nil, nil) as for FindByUUID.
+func (d *Discoverer) FindByBIOSUUID(ctx context.Context, uuid string) (*Result, error) {
+	const op = "discovery.FindByBIOSUUID"
+	u, err := NormalizeUUID(uuid)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: []string{u}}, "bios:"+u, fmt.Sprintf("bios uuid %q", u))
+}
+
+// FindByProviderID locates the VM of a "vsphere://<uuid>" providerID.
+func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (*Result, error) {
+	u, err := ParseProviderID(providerID)
+	if err != nil {
+		return nil, fmt.Errorf("discovery.FindByProviderID: %w", err)
+	}
+	return d.FindByBIOSUUID(ctx, u)
+}
+
 // FindByName locates the VM named name; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, error) {
 	return d.find(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, "name:"+name, fmt.Sprintf("vm name %q", name))

@@ -1,0 +1,58 @@
+// Command vsphere-federated-ccm is a Kubernetes cloud controller manager for
+// Nodes spread over several vCenters. It takes every flag of
+// k8s.io/cloud-provider's CCM; --cloud-provider must be "vsphere".
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	"k8s.io/component-base/cli"
+	cliflag "k8s.io/component-base/cli/flag"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+)
+
+func main() {
+	ccmOptions, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		klog.Fatalf("unable to initialize command options: %v", err)
+	}
+	command := app.NewCloudControllerManagerCommand(ccmOptions, initCloud, app.DefaultInitFuncConstructors,
+		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	os.Exit(cli.Run(command))
+}
+
+// initCloud builds the provider from --cloud-provider and --cloud-config.
+// It is called once, before the controllers start; a bad config stops the
+// process here with the full list of problems.
+func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
+	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
+	if shared.Name != cloud.ProviderName {
+		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
+	}
+	if shared.CloudConfigFile == "" {
+		klog.Fatalf("--cloud-config is required")
+	}
+	f, err := os.Open(shared.CloudConfigFile)
+	if err != nil {
+		klog.Fatalf("--cloud-config: %v", err)
+	}
+	defer f.Close()
+	provider, err := cloud.Factory(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
+	}
+	return provider
+}
