@@ -80,6 +80,8 @@ if up_to_date; then
 	exit 0
 fi
 
+# Holding the lock, no other run is building: clear leftovers of killed runs.
+rm -rf "$cache"/build.*
 tmp=$(mktemp -d "$cache/build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 

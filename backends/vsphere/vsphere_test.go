@@ -1,0 +1,202 @@
+package vsphere_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
+)
+
+// requestCounter counts HTTP requests reaching a vCenter.
+type requestCounter struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (c requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *atomic.Int64) *vsphere.Backend {
+	t.Helper()
+	opts := vsphere.Options{
+		Config: config.VCenterConfig{
+			Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1,
+		},
+		Credentials: creds,
+	}
+	if n != nil {
+		opts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return requestCounter{rt, n} }
+	}
+	b := vsphere.New(opts)
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+func startFederation(t *testing.T, vcs int) *vcsim.Federation {
+	t.Helper()
+	f, err := vcsim.Start(vcsim.Options{VCenters: vcs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestFindGetTags(t *testing.T) {
+	f := startFederation(t, 1)
+	vc := f.VCenters[0]
+	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, nil)
+	ctx := ctxT(t)
+
+	for _, want := range vc.VMs {
+		for _, q := range []backends.Query{
+			{By: backends.ByUUID, Values: []string{want.UUID}},
+			{By: backends.ByUUID, Values: []string{strings.ToUpper(want.UUID)}},
+			{By: backends.ByName, Values: []string{want.Name}},
+			{By: backends.ByIP, Values: []string{want.IP}},
+			{By: backends.ByUUID, Values: []string{want.UUID}, Datacenters: []string{want.Datacenter}},
+		} {
+			vms, err := b.Find(ctx, q)
+			if err != nil {
+				t.Fatalf("Find(%+v): %v", q, err)
+			}
+			if len(vms) != 1 {
+				t.Fatalf("Find(%+v) = %d VMs, want 1", q, len(vms))
+			}
+			got := vms[0]
+			if got.Name != want.Name || got.UUID != want.UUID || got.Ref.ID != want.Ref || got.Ref.Datacenter != want.Datacenter {
+				t.Fatalf("Find(%+v) = %+v, want %+v", q, got, want)
+			}
+			if got.PowerState != backends.PoweredOn || got.NumCPU < 1 || got.MemoryMB < 1 || got.GuestID != "ubuntu64Guest" ||
+				got.GuestHostName != want.HostName || len(got.NICs) != 1 || got.NICs[0].IPs[0] != want.IP || got.Host == "" {
+				t.Fatalf("Find(%+v) properties = %+v", q, got)
+			}
+		}
+		tags, err := b.Tags(ctx, &backends.VM{Ref: backends.VMRef{Datacenter: want.Datacenter, ID: want.Ref}, Host: hostOf(t, b, want)}, []string{"k8s-zone", "k8s-region"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tags["k8s-zone"] != want.Zone || tags["k8s-region"] != want.Region {
+			t.Fatalf("Tags(%s) = %v, want zone %s region %s", want.Name, tags, want.Zone, want.Region)
+		}
+	}
+
+	// Another datacenter: the VM is not there, and that is an answer.
+	other := "DC1"
+	if vc.VMs[0].Datacenter == other {
+		other = "DC0"
+	}
+	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}, Datacenters: []string{other}})
+	if err != nil || len(vms) != 0 {
+		t.Fatalf("Find in the wrong datacenter = %v, %v; want none, nil", vms, err)
+	}
+	vms, err = b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{"42ffffff-0000-4000-8000-000000000000"}})
+	if err != nil || len(vms) != 0 {
+		t.Fatalf("Find(unknown uuid) = %v, %v; want none, nil", vms, err)
+	}
+}
+
+func hostOf(t *testing.T, b *vsphere.Backend, vm *vcsim.VM) string {
+	t.Helper()
+	got, err := b.Get(context.Background(), backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Host
+}
+
+func TestGetAfterDestroyIsNotFound(t *testing.T) {
+	f := startFederation(t, 1)
+	vc := f.VCenters[0]
+	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, nil)
+	ctx := ctxT(t)
+	vm := vc.VMs[1]
+	ref := backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref}
+	if _, err := b.Get(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := vc.Destroy(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, ref); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get(destroyed) err = %v, want ErrNotFound", err)
+	}
+	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vm.UUID}})
+	if err != nil || len(vms) != 0 {
+		t.Fatalf("Find(destroyed) = %v, %v; want none, nil", vms, err)
+	}
+	// A VM in another datacenter than remembered is not found there either.
+	other := backends.VMRef{Datacenter: "elsewhere", ID: vc.VMs[0].Ref}
+	if _, err := b.Get(ctx, other); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get(wrong datacenter) err = %v, want ErrNotFound", err)
+	}
+}
+
+// A session that vCenter terminates is re-established on NotAuthenticated,
+// and the request that saw it succeeds.
+func TestReloginAfterSessionTerminated(t *testing.T) {
+	f := startFederation(t, 1)
+	vc := f.VCenters[0]
+	var logins atomic.Int64
+	creds := countingSource{Source: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, n: &logins}
+	b := newBackend(t, vc, creds, nil)
+	ctx := ctxT(t)
+	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
+	if _, err := b.Find(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if err := vc.TerminateSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vms, err := b.Find(ctx, q)
+	if err != nil || len(vms) != 1 {
+		t.Fatalf("Find after session loss = %v, %v", vms, err)
+	}
+	if got := logins.Load(); got != 2 {
+		t.Fatalf("logins = %d, want 2 (first + one re-login)", got)
+	}
+}
+
+type countingSource struct {
+	credentials.Source
+	n *atomic.Int64
+}
+
+func (c countingSource) Get(ctx context.Context) (credentials.Credentials, error) {
+	c.n.Add(1)
+	return c.Source.Get(ctx)
+}
+
+func TestWrongPasswordNeverInError(t *testing.T) {
+	f := startFederation(t, 1)
+	vc := f.VCenters[0]
+	const pw = "wrong-Pa55word-xyz"
+	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: pw}, nil)
+	_, err := b.Find(ctxT(t), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
+	if err == nil {
+		t.Fatal("login with a wrong password succeeded")
+	}
+	if strings.Contains(err.Error(), pw) || strings.Contains(err.Error(), vc.Password) {
+		t.Fatalf("error leaks a password: %v", err)
+	}
+	if !strings.Contains(err.Error(), "login as") {
+		t.Fatalf("error does not say the login failed: %v", err)
+	}
+}

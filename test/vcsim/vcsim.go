@@ -1,0 +1,375 @@
+// Package vcsim starts a federation of simulated vCenters (govmomi's
+// simulator) for tests, benchmarks and the demo: several vCenters, each on
+// its own loopback address with TLS and its own credentials, each with
+// several datacenters, distinct VM names and BIOS UUIDs, guest networking,
+// and zone/region tags (zone on each cluster or standalone host, region on
+// each datacenter).
+package vcsim
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	_ "github.com/vmware/govmomi/vapi/simulator" // the vAPI (tagging) endpoints
+)
+
+// Options shape a federation.
+type Options struct {
+	VCenters    int // default 3
+	Datacenters int // per vCenter, default 2
+	// MachinesPerPool: VMs in each cluster's resource pool and on each
+	// standalone host; a datacenter has 2×MachinesPerPool VMs. Default 2.
+	MachinesPerPool int
+	// Addresses to listen on, one per vCenter; default 127.0.0.<i+2>.
+	Addresses []string
+	// User and Password for every vCenter; Password gets "-<vcenter>" appended.
+	User, Password string
+	// ZoneCategory and RegionCategory name the tag categories.
+	ZoneCategory, RegionCategory string
+}
+
+// Federation is a set of running simulated vCenters.
+type Federation struct {
+	VCenters []*VCenter
+}
+
+// VCenter is one running simulator.
+type VCenter struct {
+	Name     string // vc1, vc2, …
+	Host     string // listen address
+	Port     int
+	User     string
+	Password string
+	Model    *simulator.Model
+	Server   *simulator.Server
+	VMs      []*VM
+}
+
+// VM describes one simulated VM as the tests expect to see it.
+type VM struct {
+	VCenter, Datacenter, Name, UUID, Ref string
+	// Host is the ESXi host's name; Zone and Region its tags.
+	Host, Zone, Region string
+	IP, HostName       string
+}
+
+// SystemUUID is the VM's UUID as a kubelet on vSphere reports it.
+func (vm *VM) SystemUUID() string { return swap(vm.UUID) }
+
+func swap(u string) string {
+	rev := func(g string) string {
+		b := make([]byte, 0, len(g))
+		for i := len(g) - 2; i >= 0; i -= 2 {
+			b = append(b, g[i], g[i+1])
+		}
+		return string(b)
+	}
+	return rev(u[0:8]) + "-" + rev(u[9:13]) + "-" + rev(u[14:18]) + u[18:]
+}
+
+// UUIDFor is the BIOS UUID the federation gives VM number vm of datacenter
+// dc of vCenter vc (all counted from 0).
+func UUIDFor(vc, dc, vm int) string {
+	return fmt.Sprintf("42%02x%02x%02x-%04x-4%03x-8%03x-%012x", vc, dc, vm&0xff, vm, vc, dc, vc<<32|dc<<16|vm)
+}
+
+// Start builds and starts the federation. Models are built one at a time:
+// building them in parallel races inside the simulator.
+func Start(opts Options) (*Federation, error) {
+	if opts.VCenters == 0 {
+		opts.VCenters = 3
+	}
+	if opts.Datacenters == 0 {
+		opts.Datacenters = 2
+	}
+	if opts.MachinesPerPool == 0 {
+		opts.MachinesPerPool = 2
+	}
+	if opts.User == "" {
+		opts.User = "ccm@vsphere.local"
+	}
+	if opts.Password == "" {
+		opts.Password = "s3cret"
+	}
+	if opts.ZoneCategory == "" {
+		opts.ZoneCategory = "k8s-zone"
+	}
+	if opts.RegionCategory == "" {
+		opts.RegionCategory = "k8s-region"
+	}
+	f := &Federation{}
+	for i := range opts.VCenters {
+		addr := "127.0.0." + strconv.Itoa(i+2)
+		if i < len(opts.Addresses) {
+			addr = opts.Addresses[i]
+		}
+		vc, err := startVCenter(i, addr, opts)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("vcenter %d: %w", i+1, err)
+		}
+		f.VCenters = append(f.VCenters, vc)
+	}
+	return f, nil
+}
+
+func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
+	m := simulator.VPX()
+	m.Datacenter = opts.Datacenters
+	m.Cluster = 1
+	m.ClusterHost = 1
+	m.Host = 1
+	m.Machine = opts.MachinesPerPool
+	if err := m.Create(); err != nil {
+		return nil, err
+	}
+	vc := &VCenter{
+		Name: fmt.Sprintf("vc%d", i+1), Host: addr, Model: m,
+		User: opts.User, Password: opts.Password + "-" + fmt.Sprintf("vc%d", i+1),
+	}
+	m.Service.RegisterEndpoints = true
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{Host: addr + ":0", User: url.UserPassword(vc.User, vc.Password)}
+	vc.Server = m.Service.NewServer()
+	vc.Port, _ = strconv.Atoi(vc.Server.URL.Port())
+	if err := vc.populate(i, opts); err != nil {
+		vc.Close()
+		return nil, err
+	}
+	return vc, nil
+}
+
+// Client logs in to the simulator (for test fixtures).
+func (vc *VCenter) Client(ctx context.Context) (*govmomi.Client, error) {
+	u := *vc.Server.URL
+	u.User = url.UserPassword(vc.User, vc.Password)
+	return govmomi.NewClient(ctx, &u, true)
+}
+
+// populate gives VMs unique names, UUIDs and guest networking, and tags the
+// inventory.
+func (vc *VCenter) populate(vcIndex int, opts Options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := vc.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
+	rc := rest.NewClient(c.Client)
+	if err := rc.Login(ctx, url.UserPassword(vc.User, vc.Password)); err != nil {
+		return fmt.Errorf("rest login: %w", err)
+	}
+	tm := tags.NewManager(rc)
+	zoneCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.ZoneCategory, Cardinality: "SINGLE"})
+	if err != nil {
+		return err
+	}
+	regionCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.RegionCategory, Cardinality: "SINGLE"})
+	if err != nil {
+		return err
+	}
+	tag := func(cat, name string, obj types.ManagedObjectReference) error {
+		id, err := tm.CreateTag(ctx, &tags.Tag{Name: name, CategoryID: cat})
+		if err != nil {
+			return err
+		}
+		return tm.AttachTag(ctx, id, obj)
+	}
+
+	registry := vc.Model.Map()
+	byName := func(es []mo.Entity) []mo.Entity {
+		slices.SortFunc(es, func(a, b mo.Entity) int { return strings.Compare(a.Entity().Name, b.Entity().Name) })
+		return es
+	}
+	for dcIndex, dcObj := range byName(registry.All("Datacenter")) {
+		dc := dcObj.(*simulator.Datacenter)
+		region := fmt.Sprintf("region-%s-%s", vc.Name, strings.ToLower(dc.Name))
+		if err := tag(regionCat, region, dc.Self); err != nil {
+			return err
+		}
+		zones := map[types.ManagedObjectReference]string{}
+		vmIndex := 0
+		for _, obj := range byName(registry.All("VirtualMachine")) {
+			vm := obj.(*simulator.VirtualMachine)
+			if !inDatacenter(registry, vm.Self, dc.Self) {
+				continue
+			}
+			host := registry.Get(*vm.Runtime.Host).(*simulator.HostSystem)
+			cr := *host.Parent
+			zone, ok := zones[cr]
+			if !ok {
+				zone = fmt.Sprintf("zone-%s-%s-%d", vc.Name, strings.ToLower(dc.Name), len(zones))
+				if err := tag(zoneCat, zone, cr); err != nil {
+					return err
+				}
+				zones[cr] = zone
+			}
+			v := &VM{
+				VCenter: vc.Name, Datacenter: dc.Name,
+				Name: fmt.Sprintf("%s-%s-vm%d", vc.Name, strings.ToLower(dc.Name), vmIndex),
+				UUID: UUIDFor(vcIndex, dcIndex, vmIndex), Ref: vm.Self.Value,
+				Host: host.Name, Zone: zone, Region: region,
+				IP: fmt.Sprintf("10.%d.%d.%d", vcIndex+1, dcIndex, vmIndex+10),
+			}
+			v.HostName = v.Name + ".cluster.local"
+			vm.Name = v.Name
+			vm.Config.Name = v.Name
+			vm.Config.Uuid = v.UUID
+			vm.Summary.Config.Uuid = v.UUID
+			vm.Summary.Config.Name = v.Name
+			vm.Config.GuestId = "ubuntu64Guest"
+			vm.Guest = &types.GuestInfo{
+				HostName:  v.HostName,
+				IpAddress: v.IP,
+				Net: []types.GuestNicInfo{{
+					Network: "VM Network", IpAddress: []string{v.IP, "fe80::1"}, Connected: true,
+					MacAddress: fmt.Sprintf("00:50:56:%02x:%02x:%02x", vcIndex, dcIndex, vmIndex), DeviceConfigId: 4000,
+				}},
+			}
+			vc.VMs = append(vc.VMs, v)
+			vmIndex++
+		}
+	}
+	return nil
+}
+
+func inDatacenter(r *simulator.Registry, ref, dc types.ManagedObjectReference) bool {
+	for range 32 {
+		e, ok := r.Get(ref).(mo.Entity)
+		if !ok {
+			return false
+		}
+		p := e.Entity().Parent
+		if p == nil {
+			return false
+		}
+		if *p == dc {
+			return true
+		}
+		ref = *p
+	}
+	return false
+}
+
+// AllVMs lists every VM of the federation.
+func (f *Federation) AllVMs() []*VM {
+	var out []*VM
+	for _, vc := range f.VCenters {
+		out = append(out, vc.VMs...)
+	}
+	return out
+}
+
+// VCenter returns the vCenter named name.
+func (f *Federation) VCenter(name string) *VCenter {
+	for _, vc := range f.VCenters {
+		if vc.Name == name {
+			return vc
+		}
+	}
+	return nil
+}
+
+// Close stops every simulator.
+func (f *Federation) Close() {
+	for _, vc := range f.VCenters {
+		vc.Close()
+	}
+}
+
+// Close stops the simulator and removes its model.
+func (vc *VCenter) Close() {
+	if vc.Server != nil {
+		vc.Server.Close()
+		vc.Server = nil
+	}
+	if vc.Model != nil {
+		vc.Model.Remove()
+		vc.Model = nil
+	}
+}
+
+// Stop closes the listener but keeps the model, like a vCenter going down;
+// Restart is not supported by the simulator on the same port, so tests that
+// need the vCenter back use fault injection instead.
+func (vc *VCenter) Stop() {
+	if vc.Server != nil {
+		vc.Server.Close()
+		vc.Server = nil
+	}
+}
+
+// Object returns the simulator object for a VM (for direct fixture edits).
+func (vc *VCenter) Object(vm *VM) *simulator.VirtualMachine {
+	return vc.Model.Map().Get(types.ManagedObjectReference{Type: "VirtualMachine", Value: vm.Ref}).(*simulator.VirtualMachine)
+}
+
+// PowerOff powers a VM off through the API.
+func (vc *VCenter) PowerOff(ctx context.Context, vm *VM) error {
+	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.PowerOff(ctx) })
+}
+
+// PowerOn powers a VM on through the API.
+func (vc *VCenter) PowerOn(ctx context.Context, vm *VM) error {
+	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.PowerOn(ctx) })
+}
+
+// Destroy powers a VM off and deletes it through the API.
+func (vc *VCenter) Destroy(ctx context.Context, vm *VM) error {
+	_ = vc.PowerOff(ctx, vm)
+	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.Destroy(ctx) })
+}
+
+func (vc *VCenter) vmTask(ctx context.Context, vm *VM, fn func(*object.VirtualMachine) (*object.Task, error)) error {
+	c, err := vc.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
+	o := object.NewVirtualMachine(c.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: vm.Ref})
+	task, err := fn(o)
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
+}
+
+// TerminateSessions ends every client session, as an administrator (or a
+// vCenter restart) would; clients see NotAuthenticated on their next call.
+func (vc *VCenter) TerminateSessions(ctx context.Context) error {
+	c, err := vc.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
+	var sm mo.SessionManager
+	if err := c.RetrieveOne(ctx, *c.ServiceContent.SessionManager, []string{"sessionList", "currentSession"}, &sm); err != nil {
+		return err
+	}
+	var ids []string
+	for _, s := range sm.SessionList {
+		if sm.CurrentSession == nil || s.Key != sm.CurrentSession.Key {
+			ids = append(ids, s.Key)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return session.NewManager(c.Client).TerminateSession(ctx, ids)
+}
