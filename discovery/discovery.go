@@ -201,6 +201,11 @@ func (e *LookupError) Error() string {
 	return msg
 }
 
+// Unwrap exposes each vCenter's failure to errors.Is/As (a deadline, an
+// open breaker). None of them is ever backends.ErrNotFound: answers about
+// the VM are not failures.
+func (e *LookupError) Unwrap() []error { return e.Failed.Errors }
+
 // FailedVCenters names the vCenters that could not answer.
 func (e *LookupError) FailedVCenters() []string {
 	var out []string

@@ -1,0 +1,339 @@
+package discovery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// fleet is three fake vCenters with two datacenters and two VMs each.
+type fleet struct {
+	names    []string
+	backends map[string]*memory.Backend
+	vms      map[string][]backends.VM
+}
+
+func uuidOf(vc, dc, i int) string {
+	return fmt.Sprintf("4200%02x%02x-%04x-4000-8000-%012x", vc, dc, i, vc*100+dc*10+i)
+}
+
+func newFleet() *fleet {
+	f := &fleet{backends: map[string]*memory.Backend{}, vms: map[string][]backends.VM{}}
+	for vc := range 3 {
+		name := fmt.Sprintf("vc%d", vc+1)
+		b := memory.New()
+		for dc := range 2 {
+			for i := range 2 {
+				vm := backends.VM{
+					Ref:  backends.VMRef{Datacenter: fmt.Sprintf("dc%d", dc), ID: fmt.Sprintf("vm-%d%d", dc, i)},
+					Name: fmt.Sprintf("%s-dc%d-vm%d", name, dc, i), UUID: uuidOf(vc, dc, i), PowerState: backends.PoweredOn,
+				}
+				b.Add(vm, nil)
+				f.vms[name] = append(f.vms[name], vm)
+			}
+		}
+		f.names = append(f.names, name)
+		f.backends[name] = b
+	}
+	return f
+}
+
+func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Duration) *discovery.Discoverer {
+	var vcs []discovery.VCenter
+	for _, n := range f.names {
+		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
+	}
+	return discovery.New(vcs, discovery.Options{})
+}
+
+func (f *fleet) calls() map[string]int64 {
+	out := map[string]int64{}
+	for n, b := range f.backends {
+		out[n] = b.Calls()
+	}
+	return out
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestFoundInEveryVCenterAndDatacenter(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	ctx := ctxT(t)
+	for _, vc := range f.names {
+		for _, vm := range f.vms[vc] {
+			for _, key := range []string{vm.UUID, discovery.SwapByteOrder(vm.UUID), strings.ToUpper(vm.UUID)} {
+				res, err := d.FindByUUID(ctx, key)
+				if err != nil || res == nil {
+					t.Fatalf("FindByUUID(%s) = %v, %v", key, res, err)
+				}
+				if res.VCenter != vc || res.VM.Ref != vm.Ref {
+					t.Fatalf("FindByUUID(%s) found %s, want vcenter %s %v", key, res, vc, vm.Ref)
+				}
+			}
+			res, err := d.FindByProviderID(ctx, discovery.ProviderID(vm.UUID))
+			if err != nil || res == nil || res.VM.UUID != vm.UUID {
+				t.Fatalf("FindByProviderID(%s) = %v, %v", vm.UUID, res, err)
+			}
+			res, err = d.FindByName(ctx, vm.Name)
+			if err != nil || res == nil || res.VM.UUID != vm.UUID {
+				t.Fatalf("FindByName(%s) = %v, %v", vm.Name, res, err)
+			}
+		}
+	}
+}
+
+// A providerID holds the BIOS UUID itself: its byte-swapped form is another
+// UUID and must not match.
+func TestProviderIDIsExact(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	vm := f.vms["vc2"][0]
+	res, err := d.FindByProviderID(ctxT(t), discovery.ProviderID(discovery.SwapByteOrder(vm.UUID)))
+	if err != nil || res != nil {
+		t.Fatalf("FindByProviderID(swapped) = %v, %v; want confirmed absence", res, err)
+	}
+	if _, err := d.FindByProviderID(ctxT(t), "aws:///i-123"); err == nil {
+		t.Fatal("a foreign providerID must be an error")
+	}
+}
+
+func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	ctx := ctxT(t)
+	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
+	res, err := d.FindByUUID(ctx, missing)
+	if err != nil || res != nil {
+		t.Fatalf("all answered: FindByUUID = %v, %v; want nil, nil", res, err)
+	}
+	for _, failure := range []error{
+		errors.New("connection refused"),
+		fmt.Errorf("login as %q failed: %w", "ccm", errors.New("InvalidLogin")),
+	} {
+		f.backends["vc2"].Fail(failure)
+		res, err = d.FindByUUID(ctx, missing)
+		if err == nil || res != nil {
+			t.Fatalf("vc2 failing (%v): FindByUUID = %v, %v; want an error", failure, res, err)
+		}
+		var le *discovery.LookupError
+		if !errors.As(err, &le) || strings.Join(le.FailedVCenters(), ",") != "vc2" {
+			t.Fatalf("error %v does not name exactly vc2 as failed", err)
+		}
+		if !strings.Contains(err.Error(), failure.Error()) {
+			t.Fatalf("error %q does not say why vc2 failed", err)
+		}
+		f.backends["vc2"].Fail(nil)
+	}
+	// A VM in a healthy vCenter is found while another vCenter is down.
+	f.backends["vc3"].Fail(errors.New("connection refused"))
+	vm := f.vms["vc1"][3]
+	res, err = d.FindByUUID(ctx, vm.UUID)
+	if err != nil || res == nil || res.VCenter != "vc1" {
+		t.Fatalf("FindByUUID with vc3 down = %v, %v; want found in vc1", res, err)
+	}
+}
+
+func TestDeadlineIsAnErrorNotAbsence(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(50*time.Millisecond, 5, time.Minute)
+	f.backends["vc3"].Hang(true)
+	ctx := ctxT(t)
+	res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	if err == nil || res != nil {
+		t.Fatalf("FindByUUID with vc3 hanging = %v, %v; want an error", res, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "requestTimeout") {
+		t.Fatalf("error %v should be a deadline naming requestTimeout", err)
+	}
+	vm := f.vms["vc2"][1]
+	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil {
+		t.Fatalf("healthy vCenter lookup with vc3 hanging = %v, %v", res, err)
+	}
+}
+
+func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
+	f := newFleet()
+	const open = 200 * time.Millisecond
+	d := f.discoverer(time.Second, 3, open)
+	ctx := ctxT(t)
+	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
+	f.backends["vc1"].Fail(errors.New("connection refused"))
+	for range 3 {
+		if _, err := d.FindByUUID(ctx, missing); err == nil {
+			t.Fatal("want an error while vc1 fails")
+		}
+	}
+	before := f.backends["vc1"].Calls()
+	_, err := d.FindByUUID(ctx, missing)
+	if !errors.Is(err, discovery.ErrBreakerOpen) {
+		t.Fatalf("after 3 failures err = %v, want ErrBreakerOpen", err)
+	}
+	if got := f.backends["vc1"].Calls(); got != before {
+		t.Fatalf("open breaker let %d calls through", got-before)
+	}
+	// Healed: after openTimeout one probe goes through and closes it.
+	f.backends["vc1"].Fail(nil)
+	time.Sleep(open + 50*time.Millisecond)
+	res, err := d.FindByUUID(ctx, missing)
+	if err != nil || res != nil {
+		t.Fatalf("after recovery FindByUUID = %v, %v; want confirmed absence", res, err)
+	}
+	if f.backends["vc1"].Calls() != before+1 {
+		t.Fatalf("half-open probe: want exactly one call, got %d", f.backends["vc1"].Calls()-before)
+	}
+}
+
+// "Not found" is an answer about the VM: it never trips a breaker.
+func TestNotFoundAnswersDoNotTripBreaker(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 2, time.Minute)
+	ctx := ctxT(t)
+	for i := range 10 {
+		if res, err := d.FindByUUID(ctx, fmt.Sprintf("42ffffff-ffff-4fff-8fff-%012x", i)); err != nil || res != nil {
+			t.Fatalf("lookup %d = %v, %v", i, res, err)
+		}
+	}
+	// Cached locations whose VM was deleted answer ErrNotFound from Get.
+	vm := f.vms["vc1"][0]
+	for range 5 {
+		if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
+			t.Fatal(err)
+		}
+		f.backends["vc1"].Remove(vm.Ref.ID)
+		if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res != nil {
+			t.Fatalf("deleted VM lookup = %v, %v; want nil, nil", res, err)
+		}
+		f.backends["vc1"].Add(vm, nil)
+	}
+}
+
+func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	orig := f.vms["vc1"][2]
+	dup := f.vms["vc3"][1]
+	dup.UUID = orig.UUID
+	f.backends["vc3"].Add(dup, nil)
+	res, err := d.FindByUUID(ctxT(t), orig.UUID)
+	var de *discovery.DuplicateError
+	if res != nil || !errors.As(err, &de) || len(de.Matches) != 2 {
+		t.Fatalf("FindByUUID(duplicate) = %v, %v; want DuplicateError with 2 matches", res, err)
+	}
+	for _, want := range []string{"vcenter vc1", orig.Name, "vcenter vc3", dup.Name} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %q", err, want)
+		}
+	}
+	// One VM with u and another with its byte-swapped form: ambiguous too.
+	other := f.vms["vc2"][0]
+	other.UUID = discovery.SwapByteOrder(f.vms["vc1"][0].UUID)
+	f.backends["vc2"].Add(other, nil)
+	if _, err := d.FindByUUID(ctxT(t), f.vms["vc1"][0].UUID); !errors.As(err, &de) {
+		t.Fatalf("byte-order collision err = %v, want DuplicateError", err)
+	}
+}
+
+func TestCachedLocationIsReverified(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	ctx := ctxT(t)
+	vm := f.vms["vc2"][3]
+	if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
+		t.Fatal(err)
+	}
+	before := f.calls()
+	res, err := d.FindByUUID(ctx, vm.UUID)
+	if err != nil || res == nil || res.VCenter != "vc2" {
+		t.Fatalf("cached lookup = %v, %v", res, err)
+	}
+	after := f.calls()
+	if after["vc2"]-before["vc2"] != 1 || after["vc1"] != before["vc1"] || after["vc3"] != before["vc3"] {
+		t.Fatalf("cached lookup calls: before %v after %v; want one Get on vc2 only", before, after)
+	}
+	// Power state comes from the re-read, not the cache.
+	f.backends["vc2"].SetPower(vm.Ref.ID, backends.PoweredOff)
+	if res, _ := d.FindByUUID(ctx, vm.UUID); res == nil || res.VM.PowerState != backends.PoweredOff {
+		t.Fatalf("cached lookup served a stale power state: %v", res)
+	}
+	// Its vCenter down: an error, never a guess from the cache.
+	f.backends["vc2"].Fail(errors.New("connection refused"))
+	if res, err := d.FindByUUID(ctx, vm.UUID); err == nil || res != nil {
+		t.Fatalf("cached lookup with vc2 down = %v, %v; want error", res, err)
+	}
+	f.backends["vc2"].Fail(nil)
+	// Deleted while another vCenter is down: still an error, not absence.
+	f.backends["vc2"].Remove(vm.Ref.ID)
+	f.backends["vc1"].Fail(errors.New("connection refused"))
+	if res, err := d.FindByUUID(ctx, vm.UUID); err == nil || res != nil {
+		t.Fatalf("deleted VM with vc1 down = %v, %v; want error", res, err)
+	}
+	f.backends["vc1"].Fail(nil)
+	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res != nil {
+		t.Fatalf("deleted VM, all answering = %v, %v; want nil, nil", res, err)
+	}
+}
+
+func TestDatacenterFilter(t *testing.T) {
+	f := newFleet()
+	vcs := []discovery.VCenter{{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}
+	d := discovery.New(vcs, discovery.Options{})
+	ctx := ctxT(t)
+	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0
+	if res, err := d.FindByUUID(ctx, in.UUID); err != nil || res == nil {
+		t.Fatalf("VM in configured datacenter: %v, %v", res, err)
+	}
+	if res, err := d.FindByUUID(ctx, out.UUID); err != nil || res != nil {
+		t.Fatalf("VM outside configured datacenters: %v, %v; want nil, nil", res, err)
+	}
+}
+
+func TestConcurrentLookups(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for _, vc := range f.names {
+		for _, vm := range f.vms[vc] {
+			for range 4 {
+				wg.Go(func() {
+					res, err := d.FindByUUID(ctx, vm.UUID)
+					if err != nil || res == nil || res.VM.UUID != vm.UUID {
+						t.Errorf("FindByUUID(%s) = %v, %v", vm.UUID, res, err)
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
+}
+
+func TestUUIDHelpers(t *testing.T) {
+	u := "422e4956-ad22-1139-1234-567890abcdef"
+	if got := discovery.SwapByteOrder(u); got != "56492e42-22ad-3911-1234-567890abcdef" {
+		t.Fatalf("SwapByteOrder = %s", got)
+	}
+	if discovery.SwapByteOrder(discovery.SwapByteOrder(u)) != u {
+		t.Fatal("SwapByteOrder is not its own inverse")
+	}
+	for _, bad := range []string{"", "42", "422e4956-ad22-1139-1234-567890abcdeg", "422e4956ad22-1139-1234-567890abcdef0"} {
+		if _, err := discovery.NormalizeUUID(bad); err == nil {
+			t.Errorf("NormalizeUUID(%q) accepted", bad)
+		}
+	}
+	if id, err := discovery.ParseProviderID("vsphere://422E4956-AD22-1139-1234-567890ABCDEF"); err != nil || id != u {
+		t.Fatalf("ParseProviderID = %q, %v", id, err)
+	}
+}
