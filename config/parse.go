@@ -76,10 +76,10 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var errs *multierror.Error
 	if len(root.Content) == 1 {
-		errs = checkKeys(root.Content[0], reflect.TypeFor[File](), "", errs)
+		errs = checkKeys(root.Content[0], reflect.TypeFor[File](), "", map[aliasVisit]bool{}, errs)
 	}
 	var f File
-	if err := root.Decode(&f); err != nil {
+	if err := decode(&root, &f); err != nil {
 		errs = multierror.Append(errs, err)
 		return nil, format(errs)
 	}
@@ -89,6 +89,17 @@ func Parse(data []byte) (*Config, error) {
 		return nil, format(errs)
 	}
 	return cfg, nil
+}
+
+// decode is root.Decode with yaml.v3's panics (v3.0.1 panics on a merge key
+// next to a non-scalar key) turned into errors.
+func decode(root *yaml.Node, f *File) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: cannot decode: %v", r)
+		}
+	}()
+	return root.Decode(f)
 }
 
 func format(errs *multierror.Error) error {
@@ -106,35 +117,70 @@ func format(errs *multierror.Error) error {
 	return errs
 }
 
+// aliasVisit is an anchored node checked against a type.
+type aliasVisit struct {
+	n *yaml.Node
+	t reflect.Type
+}
+
 // checkKeys reports every mapping key that names no field of t, by path.
-func checkKeys(n *yaml.Node, t reflect.Type, path string, errs *multierror.Error) *multierror.Error {
+// An aliased node is checked once per type (seen), so aliases of aliases
+// cannot make the walk explode.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bool, errs *multierror.Error) *multierror.Error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
+		if seen[aliasVisit{n, t}] {
+			return errs
+		}
+		seen[aliasVisit{n, t}] = true
 	}
 	if n.Kind != yaml.MappingNode {
 		return errs
 	}
+	// A merge key (<<) brings in the keys of a mapping or a list of them.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if isMerge(n.Content[i]) {
+			if v := n.Content[i+1]; v.Kind == yaml.SequenceNode {
+				for _, m := range v.Content {
+					errs = checkKeys(m, t, path, seen, errs)
+				}
+			} else {
+				errs = checkKeys(v, t, path, seen, errs)
+			}
+		}
+	}
 	switch t.Kind() {
 	case reflect.Map:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), errs)
+			if isMerge(n.Content[i]) {
+				continue
+			}
+			errs = checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), seen, errs)
 		}
 	case reflect.Struct:
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
+			if isMerge(n.Content[i]) {
+				continue
+			}
 			key := n.Content[i].Value
 			ft, ok := fields[key]
 			if !ok {
 				errs = multierror.Append(errs, fmt.Errorf("%s: unknown key (line %d)", join(path, key), n.Content[i].Line))
 				continue
 			}
-			errs = checkKeys(n.Content[i+1], ft, join(path, key), errs)
+			errs = checkKeys(n.Content[i+1], ft, join(path, key), seen, errs)
 		}
 	}
 	return errs
+}
+
+// isMerge reports whether k is the merge key <<.
+func isMerge(k *yaml.Node) bool {
+	return k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge"
 }
 
 // yamlFields maps the YAML names of t's fields, inline ones flattened, to their types.
@@ -173,9 +219,14 @@ func (f *File) resolve() (*Config, []error) {
 	cfg := &Config{SecretsDirectory: f.Global.SecretsDirectory, Labels: f.Labels}
 
 	vcs := f.VCenter
-	if len(vcs) == 0 && f.Global.Server != "" {
-		// CPI's single-vCenter form: everything in global.
-		vcs = map[string]*VCenter{f.Global.Server: {Server: f.Global.Server}}
+	if gs := f.Global.Server; gs != "" && vcs[gs] == nil && !hasServer(vcs, gs) {
+		// CPI's global-vCenter form: global.server is a vCenter of its own,
+		// next to any vcenter sections, unless a section already names it.
+		vcs = make(map[string]*VCenter, len(f.VCenter)+1)
+		for k, v := range f.VCenter {
+			vcs[k] = v
+		}
+		vcs[gs] = &VCenter{Server: gs}
 	}
 	if len(vcs) == 0 {
 		add("vcenter", "at least one vCenter is required (or global.server)")
@@ -268,6 +319,16 @@ func (f *File) resolve() (*Config, []error) {
 		ExternalNetworkName:    strings.TrimSpace(n.ExternalVMNetworkName),
 	}
 	return cfg, errs
+}
+
+// hasServer reports whether a vcenter section names server.
+func hasServer(vcs map[string]*VCenter, server string) bool {
+	for _, v := range vcs {
+		if v != nil && strings.TrimSpace(v.Server) == strings.TrimSpace(server) {
+			return true
+		}
+	}
+	return false
 }
 
 func resolveBreaker(b *Breaker, parent BreakerConfig, path string, add func(string, string, ...any)) BreakerConfig {

@@ -86,6 +86,7 @@ func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	vc.Client = sc // the REST client derives from it; NewClient only sets it for a bare soap.Client
 	idle := s.opts.KeepAlive
 	if idle == 0 {
 		idle = 5 * time.Minute

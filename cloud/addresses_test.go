@@ -1,0 +1,328 @@
+package cloud_test
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+const addrHost = "node-1.example.com"
+
+// addrVM is a VM whose guest reports hostname addrHost and nics.
+func addrVM(nics ...backends.NIC) *backends.VM {
+	return &backends.VM{Name: "node-1", GuestHostName: addrHost, NICs: nics}
+}
+
+// vnic is a NIC backed by a virtual device on network.
+func vnic(network string, ips ...string) backends.NIC {
+	return backends.NIC{Network: network, IPs: ips, DeviceConfigID: 4000}
+}
+
+func hostAddr(a string) v1.NodeAddress {
+	return v1.NodeAddress{Type: v1.NodeHostName, Address: a}
+}
+
+func internalAddr(a string) v1.NodeAddress {
+	return v1.NodeAddress{Type: v1.NodeInternalIP, Address: a}
+}
+
+func externalAddr(a string) v1.NodeAddress {
+	return v1.NodeAddress{Type: v1.NodeExternalIP, Address: a}
+}
+
+// both is ip as InternalIP and ExternalIP.
+func both(ip string) []v1.NodeAddress { return []v1.NodeAddress{internalAddr(ip), externalAddr(ip)} }
+
+func addrs(groups ...any) []v1.NodeAddress {
+	out := []v1.NodeAddress{hostAddr(addrHost)}
+	for _, g := range groups {
+		switch g := g.(type) {
+		case v1.NodeAddress:
+			out = append(out, g)
+		case []v1.NodeAddress:
+			out = append(out, g...)
+		default:
+			panic(g)
+		}
+	}
+	return out
+}
+
+func prefixes(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
+var (
+	ipv4Only  = []string{config.IPv4}
+	ipv6Only  = []string{config.IPv6}
+	dualStack = []string{config.IPv4, config.IPv6}
+	v6First   = []string{config.IPv6, config.IPv4}
+)
+
+func TestNodeAddresses(t *testing.T) {
+	tests := []struct {
+		name     string
+		vm       *backends.VM
+		families []string
+		rules    config.AddressRules
+		want     []v1.NodeAddress
+	}{
+		{
+			name:     "default: first IP is internal and external",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "10.0.0.6"), vnic("Other", "10.9.0.5")),
+			families: ipv4Only,
+			want:     addrs(both("10.0.0.5")),
+		},
+		{
+			name: "NIC without virtual device skipped",
+			vm: addrVM(
+				backends.NIC{Network: "docker0", IPs: []string{"172.17.0.1"}, DeviceConfigID: -1},
+				vnic("VM Network", "10.0.0.5"),
+			),
+			families: ipv4Only,
+			want:     addrs(both("10.0.0.5")),
+		},
+		{
+			name: "loopback, link-local, multicast, unspecified and junk dropped",
+			vm: addrVM(vnic("VM Network",
+				"127.0.0.1", "169.254.10.1", "0.0.0.0", "224.0.0.251", "not-an-ip", "",
+				"::1", "fe80::250:56ff:fe00:1", "::", "ff02::1", "10.0.0.7")),
+			families: dualStack,
+			want:     addrs(both("10.0.0.7")),
+		},
+		{
+			name:     "IPv4-mapped IPv6 counts as IPv4",
+			vm:       addrVM(vnic("VM Network", "::ffff:10.0.0.8")),
+			families: dualStack,
+			want:     addrs(both("10.0.0.8")),
+		},
+		{
+			name: "internal and external by subnet",
+			vm: addrVM(
+				vnic("a", "10.0.0.5"),
+				vnic("b", "198.51.100.7"),
+				vnic("c", "192.0.2.10"),
+			),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalSubnets: prefixes("192.0.2.0/24"),
+				ExternalSubnets: prefixes("198.51.100.0/24"),
+			},
+			want: addrs(internalAddr("192.0.2.10"), externalAddr("198.51.100.7")),
+		},
+		{
+			name: "by VM network name, case-insensitive, when no subnet matches",
+			vm: addrVM(
+				vnic("EXTERNAL/Outbound Traffic", "203.0.113.5"),
+				vnic("internal k8s traffic", "10.1.1.1"),
+			),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalSubnets:     prefixes("192.0.2.0/24"),
+				ExternalSubnets:     prefixes("198.51.100.0/24"),
+				InternalNetworkName: "Internal K8s Traffic",
+				ExternalNetworkName: "External/Outbound Traffic",
+			},
+			want: addrs(internalAddr("10.1.1.1"), externalAddr("203.0.113.5")),
+		},
+		{
+			name:     "subnet wins over network name",
+			vm:       addrVM(vnic("net-a", "10.1.0.1"), vnic("net-b", "10.2.0.1")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalSubnets:     prefixes("10.2.0.0/16"),
+				InternalNetworkName: "net-a",
+				ExternalNetworkName: "net-a",
+			},
+			want: addrs(internalAddr("10.2.0.1"), externalAddr("10.1.0.1")),
+		},
+		{
+			name:     "exclude applied before subnet",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "10.1.0.5")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalSubnets:        prefixes("10.0.0.0/8"),
+				ExternalSubnets:        prefixes("10.0.0.0/8"),
+				ExcludeInternalSubnets: prefixes("10.0.0.0/24"),
+				ExcludeExternalSubnets: prefixes("10.1.0.0/24"),
+			},
+			want: addrs(internalAddr("10.1.0.5"), externalAddr("10.0.0.5")),
+		},
+		{
+			name:     "exclude applied before network name",
+			vm:       addrVM(vnic("net-a", "10.0.0.5", "10.0.0.6")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalNetworkName:    "net-a",
+				ExcludeInternalSubnets: prefixes("10.0.0.5/32"),
+			},
+			want: addrs(internalAddr("10.0.0.6")),
+		},
+		{
+			name:     "exclude applied to the default choice",
+			vm:       addrVM(vnic("VM Network", "192.1.2.3", "10.0.0.5", "10.0.0.9")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				ExcludeInternalSubnets: prefixes("10.0.0.5/32"),
+				ExcludeExternalSubnets: prefixes("192.1.2.0/24"),
+			},
+			want: addrs(both("10.0.0.9")),
+		},
+		{
+			name:     "only internal found: only InternalIP",
+			vm:       addrVM(vnic("a", "10.0.0.5"), vnic("b", "192.0.2.10")),
+			families: ipv4Only,
+			rules:    config.AddressRules{InternalSubnets: prefixes("192.0.2.0/24")},
+			want:     addrs(internalAddr("192.0.2.10")),
+		},
+		{
+			name:     "only external found: only ExternalIP",
+			vm:       addrVM(vnic("a", "10.0.0.5"), vnic("b", "192.0.2.10")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				ExternalSubnets:        prefixes("192.0.2.0/24"),
+				ExcludeInternalSubnets: prefixes("192.0.2.0/24"),
+			},
+			want: addrs(externalAddr("192.0.2.10")),
+		},
+		{
+			name:     "dual-stack ipv4 then ipv6",
+			vm:       addrVM(vnic("VM Network", "2001:db8::5", "10.0.0.5", "2001:db8::6", "10.0.0.6")),
+			families: dualStack,
+			want:     addrs(both("10.0.0.5"), both("2001:db8::5")),
+		},
+		{
+			name:     "dual-stack ipv6 then ipv4",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "2001:db8::5")),
+			families: v6First,
+			want:     addrs(both("2001:db8::5"), both("10.0.0.5")),
+		},
+		{
+			name:     "dual-stack rules per family",
+			vm:       addrVM(vnic("a", "10.0.0.5", "2001:db8:a::5"), vnic("b", "192.0.2.10", "2001:db8:b::10")),
+			families: dualStack,
+			rules: config.AddressRules{
+				InternalSubnets: prefixes("192.0.2.0/24", "2001:db8:b::/48"),
+				ExternalSubnets: prefixes("2001:db8:a::/48"),
+			},
+			want: addrs(internalAddr("192.0.2.10"), internalAddr("2001:db8:b::10"), externalAddr("2001:db8:a::5")),
+		},
+		{
+			name:     "ipv6 only",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "fe80::1", "2001:db8::5")),
+			families: ipv6Only,
+			want:     addrs(both("2001:db8::5")),
+		},
+		{
+			name:     "family without IPs skipped",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5")),
+			families: v6First,
+			want:     addrs(both("10.0.0.5")),
+		},
+		{
+			name:     "no NICs: hostname only",
+			vm:       addrVM(),
+			families: dualStack,
+			want:     addrs(),
+		},
+		{
+			name:     "an address is listed once",
+			vm:       addrVM(vnic("a", "10.0.0.5"), vnic("b", "10.0.0.5")),
+			families: []string{config.IPv4, config.IPv4},
+			want:     addrs(both("10.0.0.5")),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := cloud.NodeAddresses(tt.vm, tt.families, tt.rules)
+			if err != nil {
+				t.Fatalf("NodeAddresses: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("NodeAddresses =\n %v\nwant\n %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeAddressesHostnameFirst(t *testing.T) {
+	vm := addrVM(vnic("VM Network", "10.0.0.5"))
+	vm.GuestHostName = "guest-name"
+	got, err := cloud.NodeAddresses(vm, dualStack, config.AddressRules{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || got[0] != hostAddr("guest-name") {
+		t.Fatalf("NodeAddresses = %v, want the guest host name first", got)
+	}
+	for _, a := range got[1:] {
+		if a.Type == v1.NodeHostName {
+			t.Errorf("second Hostname in %v", got)
+		}
+	}
+}
+
+func TestNodeAddressesAllExcluded(t *testing.T) {
+	tests := []struct {
+		name     string
+		vm       *backends.VM
+		families []string
+		rules    config.AddressRules
+		family   string
+	}{
+		{
+			name:     "ipv4 excluded",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "10.0.0.6", "2001:db8::5")),
+			families: dualStack,
+			rules:    config.AddressRules{ExcludeInternalSubnets: prefixes("10.0.0.0/24")},
+			family:   "ipv4",
+		},
+		{
+			name:     "ipv6 excluded after a good ipv4",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "2001:db8::5")),
+			families: dualStack,
+			rules: config.AddressRules{
+				InternalNetworkName:    "nowhere",
+				ExcludeExternalSubnets: prefixes("2001:db8::/32"),
+			},
+			family: "ipv6",
+		},
+		{
+			name:     "excluded on both sides though a subnet matches",
+			vm:       addrVM(vnic("VM Network", "192.0.2.5")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalSubnets:        prefixes("192.0.2.0/24"),
+				ExternalSubnets:        prefixes("192.0.2.0/24"),
+				ExcludeInternalSubnets: prefixes("192.0.2.0/24"),
+				ExcludeExternalSubnets: prefixes("192.0.2.0/25"),
+			},
+			family: "ipv4",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := cloud.NodeAddresses(tt.vm, tt.families, tt.rules)
+			if err == nil {
+				t.Fatalf("NodeAddresses = %v, want an error", got)
+			}
+			if got != nil {
+				t.Errorf("NodeAddresses returned %v with its error", got)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.family) || !strings.Contains(msg, tt.vm.Name) {
+				t.Errorf("error %q does not name family %s and VM %s", msg, tt.family, tt.vm.Name)
+			}
+		})
+	}
+}

@@ -1,0 +1,384 @@
+package cloud_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
+)
+
+// world is a federation of 3 simulated vCenters × 2 datacenters and a
+// provider over it whose HTTP requests are counted per vCenter.
+type world struct {
+	fed      *vcsim.Federation
+	proxies  map[string]*vcsim.Proxy // in front of each vCenter, by name
+	cloud    *cloud.Cloud
+	mu       sync.Mutex
+	requests map[string]*atomic.Int64 // by vCenter name
+}
+
+type counter struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (c counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// configYAML writes the federation as an operator would: one vcenter
+// section per simulator, credentials inline, zone/region categories.
+func configYAML(fed *vcsim.Federation, proxies map[string]*vcsim.Proxy, extraGlobal string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "global:\n  insecureFlag: true\n  requestTimeout: 2s\n  breaker:\n    consecutiveFailures: 2\n    openTimeout: 1m\n%s", extraGlobal)
+	b.WriteString("labels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n")
+	for _, vc := range fed.VCenters {
+		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    user: %q\n    password: %q\n    datacenters: [DC0, DC1]\n",
+			vc.Name, vc.Host, proxies[vc.Name].Port(), vc.User, vc.Password)
+	}
+	return b.String()
+}
+
+func newWorld(t *testing.T, mutate func(string) string) *world {
+	t.Helper()
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fed.Close)
+	proxies := map[string]*vcsim.Proxy{}
+	for _, vc := range fed.VCenters {
+		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxies[vc.Name] = p
+	}
+	yaml := configYAML(fed, proxies, "")
+	if mutate != nil {
+		yaml = mutate(yaml)
+	}
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	w := &world{fed: fed, proxies: proxies, requests: map[string]*atomic.Int64{}}
+	w.cloud = cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+		n := new(atomic.Int64)
+		w.mu.Lock()
+		w.requests[vc.Name] = n
+		w.mu.Unlock()
+		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds,
+			WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return counter{rt, n} }})
+	}})
+	stop := make(chan struct{})
+	w.cloud.Start(nil, stop)
+	t.Cleanup(func() {
+		close(stop)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		w.cloud.Stop(ctx)
+	})
+	return w
+}
+
+func (w *world) requestsTo(vc string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.requests[vc].Load()
+}
+
+// kubeletNode is a Node as a kubelet with --cloud-provider=external
+// registers it: systemUUID in the kubelet's byte order, no providerID.
+func kubeletNode(name, systemUUID string) *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status:     v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: systemUUID}},
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestInstanceMetadataInEveryVCenterAndDatacenter(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	seen := map[string]bool{}
+	for _, vm := range w.fed.AllVMs() {
+		obj := w.fed.VCenter(vm.VCenter).Object(vm)
+		wantType := fmt.Sprintf("vsphere-vm.cpu-%d.mem-%dgb.os-ubuntu", obj.Config.Hardware.NumCPU, obj.Config.Hardware.MemoryMB/1024)
+		for _, node := range []*v1.Node{
+			kubeletNode(vm.Name, vm.SystemUUID()),
+			{ObjectMeta: metav1.ObjectMeta{Name: vm.Name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID}},
+		} {
+			md, err := w.cloud.InstanceMetadata(ctx, node)
+			if err != nil {
+				t.Fatalf("%s: InstanceMetadata: %v", vm.Name, err)
+			}
+			if md.ProviderID != "vsphere://"+vm.UUID || md.InstanceType != wantType || md.Zone != vm.Zone || md.Region != vm.Region {
+				t.Fatalf("%s: metadata %+v, want providerID vsphere://%s type %s zone %s region %s", vm.Name, md, vm.UUID, wantType, vm.Zone, vm.Region)
+			}
+			want := []v1.NodeAddress{
+				{Type: v1.NodeHostName, Address: vm.HostName},
+				{Type: v1.NodeInternalIP, Address: vm.IP},
+				{Type: v1.NodeExternalIP, Address: vm.IP},
+			}
+			if fmt.Sprint(md.NodeAddresses) != fmt.Sprint(want) {
+				t.Fatalf("%s: addresses %v, want %v", vm.Name, md.NodeAddresses, want)
+			}
+		}
+		seen[vm.VCenter+"/"+vm.Datacenter] = true
+	}
+	if len(seen) != 6 {
+		t.Fatalf("covered %d vCenter/datacenter pairs, want 6: %v", len(seen), seen)
+	}
+}
+
+func TestExistsAndShutdownFollowTheVM(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	vm := w.fed.VCenters[1].VMs[2]
+	vc := w.fed.VCenter(vm.VCenter)
+	node := kubeletNode(vm.Name, vm.SystemUUID())
+	assertExistsShutdown(t, w, node, true, false)
+	if err := vc.PowerOff(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	assertExistsShutdown(t, w, node, true, true)
+	if err := vc.PowerOn(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	assertExistsShutdown(t, w, node, true, false)
+	if err := vc.Destroy(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	assertExistsShutdown(t, w, node, false, false)
+	if _, err := w.cloud.InstanceMetadata(ctx, node); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Fatalf("InstanceMetadata(destroyed) err = %v, want InstanceNotFound", err)
+	}
+}
+
+func assertExistsShutdown(t *testing.T, w *world, node *v1.Node, exists, shutdown bool) {
+	t.Helper()
+	ctx := ctxT(t)
+	got, err := w.cloud.InstanceExists(ctx, node)
+	if err != nil || got != exists {
+		t.Fatalf("InstanceExists(%s) = %v, %v; want %v", node.Name, got, err, exists)
+	}
+	got, err = w.cloud.InstanceShutdown(ctx, node)
+	if err != nil || got != shutdown {
+		t.Fatalf("InstanceShutdown(%s) = %v, %v; want %v", node.Name, got, err, shutdown)
+	}
+}
+
+// Rule 1: a vCenter that cannot answer never makes a VM "gone".
+func TestStoppedVCenterIsAnErrorNeverAbsence(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	// Warm every vCenter's session and the location cache first.
+	for _, vm := range w.fed.AllVMs() {
+		if ok, err := w.cloud.InstanceExists(ctx, kubeletNode(vm.Name, vm.SystemUUID())); !ok || err != nil {
+			t.Fatalf("%s: %v %v", vm.Name, ok, err)
+		}
+	}
+	down := w.fed.VCenter("vc2")
+	down.Stop()
+	for _, vm := range down.VMs {
+		for _, node := range []*v1.Node{kubeletNode(vm.Name, vm.SystemUUID()), {ObjectMeta: metav1.ObjectMeta{Name: vm.Name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID}}} {
+			ok, err := w.cloud.InstanceExists(ctx, node)
+			if err == nil {
+				t.Fatalf("%s in a stopped vCenter: InstanceExists = %v, nil; want an error", vm.Name, ok)
+			}
+			if _, err := w.cloud.InstanceShutdown(ctx, node); err == nil {
+				t.Fatalf("%s in a stopped vCenter: InstanceShutdown gave no error", vm.Name)
+			}
+		}
+	}
+	// A VM that exists nowhere is not "gone" while vc2 cannot be asked.
+	ghost := kubeletNode("ghost", "56ffffff-ffff-ffff-8fff-ffffffffffff")
+	if ok, err := w.cloud.InstanceExists(ctx, ghost); err == nil {
+		t.Fatalf("unknown VM with vc2 down: InstanceExists = %v, nil; want an error", ok)
+	} else if !strings.Contains(err.Error(), "vcenter vc2") {
+		t.Fatalf("error %q does not name vc2", err)
+	}
+	// The healthy vCenters keep answering, new Nodes included.
+	for _, vm := range append(w.fed.VCenter("vc1").VMs, w.fed.VCenter("vc3").VMs...) {
+		if _, err := w.cloud.InstanceMetadata(ctx, kubeletNode(vm.Name, vm.SystemUUID())); err != nil {
+			t.Fatalf("%s with vc2 down: %v", vm.Name, err)
+		}
+	}
+}
+
+// A vCenter slower than requestTimeout is an error for its VMs and costs
+// the others nothing.
+func TestSlowVCenterHitsTheDeadline(t *testing.T) {
+	w := newWorld(t, func(s string) string { return strings.Replace(s, "requestTimeout: 2s", "requestTimeout: 300ms", 1) })
+	ctx := ctxT(t)
+	slow := w.fed.VCenter("vc3")
+	// Log in first, so the delay hits the lookup itself.
+	if _, err := w.cloud.InstanceExists(ctx, kubeletNode("x", slow.VMs[0].SystemUUID())); err != nil {
+		t.Fatal(err)
+	}
+	w.proxies[slow.Name].SetDelay(3 * time.Second)
+	ghost := kubeletNode("ghost", "56ffffff-ffff-ffff-8fff-ffffffffffff")
+	_, err := w.cloud.InstanceExists(ctx, ghost)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "vcenter vc3") {
+		t.Fatalf("InstanceExists with vc3 slow: err = %v; want a deadline error naming vc3", err)
+	}
+	vm := w.fed.VCenter("vc1").VMs[0]
+	if ok, err := w.cloud.InstanceExists(ctx, kubeletNode(vm.Name, vm.SystemUUID())); !ok || err != nil {
+		t.Fatalf("healthy vCenter with vc3 slow: %v, %v", ok, err)
+	}
+}
+
+// A vCenter that accepts connections and never answers is a deadline error.
+func TestBlackholedVCenterIsAnErrorNeverAbsence(t *testing.T) {
+	w := newWorld(t, func(s string) string { return strings.Replace(s, "requestTimeout: 2s", "requestTimeout: 300ms", 1) })
+	ctx := ctxT(t)
+	vm := w.fed.VCenter("vc2").VMs[3]
+	node := kubeletNode(vm.Name, vm.SystemUUID())
+	if ok, err := w.cloud.InstanceExists(ctx, node); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := w.proxies["vc2"].SetMode(vcsim.Blackhole); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*v1.Node{node, kubeletNode("ghost", "56ffffff-ffff-ffff-8fff-ffffffffffff")} {
+		ok, err := w.cloud.InstanceExists(ctx, n)
+		if err == nil || !strings.Contains(err.Error(), "vcenter vc2") {
+			t.Fatalf("%s with vc2 black-holed: InstanceExists = %v, %v; want an error naming vc2", n.Name, ok, err)
+		}
+	}
+}
+
+// After consecutiveFailures an open breaker answers at once, without a
+// single request to its vCenter.
+func TestOpenBreakerMakesNoRequest(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	if err := w.proxies["vc1"].SetMode(vcsim.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	ghost := kubeletNode("ghost", "56ffffff-ffff-ffff-8fff-ffffffffffff")
+	for range 2 { // consecutiveFailures: 2
+		if _, err := w.cloud.InstanceExists(ctx, ghost); err == nil {
+			t.Fatal("want an error while vc1 is down")
+		}
+	}
+	before := w.requestsTo("vc1")
+	_, err := w.cloud.InstanceExists(ctx, ghost)
+	if !errors.Is(err, discovery.ErrBreakerOpen) {
+		t.Fatalf("err = %v, want ErrBreakerOpen", err)
+	}
+	if after := w.requestsTo("vc1"); after != before {
+		t.Fatalf("open breaker sent %d requests to vc1", after-before)
+	}
+}
+
+func TestDuplicateUUIDAcrossVCentersIsAnError(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	a := w.fed.VCenter("vc1").VMs[0]
+	b := w.fed.VCenter("vc3").VMs[5]
+	obj := w.fed.VCenter("vc3").Object(b)
+	obj.Config.Uuid = a.UUID
+	obj.Summary.Config.Uuid = a.UUID
+	node := kubeletNode(a.Name, a.SystemUUID())
+	for name, call := range map[string]func() error{
+		"InstanceExists":   func() error { _, err := w.cloud.InstanceExists(ctx, node); return err },
+		"InstanceShutdown": func() error { _, err := w.cloud.InstanceShutdown(ctx, node); return err },
+		"InstanceMetadata": func() error { _, err := w.cloud.InstanceMetadata(ctx, node); return err },
+	} {
+		err := call()
+		var de *discovery.DuplicateError
+		if !errors.As(err, &de) {
+			t.Fatalf("%s: err = %v, want DuplicateError", name, err)
+		}
+		for _, want := range []string{"vcenter vc1", a.Name, "vcenter vc3", b.Name} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: %q does not name %q", name, err, want)
+			}
+		}
+	}
+}
+
+func TestZoneLabels(t *testing.T) {
+	ctx := ctxT(t)
+	t.Run("no labels configured: no zone", func(t *testing.T) {
+		w := newWorld(t, func(s string) string {
+			return strings.Replace(s, "labels:\n  zone: k8s-zone\n  region: k8s-region\n", "", 1)
+		})
+		vm := w.fed.VCenters[0].VMs[0]
+		md, err := w.cloud.InstanceMetadata(ctx, kubeletNode(vm.Name, vm.SystemUUID()))
+		if err != nil || md.Zone != "" || md.Region != "" {
+			t.Fatalf("metadata = %+v, %v; want no zone and region", md, err)
+		}
+	})
+	t.Run("category without tags: error, Node stays tainted", func(t *testing.T) {
+		w := newWorld(t, func(s string) string { return strings.Replace(s, "zone: k8s-zone", "zone: no-such-category", 1) })
+		vm := w.fed.VCenters[2].VMs[1]
+		_, err := w.cloud.InstanceMetadata(ctx, kubeletNode(vm.Name, vm.SystemUUID()))
+		if err == nil || !strings.Contains(err.Error(), `zone (category "no-such-category")`) {
+			t.Fatalf("err = %v; want a missing zone tag error", err)
+		}
+	})
+}
+
+// A Node known only by name (no providerID, no systemUUID) is never judged
+// absent: Node and VM names may differ.
+func TestNameOnlyNodeIsNeverDeleted(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	ok, err := w.cloud.InstanceExists(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}})
+	if err == nil {
+		t.Fatalf("InstanceExists(name only, no VM) = %v, nil; want an error", ok)
+	}
+	vm := w.fed.VCenters[1].VMs[0]
+	md, err := w.cloud.InstanceMetadata(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.Name}})
+	if err != nil || md.ProviderID != "vsphere://"+vm.UUID {
+		t.Fatalf("InstanceMetadata(by name) = %+v, %v", md, err)
+	}
+}
+
+func TestProviderInterface(t *testing.T) {
+	w := newWorld(t, nil)
+	var p cloudprovider.Interface = w.cloud
+	if p.ProviderName() != "vsphere" {
+		t.Fatalf("ProviderName = %q", p.ProviderName())
+	}
+	if _, ok := p.InstancesV2(); !ok {
+		t.Fatal("InstancesV2 not supported")
+	}
+	for name, ok := range map[string]bool{
+		"Instances": second(p.Instances()), "Zones": second(p.Zones()), "LoadBalancer": second(p.LoadBalancer()),
+		"Routes": second(p.Routes()), "Clusters": second(p.Clusters()),
+	} {
+		if ok {
+			t.Errorf("%s should not be supported", name)
+		}
+	}
+}
+
+func second[T any](_ T, ok bool) bool { return ok }

@@ -1,0 +1,747 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeCA creates an (empty) CA file under t.TempDir(); Parse only checks
+// that it exists.
+func writeCA(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte("-----BEGIN CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// CPI's pkg/common/config basicConfigYAML; caFile is substituted.
+const cpiBasicYAML = `
+global:
+  server: 0.0.0.0
+  port: 443
+  user: user
+  password: password
+  insecureFlag: true
+  datacenters:
+    - us-west
+  caFile: CAFILE
+`
+
+// CPI's pkg/common/config multiVCDCsUsingSecretConfigYAML.
+const cpiMultiVCSecretsYAML = `
+global:
+  port: 443
+  insecureFlag: true
+
+vcenter:
+  tenant1:
+    server: 10.0.0.1
+    datacenters:
+      - vic0dc
+    secretName: tenant1-secret
+    secretNamespace: kube-system
+  tenant2:
+    server: 10.0.0.2
+    datacenters:
+      - vic1dc
+    secretName: tenant2-secret
+    secretNamespace: kube-system
+  10.0.0.3:
+    server: 10.0.0.3
+    datacenters:
+      - vicdc
+    secretName: eu-secret
+    secretNamespace: kube-system
+`
+
+// CPI's documented YAML cloud config (docs/book/cloud_config.md) with labels
+// and nodes rules.
+const cpiFullYAML = `
+global:
+  user: viadmin-global@vmware.local
+  password: my-secure-global-password
+  server: 10.0.0.1
+  port: 443
+  insecureFlag: true
+  datacenters:
+    - SDDC-Datacenter
+  thumbprint: "AA:BB:CC"
+  soapRoundtripCount: 1
+  secretsDirectory: /etc/cloud/credentials
+  ipFamily:
+    - ipv4
+    - ipv6
+
+vcenter:
+  10.0.0.1:
+    server: 10.0.0.1
+    user: viadmin@vmware.local
+    password: my-secure-password
+    datacenters:
+      - SDDC-Datacenter
+
+labels:
+  region: k8s-region
+  zone: k8s-zone
+
+nodes:
+  internalNetworkSubnetCidr: "192.0.2.0/24"
+  externalNetworkSubnetCidr: "198.51.100.0/24"
+  internalVmNetworkName: "Internal K8s Traffic"
+  externalVmNetworkName: "External/Outbound Traffic"
+  excludeInternalNetworkSubnetCidr: "192.0.2.0/24,fe80::1/128"
+  excludeExternalNetworkSubnetCidr: "192.1.2.0/24,fe80::2/128"
+`
+
+const commaDatacentersYAML = `
+global:
+  server: vc.example.com
+  user: u
+  password: p
+  datacenters: "dc1, dc2"
+`
+
+// defaults returns a VCenterConfig carrying every default.
+func defaults(name, server string) VCenterConfig {
+	return VCenterConfig{
+		Name:           name,
+		Server:         server,
+		Port:           DefaultPort,
+		IPFamily:       []string{IPv4},
+		RoundTripCount: DefaultRoundTripCount,
+		RequestTimeout: DefaultRequestTimeout,
+		Breaker:        BreakerConfig{ConsecutiveFailures: DefaultConsecutiveFailures, OpenTimeout: DefaultOpenTimeout},
+	}
+}
+
+func with(vc VCenterConfig, f func(*VCenterConfig)) VCenterConfig {
+	f(&vc)
+	return vc
+}
+
+func mustParse(t *testing.T, yaml string) *Config {
+	t.Helper()
+	cfg, err := Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return cfg
+}
+
+func checkVCenters(t *testing.T, got, want []VCenterConfig) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d vCenters %+v, want %d %+v", len(got), got, len(want), want)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("vCenter %d:\n got  %+v\n want %+v", i, got[i], want[i])
+		}
+		if got[i].Password.Reveal() != want[i].Password.Reveal() {
+			t.Errorf("vCenter %d: wrong password", i)
+		}
+	}
+}
+
+func TestParseCPIExamples(t *testing.T) {
+	ca := writeCA(t, "ca.pem")
+	tests := []struct {
+		name  string
+		yaml  string
+		want  []VCenterConfig
+		check func(t *testing.T, cfg *Config)
+	}{
+		{
+			name: "basic global-only",
+			yaml: strings.Replace(cpiBasicYAML, "CAFILE", ca, 1),
+			want: []VCenterConfig{with(defaults("0.0.0.0", "0.0.0.0"), func(v *VCenterConfig) {
+				v.Datacenters = []string{"us-west"}
+				v.InsecureFlag = true
+				v.CAFile = ca
+				v.User = "user"
+				v.Password = "password"
+			})},
+		},
+		{
+			name: "multi vCenter with secrets",
+			yaml: cpiMultiVCSecretsYAML,
+			want: []VCenterConfig{
+				with(defaults("10.0.0.3", "10.0.0.3"), func(v *VCenterConfig) {
+					v.Datacenters = []string{"vicdc"}
+					v.InsecureFlag = true
+					v.SecretName, v.SecretNamespace = "eu-secret", "kube-system"
+				}),
+				with(defaults("tenant1", "10.0.0.1"), func(v *VCenterConfig) {
+					v.Datacenters = []string{"vic0dc"}
+					v.InsecureFlag = true
+					v.SecretName, v.SecretNamespace = "tenant1-secret", "kube-system"
+				}),
+				with(defaults("tenant2", "10.0.0.2"), func(v *VCenterConfig) {
+					v.Datacenters = []string{"vic1dc"}
+					v.InsecureFlag = true
+					v.SecretName, v.SecretNamespace = "tenant2-secret", "kube-system"
+				}),
+			},
+		},
+		{
+			name: "documented full config",
+			yaml: cpiFullYAML,
+			want: []VCenterConfig{with(defaults("10.0.0.1", "10.0.0.1"), func(v *VCenterConfig) {
+				v.Datacenters = []string{"SDDC-Datacenter"}
+				v.InsecureFlag = true
+				v.Thumbprint = "AA:BB:CC"
+				v.User = "viadmin@vmware.local"
+				v.Password = "my-secure-password"
+				v.IPFamily = []string{IPv4, IPv6}
+				v.RoundTripCount = 1
+			})},
+			check: func(t *testing.T, cfg *Config) {
+				if cfg.SecretsDirectory != "/etc/cloud/credentials" {
+					t.Errorf("SecretsDirectory = %q", cfg.SecretsDirectory)
+				}
+				if want := (Labels{Region: "k8s-region", Zone: "k8s-zone"}); cfg.Labels != want {
+					t.Errorf("Labels = %+v, want %+v", cfg.Labels, want)
+				}
+				want := AddressRules{
+					InternalSubnets:        []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")},
+					ExternalSubnets:        []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")},
+					ExcludeInternalSubnets: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("fe80::1/128")},
+					ExcludeExternalSubnets: []netip.Prefix{netip.MustParsePrefix("192.1.2.0/24"), netip.MustParsePrefix("fe80::2/128")},
+					InternalNetworkName:    "Internal K8s Traffic",
+					ExternalNetworkName:    "External/Outbound Traffic",
+				}
+				if !reflect.DeepEqual(cfg.Nodes, want) {
+					t.Errorf("Nodes =\n %+v, want\n %+v", cfg.Nodes, want)
+				}
+			},
+		},
+		{
+			name: "datacenters as a comma-separated string",
+			yaml: commaDatacentersYAML,
+			want: []VCenterConfig{with(defaults("vc.example.com", "vc.example.com"), func(v *VCenterConfig) {
+				v.Datacenters = []string{"dc1", "dc2"}
+				v.User, v.Password = "u", "p"
+			})},
+		},
+		{
+			name: "datacenters list items may hold comma lists",
+			yaml: "global: {server: vc, user: u, datacenters: [\"a,b\", c]}",
+			want: []VCenterConfig{with(defaults("vc", "vc"), func(v *VCenterConfig) {
+				v.Datacenters = []string{"a", "b", "c"}
+				v.User = "u"
+			})},
+		},
+		{
+			// CPI adds global.server as a vCenter of its own next to the
+			// vcenter sections unless a section is keyed by it.
+			name: "global server next to vcenter sections",
+			yaml: `
+global:
+  server: 10.0.0.9
+  user: gu
+  password: gp
+vcenter:
+  tenant1:
+    server: 10.0.0.1
+`,
+			want: []VCenterConfig{
+				with(defaults("10.0.0.9", "10.0.0.9"), func(v *VCenterConfig) { v.User, v.Password = "gu", "gp" }),
+				with(defaults("tenant1", "10.0.0.1"), func(v *VCenterConfig) { v.User, v.Password = "gu", "gp" }),
+			},
+		},
+		{
+			name: "global server also named by a section is not doubled",
+			yaml: `
+global: {server: 10.0.0.1, user: gu}
+vcenter:
+  tenant1: {server: 10.0.0.1, port: 8443}
+`,
+			want: []VCenterConfig{
+				with(defaults("tenant1", "10.0.0.1"), func(v *VCenterConfig) { v.User, v.Port = "gu", 8443 }),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := mustParse(t, tt.yaml)
+			checkVCenters(t, cfg.VCenters, tt.want)
+			if tt.check != nil {
+				tt.check(t, cfg)
+			}
+		})
+	}
+}
+
+func TestParseInheritance(t *testing.T) {
+	gca := writeCA(t, "global-ca.pem")
+	vca := writeCA(t, "vc-ca.pem")
+	yaml := strings.NewReplacer("GCA", gca, "VCA", vca).Replace(`
+global:
+  port: 8443
+  user: guser
+  password: gpass
+  datacenters: [gdc]
+  insecureFlag: true
+  caFile: GCA
+  thumbprint: "GG:GG"
+  secretName: gsecret
+  secretNamespace: gns
+  ipFamily: [ipv6]
+  soapRoundtripCount: 7
+  requestTimeout: 20s
+  breaker:
+    consecutiveFailures: 9
+    openTimeout: 1m
+vcenter:
+  inherit:
+    server: inherit.example.com
+  override:
+    server: override.example.com
+    port: 9443
+    user: vuser
+    password: vpass
+    datacenters: [vdc1, vdc2]
+    insecureFlag: false
+    caFile: VCA
+    thumbprint: "VV:VV"
+    secretName: vsecret
+    secretNamespace: vns
+    ipFamily: [IPv4, ipv6]
+    soapRoundtripCount: 1
+    requestTimeout: 3s
+    breaker:
+      consecutiveFailures: 2
+      openTimeout: 5s
+  zfailures:
+    server: failures.example.com
+    breaker:
+      consecutiveFailures: 3
+  zopen:
+    server: open.example.com
+    breaker:
+      openTimeout: 2s
+`)
+	inherited := VCenterConfig{
+		Port:            8443,
+		User:            "guser",
+		Password:        "gpass",
+		Datacenters:     []string{"gdc"},
+		InsecureFlag:    true,
+		CAFile:          gca,
+		Thumbprint:      "GG:GG",
+		SecretName:      "gsecret",
+		SecretNamespace: "gns",
+		IPFamily:        []string{IPv6},
+		RoundTripCount:  7,
+		RequestTimeout:  20 * time.Second,
+		Breaker:         BreakerConfig{ConsecutiveFailures: 9, OpenTimeout: time.Minute},
+	}
+	named := func(name, server string, f func(*VCenterConfig)) VCenterConfig {
+		v := inherited
+		v.Name, v.Server = name, server
+		v.Datacenters = append([]string(nil), inherited.Datacenters...)
+		v.IPFamily = append([]string(nil), inherited.IPFamily...)
+		if f != nil {
+			f(&v)
+		}
+		return v
+	}
+	cfg := mustParse(t, yaml)
+	checkVCenters(t, cfg.VCenters, []VCenterConfig{
+		named("inherit", "inherit.example.com", nil),
+		{
+			Name:            "override",
+			Server:          "override.example.com",
+			Port:            9443,
+			User:            "vuser",
+			Password:        "vpass",
+			Datacenters:     []string{"vdc1", "vdc2"},
+			InsecureFlag:    false,
+			CAFile:          vca,
+			Thumbprint:      "VV:VV",
+			SecretName:      "vsecret",
+			SecretNamespace: "vns",
+			IPFamily:        []string{IPv4, IPv6},
+			RoundTripCount:  1,
+			RequestTimeout:  3 * time.Second,
+			Breaker:         BreakerConfig{ConsecutiveFailures: 2, OpenTimeout: 5 * time.Second},
+		},
+		named("zfailures", "failures.example.com", func(v *VCenterConfig) { v.Breaker.ConsecutiveFailures = 3 }),
+		named("zopen", "open.example.com", func(v *VCenterConfig) { v.Breaker.OpenTimeout = 2 * time.Second }),
+	})
+
+	// Resolved slices must not alias each other or the global ones.
+	cfg.VCenters[0].Datacenters[0] = "changed"
+	cfg.VCenters[0].IPFamily[0] = "changed"
+	if cfg.VCenters[2].Datacenters[0] != "gdc" || cfg.VCenters[2].IPFamily[0] != IPv6 {
+		t.Errorf("vCenters share inherited slices: %v %v", cfg.VCenters[2].Datacenters, cfg.VCenters[2].IPFamily)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	cfg := mustParse(t, "vcenter:\n  only:\n    server: vc\n    user: u\n")
+	checkVCenters(t, cfg.VCenters, []VCenterConfig{with(defaults("only", "vc"), func(v *VCenterConfig) { v.User = "u" })})
+	vc := cfg.VCenters[0]
+	if vc.Port != 443 || vc.RequestTimeout != 10*time.Second || vc.Breaker.ConsecutiveFailures != 5 ||
+		vc.Breaker.OpenTimeout != 30*time.Second || !reflect.DeepEqual(vc.IPFamily, []string{"ipv4"}) {
+		t.Errorf("defaults: %+v", vc)
+	}
+	if vc.Datacenters != nil {
+		t.Errorf("Datacenters = %v, want none (every datacenter)", vc.Datacenters)
+	}
+	if !reflect.DeepEqual(cfg.Nodes, AddressRules{}) {
+		t.Errorf("Nodes = %+v, want no rules", cfg.Nodes)
+	}
+}
+
+func TestParseCredentialsSources(t *testing.T) {
+	for _, yaml := range []string{
+		"vcenter: {a: {server: vc, secretName: s, secretNamespace: ns}}",
+		"global: {secretsDirectory: /etc/creds}\nvcenter: {a: {server: vc}}",
+		"global: {user: u}\nvcenter: {a: {server: vc}}",
+	} {
+		if _, err := Parse([]byte(yaml)); err != nil {
+			t.Errorf("Parse(%q): %v", yaml, err)
+		}
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	yaml := `
+global:
+  user: u
+  requestTimeout: 0s
+  bogus: 1
+vcenter:
+  east:
+    datacenters: [dc]
+  west:
+    server: west.example.com
+    serverr: typo.example.com
+    ipFamily: ipv5
+    breaker:
+      consecutiveFailures: 0
+nodes:
+  internalNetworkSubnetCidr: "10.0.0.0/33"
+`
+	_, err := Parse([]byte(yaml))
+	if err == nil {
+		t.Fatal("Parse succeeded, want an error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"vcenter.east.server: required",
+		"global.requestTimeout: must be > 0",
+		"vcenter.west.breaker.consecutiveFailures: must be > 0",
+		`nodes.internalNetworkSubnetCidr: "10.0.0.0/33" is not a CIDR`,
+		"global.bogus: unknown key",
+		"vcenter.west.serverr: unknown key",
+		`vcenter.west.ipFamily: "ipv5"`,
+		"7 problems",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error
+	}{
+		{"empty", "", []string{"empty"}},
+		{"blank", " \n\t\n", []string{"empty"}},
+		{"invalid YAML", "global: [unclosed", nil},
+		{"tab indentation", "global:\n\tserver: vc\n", nil},
+		{"not a mapping", "- a\n- b\n", nil},
+		{"wrong type", "global: {server: vc, user: u, insecureFlag: [1]}", nil},
+		{"no vCenter", "global: {user: u}", []string{"vcenter: at least one vCenter"}},
+		{"null document", "~", []string{"vcenter: at least one vCenter"}},
+		{"duplicate server", "global: {user: u}\nvcenter:\n  a: {server: vc1}\n  b: {server: ' vc1 '}",
+			[]string{`vcenter.b.server: "vc1" is also the server of vcenter.a`}},
+		{"secretName without namespace", "vcenter: {a: {server: vc, secretName: s}}",
+			[]string{"vcenter.a.secretNamespace: required when secretName is set"}},
+		{"global secretName without namespace", "global: {secretName: s}\nvcenter: {a: {server: vc}}",
+			[]string{"vcenter.a.secretNamespace: required"}},
+		{"no credentials", "vcenter: {a: {server: vc}}", []string{"vcenter.a: no credentials"}},
+		{"password alone is no credentials", "vcenter: {a: {server: vc, password: p}}", []string{"vcenter.a: no credentials"}},
+		{"bad vCenter port", "global: {user: u}\nvcenter: {a: {server: vc, port: 70000}}", []string{"vcenter.a.port: must be a number from 1 to 65535"}},
+		{"bad global port", "global: {server: vc, user: u, port: https}", []string{"global.port: must be a number"}},
+		{"zero port", "global: {server: vc, user: u, port: 0}", []string{"global.port"}},
+		{"missing CA file", "global: {server: vc, user: u, caFile: /nonexistent/ca.pem}", []string{"vcenter.vc.caFile:"}},
+		{"bad duration", "global: {server: vc, user: u}\nvcenter: {a: {server: vc2, requestTimeout: soon}}", []string{`vcenter.a.requestTimeout: "soon" is not a duration`}},
+		{"negative open timeout", "global: {server: vc, user: u, breaker: {openTimeout: -1s}}", []string{"global.breaker.openTimeout: must be > 0"}},
+		{"negative failures", "global: {server: vc, user: u, breaker: {consecutiveFailures: -1}}", nil},
+		{"global ipFamily", "global: {server: vc, user: u, ipFamily: [ipv4, ipv5]}", []string{`ipFamily: "ipv5" is neither`}},
+		{"bad external CIDR", "global: {server: vc, user: u}\nnodes: {externalNetworkSubnetCidr: '10.0.0.0/8,nope'}", []string{`nodes.externalNetworkSubnetCidr: "nope"`}},
+		{"bad exclude CIDR", "global: {server: vc, user: u}\nnodes: {excludeInternalNetworkSubnetCidr: '1.2.3.4'}", []string{"nodes.excludeInternalNetworkSubnetCidr"}},
+		{"unknown top-level key", "global: {server: vc, user: u}\nvirtualCenter: {}", []string{"virtualCenter: unknown key"}},
+		{"unknown nodes key", "global: {server: vc, user: u}\nnodes: {internalCidr: x}", []string{"nodes.internalCidr: unknown key"}},
+		{"unknown breaker key", "global: {server: vc, user: u}\nvcenter: {a: {server: vc2, breaker: {failures: 1}}}", []string{"vcenter.a.breaker.failures: unknown key"}},
+		// yaml.v3 v3.0.1 panics on this; Parse must return an error.
+		{"merge key next to a non-scalar key", "global: {user: u}\nvcenter:\n  a: {<<: {}, []: 1, server: vc}", []string{"yaml:"}},
+		{"empty vcenter section", "global: {user: u}\nvcenter: {a: }", []string{"vcenter.a.server: required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse succeeded with %+v, want an error", cfg)
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a config with its error: %+v", cfg)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+const secret = "Sup3rSecret!"
+
+func TestPasswordNeverInErrors(t *testing.T) {
+	for _, yaml := range []string{
+		// Many problems next to the password.
+		`
+global:
+  user: admin
+  password: "Sup3rSecret!"
+  port: nope
+  requestTimeout: 0s
+  passwd: x
+vcenter:
+  a:
+    password: Sup3rSecret!
+    secretName: s
+  b:
+    server: vc
+    passwords: [Sup3rSecret!]
+nodes:
+  internalNetworkSubnetCidr: bad
+`,
+		// A password that is not a string.
+		"global: {server: vc, user: u, password: [Sup3rSecret!]}",
+		"global: {server: vc, user: u, password: {Sup3rSecret!: 1}}",
+		// Broken YAML around it.
+		"global:\n  password: \"Sup3rSecret!\n  server: [",
+		"global:\n  password: Sup3rSecret!\n   server: vc\n",
+	} {
+		_, err := Parse([]byte(yaml))
+		if err == nil {
+			t.Errorf("Parse(%q) succeeded, want an error", yaml)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", err), secret) {
+			t.Errorf("error reveals the password: %v", err)
+		}
+	}
+}
+
+func TestPasswordRedactedWhenPrinted(t *testing.T) {
+	cfg := mustParse(t, "global:\n  server: vc\n  user: admin\n  password: "+secret+"\n")
+	if got := cfg.VCenters[0].Password.Reveal(); got != secret {
+		t.Fatalf("Reveal() = %q, want the password", got)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{cfg, *cfg, cfg.VCenters, cfg.VCenters[0], cfg.VCenters[0].Password} {
+			out := fmt.Sprintf(format, v)
+			if strings.Contains(out, secret) {
+				t.Errorf("Sprintf(%q, %T) reveals the password: %s", format, v, out)
+			}
+			if !strings.Contains(out, "redacted") {
+				t.Errorf("Sprintf(%q, %T) = %s, want the redaction marker", format, v, out)
+			}
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "multi-vcenter.yaml"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	var names []string
+	for _, vc := range cfg.VCenters {
+		names = append(names, vc.Name+"="+vc.Server)
+	}
+	if want := []string{"east=vc-east.example.com", "west=vc-west.example.com"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("vCenters = %v, want %v", names, want)
+	}
+
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := Load(missing); err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Errorf("Load(missing) = %v, want a not-exist error", err)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("global: {bogus: 1}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(bad)
+	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "global.bogus: unknown key") {
+		t.Errorf("Load(bad) = %v, want an error naming the file and the key", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+// fuzzSeeds are the configs above plus malformed ones.
+var fuzzSeeds = []string{
+	cpiBasicYAML,
+	cpiMultiVCSecretsYAML,
+	cpiFullYAML,
+	commaDatacentersYAML,
+	"global: {server: vc, user: u, port: 443, requestTimeout: 1s, breaker: {consecutiveFailures: 1, openTimeout: 1s}}",
+	"global: {server: 10.0.0.9, user: u}\nvcenter: {a: {server: 10.0.0.1}, 10.0.0.9: }",
+	"",
+	"~",
+	"- a\n- b",
+	"global: [unclosed",
+	"global:\n\tserver: vc\n",
+	"global: {server: vc, user: u, port: -1}",
+	"global: {server: vc, user: u, port: 99999999999999999999}",
+	"global: {server: '  ', user: u}",
+	"global: &g {server: vc, user: u}\nvcenter: {a: *g, b: *g}",
+	"vcenter: {a: {server: vc, breaker: {consecutiveFailures: 0, openTimeout: 0s}}}",
+	"global: {server: vc, user: u, requestTimeout: 9223372036854775807ns}",
+	"global: {server: vc, user: u, soapRoundtripCount: -3}",
+	"global: {server: vc, user: u, ipFamily: IPV6}",
+	"nodes: {internalNetworkSubnetCidr: ',,, ,'}",
+	"global: {server: vc, user: u}\nvcenter: {? [a, b] : {server: x}}",
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(aliasBomb(5)))
+	f.Add([]byte("vcenter:\n  a: &a {server: vc1, user: u}\n  b: {<<: *a, server: vc2}\n  c: {<<: [*a, {port: 1}], server: vc3}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			if cfg != nil {
+				t.Fatalf("Parse returned a config with error %v", err)
+			}
+			return
+		}
+		if cfg == nil || len(cfg.VCenters) == 0 {
+			t.Fatalf("Parse succeeded without a vCenter: %+v", cfg)
+		}
+		for _, vc := range cfg.VCenters {
+			switch {
+			case strings.TrimSpace(vc.Server) == "":
+				t.Fatalf("vCenter %q without server", vc.Name)
+			case vc.Port < 1 || vc.Port > 65535:
+				t.Fatalf("vCenter %q port %d", vc.Name, vc.Port)
+			case vc.RequestTimeout <= 0:
+				t.Fatalf("vCenter %q request timeout %v", vc.Name, vc.RequestTimeout)
+			case vc.Breaker.ConsecutiveFailures == 0:
+				t.Fatalf("vCenter %q breaker consecutiveFailures 0", vc.Name)
+			case vc.Breaker.OpenTimeout <= 0:
+				t.Fatalf("vCenter %q breaker openTimeout %v", vc.Name, vc.Breaker.OpenTimeout)
+			case len(vc.IPFamily) == 0:
+				t.Fatalf("vCenter %q without ipFamily", vc.Name)
+			}
+			for _, fam := range vc.IPFamily {
+				if fam != IPv4 && fam != IPv6 {
+					t.Fatalf("vCenter %q ipFamily %q", vc.Name, fam)
+				}
+			}
+		}
+	})
+}
+
+func TestParseAnchorsAndMerges(t *testing.T) {
+	// yaml.v2 (CPI) and yaml.v3 both honour anchors and merge keys.
+	cfg := mustParse(t, `
+vcenter:
+  a: &a
+    user: u
+    datacenters: [dc]
+    server: vc1
+  b:
+    <<: *a
+    server: vc2
+    port: 8443
+  c:
+    <<: [*a]
+    server: vc3
+`)
+	checkVCenters(t, cfg.VCenters, []VCenterConfig{
+		with(defaults("a", "vc1"), func(v *VCenterConfig) { v.User, v.Datacenters = "u", []string{"dc"} }),
+		with(defaults("b", "vc2"), func(v *VCenterConfig) { v.User, v.Datacenters, v.Port = "u", []string{"dc"}, 8443 }),
+		with(defaults("c", "vc3"), func(v *VCenterConfig) { v.User, v.Datacenters = "u", []string{"dc"} }),
+	})
+
+	// Unknown keys are still found behind aliases and merges.
+	_, err := Parse([]byte(`
+vcenter:
+  a: &a {server: vc1, user: u, serverr: x}
+  b: {<<: *a, server: vc2}
+  c: *a
+`))
+	if err == nil || !strings.Contains(err.Error(), "vcenter.a.serverr: unknown key") {
+		t.Errorf("Parse = %v, want vcenter.a.serverr: unknown key", err)
+	}
+	_, err = Parse([]byte("base: &b {bogus: 1}\nglobal: {<<: *b, server: vc, user: u}"))
+	if err == nil || !strings.Contains(err.Error(), "global.bogus: unknown key") {
+		t.Errorf("Parse = %v, want global.bogus: unknown key", err)
+	}
+}
+
+// aliasBomb nests aliases n wide and four deep: walking it alias by alias
+// takes n^4 steps.
+func aliasBomb(n int) string {
+	var b strings.Builder
+	b.WriteString("c: &C {")
+	for range n {
+		b.WriteString("openTimeout: 1s, ")
+	}
+	b.WriteString("}\nb: &B {")
+	for range n {
+		b.WriteString("breaker: *C, ")
+	}
+	b.WriteString("}\na: &A {")
+	for i := range n {
+		fmt.Fprintf(&b, "k%d: *B, ", i)
+	}
+	b.WriteString("}\n")
+	for range n {
+		b.WriteString("vcenter: *A\n")
+	}
+	return b.String()
+}
+
+func TestParseAliasBombIsFast(t *testing.T) {
+	// Before aliases were checked once, this 7.6 kB input took ~30s.
+	data := []byte(aliasBomb(150))
+	start := time.Now()
+	_, err := Parse(data)
+	if err == nil {
+		t.Fatal("Parse succeeded, want an error")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Parse of a %d-byte alias bomb took %v", len(data), d)
+	}
+}
