@@ -94,7 +94,8 @@ func newWorld(t *testing.T, mutate func(string) string) *world {
 	w.cloud.Start(nil, stop)
 	t.Cleanup(func() {
 		close(stop)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Short: some tests leave a vCenter black-holed, and logout waits.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		w.cloud.Stop(ctx)
 	})
