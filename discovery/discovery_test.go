@@ -337,3 +337,29 @@ func TestUUIDHelpers(t *testing.T) {
 		t.Fatalf("ParseProviderID = %q, %v", id, err)
 	}
 }
+
+// FuzzParseProviderID: never panics; what it accepts is a normalized UUID
+// that formats back to the same providerID (up to case).
+func FuzzParseProviderID(f *testing.F) {
+	for _, s := range []string{
+		"vsphere://422e4956-ad22-1139-1234-567890abcdef", "vsphere://422E4956-AD22-1139-1234-567890ABCDEF",
+		"vsphere://", "aws:///i-1", "vsphere://422e4956ad2211391234567890abcdef", "vsphere:// 422e4956-ad22-1139-1234-567890abcdef",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		u, err := discovery.ParseProviderID(id)
+		if err != nil {
+			return
+		}
+		if n, err := discovery.NormalizeUUID(u); err != nil || n != u {
+			t.Fatalf("ParseProviderID(%q) = %q, not normalized (%v)", id, u, err)
+		}
+		if discovery.SwapByteOrder(discovery.SwapByteOrder(u)) != u {
+			t.Fatalf("SwapByteOrder is not an involution on %q", u)
+		}
+		if !strings.EqualFold(strings.TrimSpace(strings.TrimPrefix(id, discovery.ProviderPrefix)), u) {
+			t.Fatalf("ParseProviderID(%q) = %q changed more than case and spaces", id, u)
+		}
+	})
+}
