@@ -8,6 +8,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ErrNotFound is a vCenter's authoritative answer that an object does not
@@ -29,6 +30,14 @@ type Backend interface {
 	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
 	// Close releases sessions.
 	Close(ctx context.Context) error
+}
+
+// CredentialRefresher is a Backend holding a login. RefreshCredentials
+// re-reads its credentials; when they changed it logs in with the new ones,
+// swaps the session in and logs the old one out after grace. rotated says
+// whether it did. On error the current session keeps serving.
+type CredentialRefresher interface {
+	RefreshCredentials(ctx context.Context, grace time.Duration) (rotated bool, err error)
 }
 
 // By says which VM attribute a Query matches.

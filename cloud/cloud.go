@@ -5,11 +5,12 @@ package cloud
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
 	"fmt"
-	"io"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -46,6 +47,13 @@ func GovmomiBackend(vc config.VCenterConfig, creds credentials.Source) backends.
 type Options struct {
 	NewBackend BackendFactory
 	Discovery  discovery.Options
+	// ConfigPath, when set, is watched: edits are applied in place.
+	ConfigPath string
+	// Metrics, when set, are updated (the caller registers them).
+	Metrics *Metrics
+	// EventObject is where Events about the configuration go; default the
+	// CCM's leader-election Lease, kube-system/cloud-controller-manager.
+	EventObject *v1.ObjectReference
 }
 
 // Cloud is the vsphere cloud provider.
@@ -55,11 +63,30 @@ type Cloud struct {
 	cfg       atomic.Pointer[config.Config]
 	discovery *discovery.Discoverer
 
+	reloads chan struct{} // coalesced reload requests
+
 	mu       sync.Mutex
 	started  bool
 	secrets  *credentials.Secrets
-	backends map[string]backends.Backend
+	backends map[string]*vcenterBackend
 	recorder record.EventRecorder
+	// lastConfig is the file content applied last, or rejected last, so
+	// an unchanged file is neither re-applied nor re-reported.
+	lastConfig [32]byte
+}
+
+// vcenterBackend is a backend and the settings it was built with.
+type vcenterBackend struct {
+	backends.Backend
+	key connectionKey
+}
+
+// connectionKey is what a session depends on; a change opens a new one.
+type connectionKey struct {
+	server, caFile, thumbprint, credentials string
+	port                                    int
+	insecure                                bool
+	roundTrips                              uint
 }
 
 // New returns a provider for cfg; it talks to no vCenter until Start.
@@ -67,25 +94,37 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.NewBackend == nil {
 		opts.NewBackend = GovmomiBackend
 	}
-	c := &Cloud{opts: opts, backends: map[string]backends.Backend{}, discovery: discovery.New(nil, opts.Discovery)}
+	if opts.Metrics != nil && opts.Discovery.Observer == nil {
+		opts.Discovery.Observer = opts.Metrics
+	}
+	if opts.EventObject == nil {
+		opts.EventObject = &v1.ObjectReference{
+			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
+		}
+	}
+	c := &Cloud{
+		opts: opts, backends: map[string]*vcenterBackend{}, discovery: discovery.New(nil, opts.Discovery),
+		reloads: make(chan struct{}, 1),
+	}
 	c.cfg.Store(cfg)
 	return c
 }
 
-// Factory reads the --cloud-config file for cloudprovider.RegisterCloudProvider.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	if r == nil {
-		return nil, errors.New("vsphere: --cloud-config is required")
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("vsphere: reading cloud config: %w", err)
-	}
-	cfg, err := config.Parse(data)
+// NewFromFile loads the config at path and returns a provider that applies
+// later edits of the file in place once started.
+func NewFromFile(path string, opts Options) (*Cloud, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("vsphere: %w", err)
 	}
-	return New(cfg, Options{}), nil
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("vsphere: %s: %w", path, err)
+	}
+	opts.ConfigPath = path
+	c := New(cfg, opts)
+	c.lastConfig = sha256.Sum256(data)
+	return c, nil
 }
 
 // Initialize implements cloudprovider.Interface.
@@ -103,30 +142,79 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	}
 	c.started = true
 	if client != nil {
-		c.secrets = credentials.NewSecrets(client, stop)
+		c.secrets = credentials.NewSecrets(client, stop, func(_, _ string) { c.RequestReload() })
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"})
 		go func() { <-stop; b.Shutdown() }()
 	}
 	c.applyLocked(c.cfg.Load())
+	go c.reloadLoop(stop)
+	if err := c.watchFiles(stop); err != nil {
+		klog.Background().Error(err, "Watching config and secrets directory failed; edits will not be picked up")
+	}
 }
 
-// applyLocked creates a backend per vCenter of cfg and hands them to discovery.
+// applyLocked makes cfg current: a backend per vCenter (kept when its
+// connection settings are unchanged), handed to discovery; backends of
+// removed or changed vCenters are closed once lookups in flight are done.
 func (c *Cloud) applyLocked(cfg *config.Config) {
 	vcs := make([]discovery.VCenter, 0, len(cfg.VCenters))
+	next := make(map[string]*vcenterBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
+		key := c.connectionKey(cfg, vc)
 		b, ok := c.backends[vc.Name]
-		if !ok {
-			b = c.opts.NewBackend(vc, c.credentialSource(cfg, vc))
-			c.backends[vc.Name] = b
+		if !ok || b.key != key {
+			b = &vcenterBackend{Backend: c.opts.NewBackend(vc, c.credentialSource(cfg, vc)), key: key}
 		}
+		next[vc.Name] = b
 		vcs = append(vcs, discovery.VCenter{
-			Name: vc.Name, Backend: b, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
+			Name: vc.Name, Backend: b.Backend, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
 	}
+	c.cfg.Store(cfg)
 	c.discovery.SetVCenters(vcs)
+	var grace time.Duration
+	for _, vc := range cfg.VCenters {
+		grace = max(grace, vc.RequestTimeout)
+	}
+	for name, old := range c.backends {
+		if next[name] != old {
+			closeLater(name, old, 2*grace+time.Second)
+		}
+	}
+	c.backends = next
+}
+
+// closeLater logs a retired backend out once lookups that started with it
+// have had their deadline.
+func closeLater(name string, b backends.Backend, after time.Duration) {
+	time.AfterFunc(after, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			klog.Background().Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)
+		}
+	})
+}
+
+func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenterConfig) connectionKey {
+	return connectionKey{
+		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: vc.Thumbprint,
+		roundTrips: vc.RoundTripCount, credentials: credentialsKey(c.credentialSource(cfg, vc)),
+	}
+}
+
+// credentialsKey identifies a credential source. Secret and directory
+// sources are re-read at every login; inline credentials are fixed values,
+// so a change of them is a new source (compared by digest, never kept).
+func credentialsKey(src credentials.Source) string {
+	if s, ok := src.(credentials.Static); ok {
+		sum := sha256.Sum256([]byte(s.User + "\x00" + s.Password.Reveal()))
+		return fmt.Sprintf("%s %x", s, sum[:8])
+	}
+	return src.String()
 }
 
 // credentialSource picks, as CPI does: the Secret, else the secrets
@@ -142,12 +230,21 @@ func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenterConfig) cr
 	}
 }
 
+// credentialsObject is the object Events about a vCenter's credentials go
+// to: its Secret when it has one, else the config's event object.
+func (c *Cloud) credentialsObject(vc config.VCenterConfig) *v1.ObjectReference {
+	if vc.SecretName != "" {
+		return &v1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: vc.SecretNamespace, Name: vc.SecretName}
+	}
+	return c.opts.EventObject
+}
+
 // Stop logs every vCenter session out.
 func (c *Cloud) Stop(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, b := range c.backends {
-		if err := b.Close(ctx); err != nil {
+		if err := b.Backend.Close(ctx); err != nil {
 			klog.FromContext(ctx).Info("Closing vCenter session failed", "vcenter", name, "err", err)
 		}
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -68,10 +71,53 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error)
 	case res == nil && byName:
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, errNoIdentity)
 	case res == nil:
+		if err := c.leftConfig(node); err != nil {
+			return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+		}
 		klog.FromContext(ctx).Info("VM confirmed absent in every vCenter", "node", node.Name)
 		return false, nil
 	}
 	return true, nil
+}
+
+// Labels this provider adds to a Node at initialization, so that where its
+// VM lived outlasts a restart: a VM whose vCenter or datacenter has since
+// left the config is not reported deleted.
+const (
+	LabelVCenter    = "vsphere-federated-ccm.io/vcenter"
+	LabelDatacenter = "vsphere-federated-ccm.io/datacenter"
+)
+
+// leftConfig is an error when node's labels place its VM in a vCenter or
+// datacenter no longer configured.
+func (c *Cloud) leftConfig(node *v1.Node) error {
+	vcName, ok := node.Labels[LabelVCenter]
+	if !ok {
+		return nil
+	}
+	dc := node.Labels[LabelDatacenter]
+	for _, vc := range c.cfg.Load().VCenters {
+		if vc.Name != vcName {
+			continue
+		}
+		if len(vc.Datacenters) > 0 && dc != "" && !slices.Contains(vc.Datacenters, dc) {
+			return fmt.Errorf("its VM was in datacenter %s of vcenter %s, which is no longer configured; not deleting", dc, vcName)
+		}
+		return nil
+	}
+	return fmt.Errorf("its VM was in vcenter %s, which is no longer configured; not deleting", vcName)
+}
+
+// locationLabels are LabelVCenter and LabelDatacenter for res, when their
+// values are valid label values.
+func locationLabels(res *discovery.Result) map[string]string {
+	out := map[string]string{}
+	for k, v := range map[string]string{LabelVCenter: res.VCenter, LabelDatacenter: res.VM.Ref.Datacenter} {
+		if v != "" && len(validation.IsValidLabelValue(v)) == 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // InstanceShutdown implements cloudprovider.InstancesV2: true only for a VM
@@ -88,6 +134,7 @@ func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, erro
 // InstanceMetadata implements cloudprovider.InstancesV2.
 func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	const op = "cloud.InstanceMetadata"
+	cfg := c.cfg.Load() // one config for the whole answer, even if a reload lands meanwhile
 	res, _, err := c.locate(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -99,7 +146,6 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 	if vm.UUID == "" {
 		return nil, fmt.Errorf("%s: node %s: %s has no BIOS UUID (connection state %q)", op, node.Name, res, vm.ConnectionState)
 	}
-	cfg := c.cfg.Load()
 	families := []string{"ipv4"}
 	for _, vc := range cfg.VCenters {
 		if vc.Name == res.VCenter {
@@ -111,11 +157,12 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	meta := &cloudprovider.InstanceMetadata{
-		ProviderID:    discovery.ProviderID(vm.UUID),
-		InstanceType:  InstanceType(vm),
-		NodeAddresses: addrs,
+		ProviderID:       discovery.ProviderID(vm.UUID),
+		InstanceType:     InstanceType(vm),
+		NodeAddresses:    addrs,
+		AdditionalLabels: locationLabels(res),
 	}
-	meta.Zone, meta.Region, err = c.topology(ctx, node, res)
+	meta.Zone, meta.Region, err = c.topology(ctx, node, res, cfg.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -126,8 +173,7 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 // With no categories configured both are empty; a configured category
 // without a tag on the VM's chain is an error, so the Node stays tainted
 // rather than join without its zone.
-func (c *Cloud) topology(ctx context.Context, node *v1.Node, res *discovery.Result) (zone, region string, err error) {
-	labels := c.cfg.Load().Labels
+func (c *Cloud) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
 	var cats []string
 	for _, cat := range []string{labels.Zone, labels.Region} {
 		if cat != "" {

@@ -344,9 +344,34 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		d.observe("error")
 		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
 	default:
+		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
+			// Last seen in a vCenter or datacenter that has left the
+			// config: leaving the config is not the VM being deleted.
+			// Refreshed, so it lasts as long as someone asks.
+			d.locations.Set(key, loc)
+			d.observe("error")
+			return nil, &RetiredError{What: what, VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}
+		}
+		d.locations.Delete(key)
 		d.observe("not_found")
 		return nil, nil
 	}
+}
+
+// configured reports whether loc's vCenter and datacenter are searched.
+func configured(vcs []*vcenter, loc location) bool {
+	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
+	return i >= 0 && (len(vcs[i].Datacenters) == 0 || slices.Contains(vcs[i].Datacenters, loc.ref.Datacenter))
+}
+
+// RetiredError is a lookup for a VM last seen in a vCenter or datacenter
+// that is no longer configured: it cannot be asked, so the VM is not gone.
+type RetiredError struct {
+	What, VCenter, Datacenter string
+}
+
+func (e *RetiredError) Error() string {
+	return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.VCenter, e.Datacenter)
 }
 
 func (d *Discoverer) observe(result string) {
@@ -367,12 +392,12 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 	if !ok {
 		return cached{}, false
 	}
-	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
-	if i < 0 || (len(vcs[i].Datacenters) > 0 && !slices.Contains(vcs[i].Datacenters, loc.ref.Datacenter)) {
-		// Its vCenter or datacenter left the config.
-		d.locations.Delete(key)
+	if !configured(vcs, loc) {
+		// Its vCenter or datacenter left the config: search the others,
+		// and keep the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
+	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
 	vm, err := call(ctx, d, vcs[i], "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
 	})

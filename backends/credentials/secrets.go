@@ -18,16 +18,19 @@ import (
 // per referenced Secret, each limited to that Secret by a field selector so
 // the CCM needs no cluster-wide (or even namespace-wide) read of Secrets.
 type Secrets struct {
-	client kubernetes.Interface
-	stop   <-chan struct{}
+	client   kubernetes.Interface
+	stop     <-chan struct{}
+	onChange func(namespace, name string)
 
 	mu       sync.Mutex
 	watching map[string]cache.SharedIndexInformer // namespace/name
 }
 
 // NewSecrets returns a Secret reader; informers stop when stop closes.
-func NewSecrets(client kubernetes.Interface, stop <-chan struct{}) *Secrets {
-	return &Secrets{client: client, stop: stop, watching: map[string]cache.SharedIndexInformer{}}
+// onChange, when set, is called after a watched Secret is added, updated or
+// deleted.
+func NewSecrets(client kubernetes.Interface, stop <-chan struct{}, onChange func(namespace, name string)) *Secrets {
+	return &Secrets{client: client, stop: stop, onChange: onChange, watching: map[string]cache.SharedIndexInformer{}}
 }
 
 // Source returns the credentials of server held in Secret namespace/name.
@@ -48,6 +51,14 @@ func (s *Secrets) informer(namespace, name string) cache.SharedIndexInformer {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		}))
 	inf := factory.Core().V1().Secrets().Informer()
+	if s.onChange != nil {
+		notify := func(any) { s.onChange(namespace, name) }
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    notify,
+			UpdateFunc: func(_, obj any) { notify(obj) },
+			DeleteFunc: notify,
+		})
+	}
 	factory.Start(s.stop)
 	s.watching[key] = inf
 	return inf

@@ -23,7 +23,10 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
 )
 
-var _ backends.Backend = (*Backend)(nil)
+var (
+	_ backends.Backend             = (*Backend)(nil)
+	_ backends.CredentialRefresher = (*Backend)(nil)
+)
 
 // tagTTL bounds how long a tag's or category's name is served from memory.
 const tagTTL = 10 * time.Minute
@@ -406,6 +409,15 @@ func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag
 		b.categories.Set(t.CategoryID, cat)
 	}
 	return namedTag{name: t.Name, category: cat}, nil
+}
+
+// RefreshCredentials implements backends.CredentialRefresher.
+func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (bool, error) {
+	rotated, err := b.sessions.refresh(ctx, grace)
+	if err != nil {
+		return false, fmt.Errorf("vsphere.RefreshCredentials: %w", err)
+	}
+	return rotated, nil
 }
 
 // Close implements backends.Backend.

@@ -5,6 +5,7 @@ package vsphere
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/http"
@@ -46,11 +47,22 @@ type sessions struct {
 	opts Options
 
 	mu         sync.Mutex
-	vim        *vim25.Client
-	keepalive  *keepalive.HandlerSOAP
+	cur        *conn
 	generation uint64
-	rest       *rest.Client
-	restValid  bool
+}
+
+// conn is one logged-in client pair. Rotating credentials builds a new conn
+// beside the old one and swaps it in, so no lookup sees a gap.
+type conn struct {
+	vim         *vim25.Client
+	keepalive   *keepalive.HandlerSOAP
+	rest        *rest.Client
+	restValid   bool
+	fingerprint [32]byte // of the credentials it logged in with; never logged
+}
+
+func fingerprint(c credentials.Credentials) [32]byte {
+	return sha256.Sum256([]byte(c.User + "\x00" + c.Password.Reveal()))
 }
 
 func (s *sessions) url() *url.URL {
@@ -60,11 +72,34 @@ func (s *sessions) url() *url.URL {
 
 // client returns a logged-in SOAP client, connecting on first use.
 func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.vim, nil
+}
+
+func (s *sessions) current(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.vim != nil {
-		return s.vim, nil
+	if s.cur != nil {
+		return s.cur, nil
 	}
+	creds, err := s.opts.Credentials.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	c, err := s.connect(ctx, creds)
+	if err != nil {
+		return nil, err
+	}
+	s.cur = c
+	s.generation++
+	return c, nil
+}
+
+// connect opens a new client and logs it in with creds.
+func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (*conn, error) {
 	u := s.url()
 	sc := soap.NewClient(u, s.opts.Config.InsecureFlag)
 	if tp := s.opts.Config.Thumbprint; tp != "" {
@@ -91,39 +126,43 @@ func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
 	if idle == 0 {
 		idle = 5 * time.Minute
 	}
-	s.keepalive = keepalive.NewHandlerSOAP(&reloginRoundTripper{next: rt, sessions: s}, idle, nil)
-	vc.RoundTripper = s.keepalive
-	if err := s.loginLocked(ctx, vc); err != nil {
-		s.keepalive.Stop()
+	c := &conn{vim: vc}
+	c.keepalive = keepalive.NewHandlerSOAP(&reloginRoundTripper{next: rt, sessions: s, conn: c}, idle, nil)
+	vc.RoundTripper = c.keepalive
+	if err := s.login(ctx, c, creds); err != nil {
+		c.keepalive.Stop()
 		return nil, err
 	}
-	s.vim = vc
-	return vc, nil
+	return c, nil
 }
 
-// loginLocked logs vc in with the current credentials; s.mu is held.
-func (s *sessions) loginLocked(ctx context.Context, vc *vim25.Client) error {
+func (s *sessions) login(ctx context.Context, c *conn, creds credentials.Credentials) error {
+	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
+		// The fault says "incorrect user name or password"; it never echoes them.
+		return fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
+	}
+	c.fingerprint = fingerprint(creds)
+	c.restValid = false
+	return nil
+}
+
+// relogin logs c in again with the current credentials, unless a login
+// happened since generation seen or c was swapped out.
+func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.generation != seen || s.cur != c {
+		return nil
+	}
 	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
-	if err := session.NewManager(vc).Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
-		// The fault says "incorrect user name or password"; it never echoes them.
-		return fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
+	if err := s.login(ctx, c, creds); err != nil {
+		return err
 	}
 	s.generation++
-	s.restValid = false
 	return nil
-}
-
-// relogin logs in again unless a login happened since generation seen.
-func (s *sessions) relogin(ctx context.Context, seen uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.generation != seen || s.vim == nil {
-		return nil
-	}
-	return s.loginLocked(ctx, s.vim)
 }
 
 func (s *sessions) currentGeneration() uint64 {
@@ -132,56 +171,97 @@ func (s *sessions) currentGeneration() uint64 {
 	return s.generation
 }
 
+// refresh logs in with the source's credentials when they differ from the
+// current session's: a new session is opened beside the old one, swapped
+// in, and the old one logged out after grace, so lookups in flight finish
+// on it. If the new credentials fail, the current session stays.
+func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, error) {
+	creds, err := s.opts.Credentials.Get(ctx)
+	if err != nil {
+		return false, fmt.Errorf("credentials: %w", err)
+	}
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur == nil || cur.fingerprint == fingerprint(creds) {
+		return false, nil
+	}
+	next, err := s.connect(ctx, creds)
+	if err != nil {
+		return false, fmt.Errorf("new credentials rejected, keeping the current session: %w", err)
+	}
+	s.mu.Lock()
+	old := s.cur
+	s.cur = next
+	s.generation++
+	s.mu.Unlock()
+	if old != nil {
+		time.AfterFunc(grace, func() {
+			lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			old.close(lctx)
+		})
+	}
+	return true, nil
+}
+
 // restClient returns a logged-in vAPI REST client.
 func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
-	vc, err := s.client(ctx)
+	c, err := s.current(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.rest == nil {
-		s.rest = rest.NewClient(vc)
+	if c.rest == nil {
+		c.rest = rest.NewClient(c.vim)
 		if s.opts.WrapTransport != nil {
-			s.rest.Client.Transport = s.opts.WrapTransport(s.rest.Client.Transport)
+			c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
 		}
 	}
-	if !s.restValid {
+	if !c.restValid {
 		creds, err := s.opts.Credentials.Get(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
-		if err := s.rest.Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
+		if err := c.rest.Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
 			return nil, fmt.Errorf("REST login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
 		}
-		s.restValid = true
+		c.restValid = true
 	}
-	return s.rest, nil
+	return c.rest, nil
 }
 
 // restUnauthorized marks the REST session as lost.
 func (s *sessions) restUnauthorized() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.restValid = false
+	if s.cur != nil {
+		s.cur.restValid = false
+	}
 }
 
-// close logs both sessions out.
+// close logs the current sessions out.
 func (s *sessions) close(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	c := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.close(ctx)
+}
+
+func (c *conn) close(ctx context.Context) error {
 	var err error
-	if s.rest != nil && s.restValid {
-		err = s.rest.Logout(ctx)
-		s.restValid = false
+	if c.rest != nil && c.restValid {
+		err = c.rest.Logout(ctx)
 	}
-	if s.vim != nil {
-		if lerr := session.NewManager(s.vim).Logout(ctx); lerr != nil && err == nil {
-			err = lerr
-		}
-		s.keepalive.Stop()
-		s.vim = nil
+	if lerr := session.NewManager(c.vim).Logout(ctx); lerr != nil && err == nil {
+		err = lerr
 	}
+	c.keepalive.Stop()
 	return err
 }
 
@@ -191,6 +271,7 @@ func (s *sessions) close(ctx context.Context) error {
 type reloginRoundTripper struct {
 	next     soap.RoundTripper
 	sessions *sessions
+	conn     *conn
 }
 
 func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
@@ -203,7 +284,7 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 	if err == nil || !fault.Is(err, &types.NotAuthenticated{}) {
 		return err
 	}
-	if lerr := r.sessions.relogin(ctx, seen); lerr != nil {
+	if lerr := r.sessions.relogin(ctx, r.conn, seen); lerr != nil {
 		return fmt.Errorf("session lost (%w), and %w", err, lerr)
 	}
 	// The decoder leaves fields the new response lacks untouched: clear

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -15,7 +16,8 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
-	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/klog/v2"
@@ -35,7 +37,9 @@ func main() {
 
 // initCloud builds the provider from --cloud-provider and --cloud-config.
 // It is called once, before the controllers start; a bad config stops the
-// process here with the full list of problems.
+// process here with the full list of problems. Later edits of the file are
+// applied in place (an invalid edit is rejected and the last good config
+// keeps serving).
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
@@ -44,15 +48,23 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	if shared.CloudConfigFile == "" {
 		klog.Fatalf("--cloud-config is required")
 	}
-	f, err := os.Open(shared.CloudConfigFile)
-	if err != nil {
-		klog.Fatalf("--cloud-config: %v", err)
-	}
-	defer f.Close()
-	provider, err := cloud.Factory(f)
+	metrics := cloud.NewMetrics()
+	legacyregistry.MustRegister(metrics.Collectors()...)
+	provider, err := cloud.NewFromFile(shared.CloudConfigFile, cloud.Options{Metrics: metrics, EventObject: podReference()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
 	}
 	return provider
+}
+
+// podReference names this replica's Pod, from the downward API variables
+// the DaemonSet sets, for Events about configuration and credentials; nil
+// (the provider's default object) outside a Pod.
+func podReference() *v1.ObjectReference {
+	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	if name == "" || ns == "" {
+		return nil
+	}
+	return &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name}
 }

@@ -1,0 +1,120 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/component-base/metrics"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+var _ discovery.Observer = (*Metrics)(nil)
+
+// Metrics are the provider's Prometheus metrics. They are built per
+// process and registered by the caller (cmd registers them in
+// component-base's legacyregistry, which the CCM's /metrics serves).
+type Metrics struct {
+	requestDuration *metrics.HistogramVec
+	requestErrors   *metrics.CounterVec
+	breakerState    *metrics.GaugeVec
+	discoveries     *metrics.CounterVec
+	cache           *metrics.CounterVec
+	configReloads   *metrics.CounterVec
+	credentials     *metrics.CounterVec
+}
+
+// NewMetrics builds the metrics, unregistered.
+func NewMetrics() *Metrics {
+	const ns = "cloudprovider_vsphere"
+	return &Metrics{
+		requestDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
+			Namespace: ns, Name: "api_request_duration_seconds",
+			Help:           "Duration of vCenter calls, by vCenter and operation (find, get, tags).",
+			Buckets:        []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"vcenter", "operation"}),
+		requestErrors: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: ns, Name: "api_request_errors_total",
+			Help:           "Failed vCenter calls, by vCenter, operation and reason (deadline, breaker_open, auth, connection, other).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"vcenter", "operation", "reason"}),
+		breakerState: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: ns, Name: "breaker_state",
+			Help:           "Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"vcenter"}),
+		discoveries: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: ns, Name: "discovery_total",
+			Help:           "VM lookups by result: found, not_found, duplicate, error.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"result"}),
+		cache: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: ns, Name: "discovery_cache_total",
+			Help:           "Location cache lookups by result: hit (re-read and confirmed) or miss (searched every vCenter).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"result"}),
+		configReloads: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: ns, Name: "config_reload_total",
+			Help:           "Configuration reloads by result: success, error (the last good configuration keeps serving).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"result"}),
+		credentials: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: ns, Name: "credential_rotation_total",
+			Help:           "Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"vcenter", "result"}),
+	}
+}
+
+// Collectors lists the metrics for registration.
+func (m *Metrics) Collectors() []metrics.Registerable {
+	return []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}
+}
+
+// Call implements discovery.Observer.
+func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {
+	m.requestDuration.WithLabelValues(vcenter, operation).Observe(d.Seconds())
+	if err != nil {
+		m.requestErrors.WithLabelValues(vcenter, operation, reason(err)).Inc()
+	}
+}
+
+// BreakerState implements discovery.Observer.
+func (m *Metrics) BreakerState(vcenter string, s gobreaker.State) {
+	v := map[gobreaker.State]float64{gobreaker.StateClosed: 0, gobreaker.StateHalfOpen: 1, gobreaker.StateOpen: 2}[s]
+	m.breakerState.WithLabelValues(vcenter).Set(v)
+}
+
+// Lookup implements discovery.Observer.
+func (m *Metrics) Lookup(result string) { m.discoveries.WithLabelValues(result).Inc() }
+
+// Cache implements discovery.Observer.
+func (m *Metrics) Cache(hit bool) {
+	if hit {
+		m.cache.WithLabelValues("hit").Inc()
+	} else {
+		m.cache.WithLabelValues("miss").Inc()
+	}
+}
+
+// reason buckets an error for the errors metric; it never carries the
+// error text, so nothing secret can reach a label.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, discovery.ErrBreakerOpen):
+		return "breaker_open"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case fault.Is(err, &types.NotAuthenticated{}), fault.Is(err, &types.InvalidLogin{}), strings.Contains(err.Error(), "login as"):
+		return "auth"
+	case strings.Contains(err.Error(), "connection refused"), strings.Contains(err.Error(), "connection reset"), strings.Contains(err.Error(), "no such host"):
+		return "connection"
+	}
+	return "other"
+}
