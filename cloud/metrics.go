@@ -77,6 +77,11 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 	return []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}
 }
 
+// ConfigReloads is the config_reload_total counter for result.
+func (m *Metrics) ConfigReloads(result string) metrics.CounterMetric {
+	return m.configReloads.WithLabelValues(result)
+}
+
 // Call implements discovery.Observer.
 func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {
 	m.requestDuration.WithLabelValues(vcenter, operation).Observe(d.Seconds())

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vmware/govmomi/vim25/mo"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
@@ -199,4 +203,96 @@ func TestWrongPasswordNeverInError(t *testing.T) {
 	if !strings.Contains(err.Error(), "login as") {
 		t.Fatalf("error does not say the login failed: %v", err)
 	}
+}
+
+func writeCreds(t *testing.T, dir, server, user, password string) {
+	t.Helper()
+	for name, v := range map[string]string{credentials.UsernameKey(server): user, credentials.PasswordKey(server): password} {
+		// Write and rename, as a Secret volume or vault agent would.
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func otherSessions(t *testing.T, vc *vcsim.VCenter) int {
+	t.Helper()
+	c, err := vc.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Logout(context.Background()) }()
+	var sm mo.SessionManager
+	if err := c.RetrieveOne(ctxT(t), *c.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
+		t.Fatal(err)
+	}
+	return len(sm.SessionList) - 1 // not the one asking
+}
+
+// Rotation: new credentials log in beside the old session, are swapped in,
+// and the old session is logged out; lookups never fail in between.
+// Credentials that fail, or vanish, leave the working session serving.
+func TestRefreshCredentials(t *testing.T) {
+	f := startFederation(t, 1)
+	vc := f.VCenters[0]
+	dir := t.TempDir()
+	writeCreds(t, dir, vc.Host, vc.User, vc.Password)
+	b := newBackend(t, vc, credentials.Directory{Dir: dir, Server: vc.Host}, nil)
+	ctx := ctxT(t)
+	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
+	find := func(when string) {
+		t.Helper()
+		if vms, err := b.Find(ctx, q); err != nil || len(vms) != 1 {
+			t.Fatalf("%s: Find = %v, %v", when, vms, err)
+		}
+	}
+	find("before rotation")
+	if rotated, err := b.RefreshCredentials(ctx, time.Millisecond); rotated || err != nil {
+		t.Fatalf("unchanged credentials: rotated=%v err=%v", rotated, err)
+	}
+
+	const next = "n3w-Passw0rd"
+	writeCreds(t, dir, vc.Host, vc.User, next)
+	vc.SetPassword(next)
+	rotated, err := b.RefreshCredentials(ctx, 100*time.Millisecond)
+	if !rotated || err != nil {
+		t.Fatalf("rotation: rotated=%v err=%v", rotated, err)
+	}
+	find("right after rotation")
+	time.Sleep(300 * time.Millisecond) // past the grace period
+	if n := otherSessions(t, vc); n != 1 {
+		t.Fatalf("%d client sessions after rotation, want 1 (the old one logged out)", n)
+	}
+	// The vCenter drops every session: re-login uses the new password.
+	if err := vc.TerminateSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	find("after sessions were terminated")
+
+	const wrong = "not-the-Passw0rd"
+	writeCreds(t, dir, vc.Host, vc.User, wrong)
+	rotated, err = b.RefreshCredentials(ctx, time.Millisecond)
+	if rotated || err == nil || !strings.Contains(err.Error(), "keeping the current session") {
+		t.Fatalf("wrong new credentials: rotated=%v err=%v", rotated, err)
+	}
+	for _, pw := range []string{wrong, next, vc.Password} {
+		if strings.Contains(err.Error(), pw) {
+			t.Fatalf("error leaks a password: %v", err)
+		}
+	}
+	find("after rejected credentials")
+
+	for _, name := range []string{credentials.UsernameKey(vc.Host), credentials.PasswordKey(vc.Host)} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.RefreshCredentials(ctx, time.Millisecond); err == nil {
+		t.Fatal("vanished credentials: want an error")
+	}
+	find("after credentials vanished")
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi"
@@ -58,6 +59,9 @@ type VCenter struct {
 	Model    *simulator.Model
 	Server   *simulator.Server
 	VMs      []*VM
+
+	mu       sync.Mutex
+	accepted string // the password logins must use; see SetPassword
 }
 
 // VM describes one simulated VM as the tests expect to see it.
@@ -142,6 +146,14 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 		Name: fmt.Sprintf("vc%d", i+1), Host: addr, Model: m,
 		User: opts.User, Password: opts.Password + "-" + fmt.Sprintf("vc%d", i+1),
 	}
+	vc.accepted = vc.Password
+	// Set before the server starts (the simulator reads it unlocked); the
+	// password it accepts changes through SetPassword.
+	m.Map().SessionManager().ValidLogin = func(req *types.Login) bool {
+		vc.mu.Lock()
+		defer vc.mu.Unlock()
+		return req.UserName == vc.User && req.Password == vc.accepted
+	}
 	m.Service.RegisterEndpoints = true
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{Host: addr + ":0", User: url.UserPassword(vc.User, vc.Password)}
@@ -157,8 +169,23 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 // Client logs in to the simulator (for test fixtures).
 func (vc *VCenter) Client(ctx context.Context) (*govmomi.Client, error) {
 	u := *vc.Server.URL
-	u.User = url.UserPassword(vc.User, vc.Password)
+	u.User = url.UserPassword(vc.User, vc.currentPassword())
 	return govmomi.NewClient(ctx, &u, true)
+}
+
+// SetPassword makes the vCenter accept only password from now on, as a
+// password rotation does; sessions already open stay valid until
+// TerminateSessions.
+func (vc *VCenter) SetPassword(password string) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	vc.accepted = password
+}
+
+func (vc *VCenter) currentPassword() string {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	return vc.accepted
 }
 
 // populate gives VMs unique names, UUIDs and guest networking, and tags the
@@ -172,7 +199,7 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 	}
 	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
 	rc := rest.NewClient(c.Client)
-	if err := rc.Login(ctx, url.UserPassword(vc.User, vc.Password)); err != nil {
+	if err := rc.Login(ctx, url.UserPassword(vc.User, vc.currentPassword())); err != nil {
 		return fmt.Errorf("rest login: %w", err)
 	}
 	tm := tags.NewManager(rc)

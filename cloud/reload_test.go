@@ -1,0 +1,213 @@
+package cloud_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
+)
+
+// fileConfig writes a config naming only the given vCenters (and
+// datacenters, when set) of fed.
+func fileConfig(fed *vcsim.Federation, names []string, datacenters map[string]string) string {
+	var b strings.Builder
+	b.WriteString("global:\n  insecureFlag: true\n  requestTimeout: 2s\nlabels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n")
+	for _, n := range names {
+		vc := fed.VCenter(n)
+		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    user: %q\n    password: %q\n", vc.Name, vc.Host, vc.Port, vc.User, vc.Password)
+		if dcs, ok := datacenters[n]; ok {
+			fmt.Fprintf(&b, "    datacenters: %s\n", dcs)
+		}
+	}
+	return b.String()
+}
+
+// writeAtomically replaces path as editors do: write aside, rename over.
+func writeAtomically(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".swp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startFromFile(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics) {
+	t.Helper()
+	m := cloud.NewMetrics()
+	// component-base metrics only count once registered.
+	metrics.NewKubeRegistry().MustRegister(m.Collectors()...)
+	c, err := cloud.NewFromFile(path, cloud.Options{Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	c.Start(nil, stop)
+	t.Cleanup(func() {
+		close(stop)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.Stop(ctx)
+	})
+	return c, m
+}
+
+// eventually polls cond every 50ms for up to 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestConfigEditsApplyInPlace(t *testing.T) {
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fed.Close)
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1", "vc2"}, nil))
+	c, m := startFromFile(t, path)
+	ctx := ctxT(t)
+	inVC3 := fed.VCenter("vc3").VMs[0]
+	inVC2 := fed.VCenter("vc2").VMs[1]
+	nodeVC3 := kubeletNode(inVC3.Name, inVC3.SystemUUID())
+	nodeVC2 := kubeletNode(inVC2.Name, inVC2.SystemUUID())
+	if ok, err := c.InstanceExists(ctx, nodeVC2); !ok || err != nil {
+		t.Fatalf("vc2 VM before edits: %v, %v", ok, err)
+	}
+
+	// Add a vCenter: its VMs become discoverable.
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1", "vc2", "vc3"}, nil))
+	eventually(t, "vc3 to be searched", func() bool {
+		md, err := c.InstanceMetadata(ctx, nodeVC3)
+		return err == nil && md.Zone == inVC3.Zone
+	})
+
+	// An invalid edit is rejected and the last good config keeps serving.
+	writeAtomically(t, path, "vcenter:\n  broken:\n    port: seventy\n")
+	eventually(t, "the invalid edit to be rejected", func() bool {
+		v, _ := testutil.GetCounterMetricValue(m.ConfigReloads("error"))
+		return v == 1
+	})
+	if _, err := c.InstanceMetadata(ctx, nodeVC3); err != nil {
+		t.Fatalf("after an invalid edit: %v", err)
+	}
+
+	// Remove a vCenter: its VMs are not "gone", they cannot be asked.
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1", "vc3"}, nil))
+	eventually(t, "vc2 to leave the config", func() bool {
+		ok, err := c.InstanceExists(ctx, nodeVC2)
+		if err == nil && !ok {
+			t.Fatal("a VM of a removed vCenter was reported deleted")
+		}
+		return err != nil
+	})
+	var re *discovery.RetiredError
+	if _, err := c.InstanceExists(ctx, nodeVC2); !errors.As(err, &re) || re.VCenter != "vc2" {
+		t.Fatalf("err = %v, want RetiredError naming vc2", err)
+	}
+	// Known only from its labels (as after a restart): still not deleted.
+	labelled := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "was-in-vc2", Labels: map[string]string{cloud.LabelVCenter: "vc2"}},
+		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: "56ffffff-ffff-ffff-8fff-ffffffffffff"}}}
+	if ok, err := c.InstanceExists(ctx, labelled); err == nil {
+		t.Fatalf("labelled Node of a removed vCenter: InstanceExists = %v, nil; want an error", ok)
+	}
+	if v, _ := testutil.GetCounterMetricValue(m.ConfigReloads("success")); v != 2 {
+		t.Fatalf("config_reload_total{result=success} = %v, want 2", v)
+	}
+}
+
+func TestDatacenterAddedByEdit(t *testing.T) {
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 1, Datacenters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fed.Close)
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, map[string]string{"vc1": "[DC0]"}))
+	c, _ := startFromFile(t, path)
+	ctx := ctxT(t)
+	var inDC1 *vcsim.VM
+	for _, vm := range fed.VCenters[0].VMs {
+		if vm.Datacenter == "DC1" {
+			inDC1 = vm
+		}
+	}
+	node := kubeletNode(inDC1.Name, inDC1.SystemUUID())
+	if ok, err := c.InstanceExists(ctx, node); ok || err != nil {
+		t.Fatalf("VM of an unconfigured datacenter: %v, %v; want false, nil", ok, err)
+	}
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, map[string]string{"vc1": "[DC0, DC1]"}))
+	eventually(t, "DC1 to be searched", func() bool {
+		ok, err := c.InstanceExists(ctx, node)
+		return ok && err == nil
+	})
+	// And removed again: a VM seen there is not deleted.
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, map[string]string{"vc1": "[DC0]"}))
+	eventually(t, "DC1 to leave the config", func() bool {
+		ok, err := c.InstanceExists(ctx, node)
+		if err == nil && !ok {
+			t.Fatal("a VM of a removed datacenter was reported deleted")
+		}
+		return err != nil
+	})
+}
+
+// A mounted ConfigMap is updated by swapping the "..data" symlink.
+func TestConfigMapSymlinkSwap(t *testing.T) {
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 2, Datacenters: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fed.Close)
+	dir := t.TempDir()
+	version := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "vsphere.conf"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(name, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", fileConfig(fed, []string{"vc1"}, nil))
+	if err := os.Symlink("..data/vsphere.conf", filepath.Join(dir, "vsphere.conf")); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := startFromFile(t, filepath.Join(dir, "vsphere.conf"))
+	vm := fed.VCenter("vc2").VMs[0]
+	node := kubeletNode(vm.Name, vm.SystemUUID())
+	version("..v2", fileConfig(fed, []string{"vc1", "vc2"}, nil))
+	eventually(t, "the swapped ConfigMap to apply", func() bool {
+		ok, err := c.InstanceExists(ctxT(t), node)
+		return ok && err == nil
+	})
+}
