@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
@@ -295,4 +296,45 @@ func TestRefreshCredentials(t *testing.T) {
 		t.Fatal("vanished credentials: want an error")
 	}
 	find("after credentials vanished")
+}
+
+// TLS is verified unless insecureFlag is set: by the system roots, a CA
+// file, or a pinned thumbprint; a wrong thumbprint is refused.
+func TestTLSVerification(t *testing.T) {
+	f, err := vcsim.Start(vcsim.Options{VCenters: 1, Addresses: []string{"127.0.0.1"}}) // the simulator's certificate names 127.0.0.1
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	vc := f.VCenters[0]
+	cert := vc.Server.Certificate()
+	caFile, err := vc.Server.CertificateFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := credentials.Static{User: vc.User, Password: config.Password(vc.Password)}
+	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
+	for _, tc := range []struct {
+		name string
+		cfg  config.VCenterConfig
+		ok   bool
+	}{
+		{"no CA, not insecure", config.VCenterConfig{}, false},
+		{"insecureFlag", config.VCenterConfig{InsecureFlag: true}, true},
+		{"CA file", config.VCenterConfig{CAFile: caFile}, true},
+		{"SHA-1 thumbprint", config.VCenterConfig{Thumbprint: soap.ThumbprintSHA1(cert)}, true},
+		{"SHA-256 thumbprint", config.VCenterConfig{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
+		{"wrong thumbprint", config.VCenterConfig{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Name, cfg.Server, cfg.Port = vc.Name, vc.Host, vc.Port
+			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
+			defer func() { _ = b.Close(context.Background()) }()
+			_, err := b.Find(ctxT(t), q)
+			if tc.ok != (err == nil) {
+				t.Fatalf("Find err = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
 }
