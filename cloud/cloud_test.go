@@ -303,9 +303,7 @@ func TestDuplicateUUIDAcrossVCentersIsAnError(t *testing.T) {
 	ctx := ctxT(t)
 	a := w.fed.VCenter("vc1").VMs[0]
 	b := w.fed.VCenter("vc3").VMs[5]
-	obj := w.fed.VCenter("vc3").Object(b)
-	obj.Config.Uuid = a.UUID
-	obj.Summary.Config.Uuid = a.UUID
+	w.fed.VCenter("vc3").SetUUID(b, a.UUID)
 	node := kubeletNode(a.Name, a.SystemUUID())
 	for name, call := range map[string]func() error{
 		"InstanceExists":   func() error { _, err := w.cloud.InstanceExists(ctx, node); return err },
@@ -383,3 +381,25 @@ func TestProviderInterface(t *testing.T) {
 }
 
 func second[T any](_ T, ok bool) bool { return ok }
+
+// An inaccessible VM has no readable UUID: a search by UUID misses it, but
+// it is not gone, whether its location was remembered or not.
+func TestInaccessibleVMIsNeverDeleted(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	vc := w.fed.VCenter("vc2")
+	remembered, unseen := vc.VMs[0], vc.VMs[3]
+	rememberedNode := kubeletNode(remembered.Name, remembered.SystemUUID())
+	if ok, err := w.cloud.InstanceExists(ctx, rememberedNode); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	vc.MakeInaccessible(remembered)
+	vc.MakeInaccessible(unseen)
+	if ok, err := w.cloud.InstanceExists(ctx, rememberedNode); !ok || err != nil {
+		t.Fatalf("remembered inaccessible VM: InstanceExists = %v, %v; want true", ok, err)
+	}
+	ok, err := w.cloud.InstanceExists(ctx, kubeletNode(unseen.Name, unseen.SystemUUID()))
+	if err == nil || !strings.Contains(err.Error(), "inaccessible") {
+		t.Fatalf("unseen inaccessible VM: InstanceExists = %v, %v; want an error naming its state", ok, err)
+	}
+}

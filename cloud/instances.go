@@ -74,10 +74,35 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error)
 		if err := c.leftConfig(node); err != nil {
 			return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 		}
+		if err := c.unreadableNamesake(ctx, node); err != nil {
+			return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+		}
 		klog.FromContext(ctx).Info("VM confirmed absent in every vCenter", "node", node.Name)
 		return false, nil
 	}
 	return true, nil
+}
+
+// unreadableNamesake guards absence by UUID against a VM that exists but
+// whose UUID vCenter cannot read (inaccessible or orphaned: no config): if
+// a VM named like the Node is in that state, absence is not confirmed.
+func (c *Cloud) unreadableNamesake(ctx context.Context, node *v1.Node) error {
+	res, err := c.discovery.FindByName(ctx, node.Name)
+	var dup *discovery.DuplicateError
+	switch {
+	case errors.As(err, &dup):
+		for _, m := range dup.Matches {
+			if m.VM.UUID == "" {
+				return fmt.Errorf("not found by UUID, and %s cannot be read (state %q); not deleting", m, m.VM.ConnectionState)
+			}
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("not found by UUID; checking for an unreadable VM of the same name failed: %w", err)
+	case res != nil && res.VM.UUID == "":
+		return fmt.Errorf("not found by UUID, and %s cannot be read (state %q); not deleting", res, res.VM.ConnectionState)
+	}
+	return nil
 }
 
 // Labels this provider adds to a Node at initialization, so that where its

@@ -402,7 +402,9 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 		return b.Get(ctx, loc.ref)
 	})
 	switch {
-	case err == nil && q.Matches(vm):
+	case err == nil && (q.Matches(vm) || vm.UUID == ""):
+		// An inaccessible or orphaned VM has no readable UUID, but the
+		// object at a remembered reference (never reused) is still it.
 		if d.opts.Observer != nil {
 			d.opts.Observer.Cache(true)
 		}

@@ -400,3 +400,27 @@ func (vc *VCenter) TerminateSessions(ctx context.Context) error {
 	}
 	return session.NewManager(c.Client).TerminateSession(ctx, ids)
 }
+
+// update changes properties of a VM under the simulator's object lock, as
+// its own handlers do, and notifies property collectors.
+func (vc *VCenter) update(vm *VM, changes ...types.PropertyChange) {
+	obj := vc.Object(vm)
+	vc.Model.Map().AtomicUpdate(vc.Model.Service.Context, obj, changes)
+}
+
+// SetUUID gives a VM another BIOS UUID (to make duplicates).
+func (vc *VCenter) SetUUID(vm *VM, uuid string) {
+	vc.update(vm,
+		types.PropertyChange{Name: "config.uuid", Val: uuid},
+		types.PropertyChange{Name: "summary.config.uuid", Val: uuid})
+}
+
+// MakeInaccessible puts a VM in the state vCenter shows when its files are
+// unreachable: connection state inaccessible, configuration (and so its
+// UUID) unreadable.
+func (vc *VCenter) MakeInaccessible(vm *VM) {
+	vc.update(vm,
+		types.PropertyChange{Name: "runtime.connectionState", Val: types.VirtualMachineConnectionStateInaccessible},
+		types.PropertyChange{Name: "config.uuid", Val: ""},
+		types.PropertyChange{Name: "summary.config.uuid", Val: ""})
+}
