@@ -2,6 +2,8 @@ package discovery_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -42,7 +44,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 			Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 			WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &requests} },
 		})
-		defer func() { _ = be.Close(context.Background()) }()
+		defer closeWithin(be, time.Second)
 		vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	vms := fed.AllVMs()
@@ -76,4 +78,73 @@ func BenchmarkFindByUUID(b *testing.B) {
 		d := discovery.New(vcs, discovery.Options{})
 		run(b, func() *discovery.Discoverer { return d })
 	})
+}
+
+// BenchmarkHealthyVCenterWithBlackholedNeighbour measures cold lookups of
+// VMs in healthy vCenters, first with every vCenter answering, then with
+// vc3 black-holed (accepts connections, never answers) once its breaker has
+// opened: the two latencies should match.
+func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fed.Close()
+	proxies := map[string]*vcsim.Proxy{}
+	var vcs []discovery.VCenter
+	for _, vc := range fed.VCenters {
+		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		proxies[vc.Name] = p
+		be := vsphere.New(vsphere.Options{
+			Config:      config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: p.Port(), InsecureFlag: true},
+			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
+		})
+		defer closeWithin(be, time.Second)
+		vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 500 * time.Millisecond, ConsecutiveFailures: 3, OpenTimeout: time.Hour})
+	}
+	healthy := append(append([]*vcsim.VM(nil), fed.VCenter("vc1").VMs...), fed.VCenter("vc2").VMs...)
+	ctx := context.Background()
+	// A nanosecond TTL: every lookup searches every vCenter (cold), while
+	// the Discoverer, and so vc3's breaker, lives on.
+	cold := discovery.Options{LocationTTL: time.Nanosecond}
+	run := func(b *testing.B, d *discovery.Discoverer) {
+		var total time.Duration
+		for i := 0; b.Loop(); i++ {
+			vm := healthy[i%len(healthy)]
+			start := time.Now()
+			res, err := d.FindByUUID(ctx, vm.SystemUUID())
+			total += time.Since(start)
+			if err != nil || res == nil {
+				b.Fatalf("FindByUUID(%s) = %v, %v", vm.Name, res, err)
+			}
+		}
+		b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/lookup")
+	}
+	b.Run("all-healthy", func(b *testing.B) { run(b, discovery.New(vcs, cold)) })
+	b.Run("vc3-blackholed", func(b *testing.B) {
+		if err := proxies["vc3"].SetMode(vcsim.Blackhole); err != nil {
+			b.Fatal(err)
+		}
+		d := discovery.New(vcs, cold)
+		ghost := "42ffffff-ffff-4fff-8fff-ffffffffffff"
+		for range 3 { // trip vc3's breaker: three deadlines
+			_, _ = d.FindByUUID(ctx, ghost)
+		}
+		if _, err := d.FindByUUID(ctx, ghost); !errors.Is(err, discovery.ErrBreakerOpen) {
+			b.Fatalf("vc3's breaker is not open: %v", err)
+		}
+		run(b, d)
+	})
+}
+
+// closeWithin logs a backend out, giving up after d (a black-holed vCenter
+// never answers the logout).
+func closeWithin(b interface{ Close(context.Context) error }, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = b.Close(ctx)
 }

@@ -335,7 +335,7 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		if failed != nil {
 			// A duplicate in a vCenter that did not answer cannot be
 			// ruled out; the VM found is still the best-known answer.
-			log.Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
+			log.V(2).Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
 		}
 		d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
 		d.observe("found")

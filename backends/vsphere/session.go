@@ -65,6 +65,13 @@ func fingerprint(c credentials.Credentials) [32]byte {
 	return sha256.Sum256([]byte(c.User + "\x00" + c.Password.Reveal()))
 }
 
+func (s *sessions) requestTimeout() time.Duration {
+	if t := s.opts.Config.RequestTimeout; t > 0 {
+		return t
+	}
+	return config.DefaultRequestTimeout
+}
+
 func (s *sessions) url() *url.URL {
 	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
 	return &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
@@ -127,7 +134,16 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 		idle = 5 * time.Minute
 	}
 	c := &conn{vim: vc}
-	c.keepalive = keepalive.NewHandlerSOAP(&reloginRoundTripper{next: rt, sessions: s, conn: c}, idle, nil)
+	relogin := &reloginRoundTripper{next: rt, sessions: s, conn: c}
+	// The keep-alive ping carries a deadline like every other call: the
+	// library's default would wait for ever on a vCenter that never answers.
+	ping := func() error {
+		pctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
+		defer cancel()
+		_, err := methods.GetCurrentTime(pctx, relogin)
+		return err
+	}
+	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
 	vc.RoundTripper = c.keepalive
 	if err := s.login(ctx, c, creds); err != nil {
 		c.keepalive.Stop()
@@ -197,7 +213,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 	s.mu.Unlock()
 	if old != nil {
 		time.AfterFunc(grace, func() {
-			lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			lctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 			defer cancel()
 			old.close(lctx)
 		})
