@@ -636,6 +636,8 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Add([]byte(aliasBomb(5)))
+	f.Add([]byte(cpiINI))
+	f.Add([]byte("[Global]\nuser = u\npassword = \"p\\\"\"\n[VirtualCenter \"10.0.0.1\"]\ndatacenters = a,b\n[Labels]\nzone = z\n"))
 	f.Add([]byte("vcenter:\n  a: &a {server: vc1, user: u}\n  b: {<<: *a, server: vc2}\n  c: {<<: [*a, {port: 1}], server: vc3}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)

@@ -64,14 +64,21 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates a configuration. The error lists every
-// problem found, each prefixed with the path of the key it concerns.
+// Parse decodes and validates a configuration, YAML or CPI's legacy INI.
+// The error lists every problem found, each prefixed with the path of the
+// key it concerns.
 func Parse(data []byte) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("config is empty")
 	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	if isINI(data) {
+		ini, err := iniToYAML(data)
+		if err != nil {
+			return nil, fmt.Errorf("ini: %w", err)
+		}
+		root = *ini
+	} else if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, err
 	}
 	var errs *multierror.Error

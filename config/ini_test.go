@@ -1,0 +1,142 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// cpiINI is the INI cloud config from CPI's documentation, unchanged but
+// for the CA file, which must exist.
+const cpiINI = `[Global]
+  datacenters = "SDDC-Datacenter"
+  insecure-flag = "1" # set to 1 if the vCenter uses a self-signed cert
+  user = "viadmin-global@vmware.local"
+  password = "my-secure-global-password"
+  server = "10.0.0.1"
+  port = "443"
+  thumbprint = "<certificate thumbprint>"
+  soap-roundtrip-count = "1"
+  secret-name = ""
+  secret-namespace = ""
+  ip-family = "ipv4"
+
+[VirtualCenter "10.0.0.1"]
+  user = "viadmin@vmare.local"
+  password = "my-secure-password"
+  port = "443"
+  datacenters = "SDDC-Datacenter"
+  soap-roundtrip-count = "1"
+  thumbprint = ""
+  secret-name = ""
+  secret-namespace = ""
+
+[Labels]
+  region = k8s-region
+  zone = k8s-zone
+
+[Nodes]
+  internal-network-subnet-cidr = "192.0.2.0/24"
+  external-network-subnet-cidr = "198.51.100.0/24"
+  internal-vm-network-name = "Internal K8s Traffic"
+  external-vm-network-name = "External/Outbound Traffic"
+  exclude-internal-network-subnet-cidr = "192.0.2.0/24,fe80::1/128"
+  exclude-external-network-subnet-cidr = "192.1.2.0/24,fe80::2/128"
+`
+
+func TestCPIINILoads(t *testing.T) {
+	cfg, err := Parse([]byte(cpiINI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.VCenters) != 1 {
+		t.Fatalf("vCenters = %+v, want one (the global server is the same vCenter)", cfg.VCenters)
+	}
+	vc := cfg.VCenters[0]
+	if vc.Name != "10.0.0.1" || vc.Server != "10.0.0.1" || vc.Port != 443 || !vc.InsecureFlag ||
+		vc.User != "viadmin@vmare.local" || vc.Password.Reveal() != "my-secure-password" ||
+		strings.Join(vc.Datacenters, ",") != "SDDC-Datacenter" || vc.RoundTripCount != 1 || vc.Thumbprint != "<certificate thumbprint>" {
+		t.Fatalf("vCenter = %+v", vc)
+	}
+	if cfg.Labels.Zone != "k8s-zone" || cfg.Labels.Region != "k8s-region" {
+		t.Fatalf("labels = %+v", cfg.Labels)
+	}
+	n := cfg.Nodes
+	if len(n.InternalSubnets) != 1 || n.InternalSubnets[0].String() != "192.0.2.0/24" || len(n.ExcludeExternalSubnets) != 2 ||
+		n.InternalNetworkName != "Internal K8s Traffic" || n.ExternalNetworkName != "External/Outbound Traffic" {
+		t.Fatalf("nodes = %+v", n)
+	}
+}
+
+func TestINIForms(t *testing.T) {
+	for _, tc := range []struct {
+		name, ini string
+		check     func(*testing.T, *Config)
+		wantErr   []string
+	}{
+		{
+			name: "several vCenters by section name, a server key overrides the name, escapes",
+			ini: "; comment\n[Global]\nsecret-name = creds\nsecret-namespace = kube-system\ninsecure-flag = yes\n" +
+				"[VirtualCenter \"10.0.0.1\"]\ndatacenters = \"a, b\"\n" +
+				"[VirtualCenter \"west\"]\nserver = \"10.0.0.2\"\nport = 8443\n" +
+				"[VirtualCenter \"east\"]\nserver = 10.0.0.3\nuser = admin\npassword = \"p\\\"w;#\"\n" +
+				"[Workspace]\nfolder = kubernetes\n",
+			check: func(t *testing.T, c *Config) {
+				if len(c.VCenters) != 3 {
+					t.Fatalf("vCenters = %+v", c.VCenters)
+				}
+				byName := map[string]VCenterConfig{}
+				for _, vc := range c.VCenters {
+					byName[vc.Name] = vc
+				}
+				if vc := byName["10.0.0.1"]; vc.Server != "10.0.0.1" || strings.Join(vc.Datacenters, "|") != "a|b" || !vc.InsecureFlag || vc.SecretName != "creds" {
+					t.Errorf("10.0.0.1 = %+v", vc)
+				}
+				if vc := byName["west"]; vc.Server != "10.0.0.2" || vc.Port != 8443 {
+					t.Errorf("west = %+v", vc)
+				}
+				if vc := byName["east"]; vc.Password.Reveal() != `p"w;#` || vc.User != "admin" {
+					t.Errorf("east credentials not unquoted: user %q", vc.User)
+				}
+			},
+		},
+		{
+			name:    "unknown key, by path",
+			ini:     "[Global]\nuser = u\npassword = p\nbogus-key = 1\n[VirtualCenter \"vc\"]\n",
+			wantErr: []string{"global.bogusKey: unknown key"},
+		},
+		{
+			name:    "malformed lines",
+			ini:     "[Global\nuser = u\n",
+			wantErr: []string{"missing ]"},
+		},
+		{
+			name:    "key before any section",
+			ini:     "[VirtualCenter \"a\"]\n" + "x",
+			wantErr: []string{"want key = value"},
+		},
+		{
+			name:    "unnamed VirtualCenter",
+			ini:     "[VirtualCenter]\nuser = u\n",
+			wantErr: []string{"needs a name"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.ini))
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("Parse accepted %q", tc.ini)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, cfg)
+		})
+	}
+}
