@@ -261,6 +261,10 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 			vm.Summary.Config.Uuid = v.UUID
 			vm.Summary.Config.Name = v.Name
 			vm.Config.GuestId = "ubuntu64Guest"
+			vm.Summary.Config.GuestId = "ubuntu64Guest"
+			// A realistic size, so instance types read like production ones.
+			vm.Config.Hardware.NumCPU, vm.Summary.Config.NumCpu = 4, 4
+			vm.Config.Hardware.MemoryMB, vm.Summary.Config.MemorySizeMB = 8192, 8192
 			vm.Guest = &types.GuestInfo{
 				HostName:  v.HostName,
 				IpAddress: v.IP,
