@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,16 +31,6 @@ type world struct {
 	cloud    *cloud.Cloud
 	mu       sync.Mutex
 	requests map[string]*atomic.Int64 // by vCenter name
-}
-
-type counter struct {
-	next http.RoundTripper
-	n    *atomic.Int64
-}
-
-func (c counter) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return c.next.RoundTrip(r)
 }
 
 // configYAML writes the federation as an operator would: one vcenter
@@ -87,8 +76,7 @@ func newWorld(t *testing.T, mutate func(string) string) *world {
 		w.mu.Lock()
 		w.requests[vc.Name] = n
 		w.mu.Unlock()
-		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds,
-			WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return counter{rt, n} }})
+		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, WrapTransport: vcsim.CountRequests(n)})
 	}})
 	stop := make(chan struct{})
 	w.cloud.Start(nil, stop)

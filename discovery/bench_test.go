@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,16 +14,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
-
-type countingTransport struct {
-	next http.RoundTripper
-	n    *atomic.Int64
-}
-
-func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return c.next.RoundTrip(r)
-}
 
 // BenchmarkFindByUUID looks up kubelet system UUIDs over 3 simulated
 // vCenters × 2 datacenters through the govmomi backend, and reports
@@ -42,7 +31,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 		be := vsphere.New(vsphere.Options{
 			Config:        config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
 			Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
-			WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &requests} },
+			WrapTransport: vcsim.CountRequests(&requests),
 		})
 		defer closeWithin(be, time.Second)
 		vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})

@@ -3,7 +3,6 @@ package vsphere_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,17 +20,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
-// requestCounter counts HTTP requests reaching a vCenter.
-type requestCounter struct {
-	next http.RoundTripper
-	n    *atomic.Int64
-}
-
-func (c requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return c.next.RoundTrip(r)
-}
-
 func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *atomic.Int64) *vsphere.Backend {
 	t.Helper()
 	opts := vsphere.Options{
@@ -41,7 +29,7 @@ func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *at
 		Credentials: creds,
 	}
 	if n != nil {
-		opts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return requestCounter{rt, n} }
+		opts.WrapTransport = vcsim.CountRequests(n)
 	}
 	b := vsphere.New(opts)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })

@@ -3,6 +3,7 @@ package vcsim
 import (
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -141,3 +142,18 @@ func (p *Proxy) Close() {
 		_ = c.Close()
 	}
 }
+
+// CountRequests returns a transport wrapper (for vsphere.Options.WrapTransport)
+// that counts the HTTP requests sent to a vCenter into n.
+func CountRequests(n *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			n.Add(1)
+			return next.RoundTrip(r)
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -27,6 +27,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	_ "github.com/vmware/govmomi/vapi/simulator" // the vAPI (tagging) endpoints
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // Options shape a federation.
@@ -73,18 +75,7 @@ type VM struct {
 }
 
 // SystemUUID is the VM's UUID as a kubelet on vSphere reports it.
-func (vm *VM) SystemUUID() string { return swap(vm.UUID) }
-
-func swap(u string) string {
-	rev := func(g string) string {
-		b := make([]byte, 0, len(g))
-		for i := len(g) - 2; i >= 0; i -= 2 {
-			b = append(b, g[i], g[i+1])
-		}
-		return string(b)
-	}
-	return rev(u[0:8]) + "-" + rev(u[9:13]) + "-" + rev(u[14:18]) + u[18:]
-}
+func (vm *VM) SystemUUID() string { return discovery.SwapByteOrder(vm.UUID) }
 
 // UUIDFor is the BIOS UUID the federation gives VM number vm of datacenter
 // dc of vCenter vc (all counted from 0).
