@@ -155,8 +155,8 @@ func TestDatacenterAddedByEdit(t *testing.T) {
 		}
 	}
 	node := kubeletNode(inDC1.Name, inDC1.SystemUUID())
-	if ok, err := c.InstanceExists(ctx, node); ok || err != nil {
-		t.Fatalf("VM of an unconfigured datacenter: %v, %v; want false, nil", ok, err)
+	if ok, err := c.InstanceExists(ctx, node); ok || err == nil {
+		t.Fatalf("VM of an unconfigured datacenter: %v, %v; want an error (it exists, just not here)", ok, err)
 	}
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, map[string]string{"vc1": "[DC0, DC1]"}))
 	eventually(t, "DC1 to be searched", func() bool {

@@ -288,6 +288,10 @@ func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
 
 func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what string) (*Result, error) {
 	vcs := *d.vcenters.Load()
+	if len(vcs) == 0 {
+		// "Every vCenter answered" must not hold vacuously.
+		return nil, fmt.Errorf("%s: no vCenter is configured", what)
+	}
 	if res, ok := d.fromCache(ctx, vcs, q, key); ok {
 		return res.result, res.err
 	}
@@ -303,8 +307,10 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		wg.Go(func() {
+			// Every datacenter is searched; the configured ones are
+			// applied below, so a VM outside them is seen, not absent.
 			vq := q
-			vq.Datacenters = v.Datacenters
+			vq.Datacenters = nil
 			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {
 				return b.Find(ctx, vq)
 			})
@@ -313,7 +319,7 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 	}
 	wg.Wait()
 
-	var found []*Result
+	var found, outside []*Result
 	var failed *multierror.Error
 	var answered []string
 	for _, a := range answers {
@@ -323,7 +329,12 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		}
 		answered = append(answered, a.vc.Name)
 		for _, vm := range a.vms {
-			found = append(found, &Result{VCenter: a.vc.Name, VM: vm})
+			r := &Result{VCenter: a.vc.Name, VM: vm}
+			if len(a.vc.Datacenters) > 0 && !slices.Contains(a.vc.Datacenters, vm.Ref.Datacenter) {
+				outside = append(outside, r)
+				continue
+			}
+			found = append(found, r)
 		}
 	}
 	log := klog.FromContext(ctx).WithValues("lookup", what)
@@ -343,6 +354,11 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 	case failed != nil:
 		d.observe("error")
 		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
+	case len(outside) > 0:
+		// It exists, in a datacenter the config leaves out (moved there,
+		// or its datacenter was removed): not ours to serve, not gone.
+		d.observe("error")
+		return nil, &OutsideError{What: what, Matches: outside}
 	default:
 		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
 			// Last seen in a vCenter or datacenter that has left the
@@ -356,6 +372,21 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		d.observe("not_found")
 		return nil, nil
 	}
+}
+
+// OutsideError is a lookup whose VM exists only in datacenters that are
+// not configured: it is neither served nor reported deleted.
+type OutsideError struct {
+	What    string
+	Matches []*Result
+}
+
+func (e *OutsideError) Error() string {
+	var where []string
+	for _, m := range e.Matches {
+		where = append(where, m.String())
+	}
+	return fmt.Sprintf("%s exists only outside the configured datacenters: %s", e.What, strings.Join(where, " and "))
 }
 
 // configured reports whether loc's vCenter and datacenter are searched.

@@ -295,8 +295,17 @@ func TestDatacenterFilter(t *testing.T) {
 	if res, err := d.FindByUUID(ctx, in.UUID); err != nil || res == nil {
 		t.Fatalf("VM in configured datacenter: %v, %v", res, err)
 	}
-	if res, err := d.FindByUUID(ctx, out.UUID); err != nil || res != nil {
-		t.Fatalf("VM outside configured datacenters: %v, %v; want nil, nil", res, err)
+	// It exists, outside the configured datacenters: not served, not gone.
+	res, err := d.FindByUUID(ctx, out.UUID)
+	var oe *discovery.OutsideError
+	if res != nil || !errors.As(err, &oe) || !strings.Contains(err.Error(), "datacenter dc0") {
+		t.Fatalf("VM outside configured datacenters: %v, %v; want an OutsideError naming dc0", res, err)
+	}
+	if res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff"); err != nil || res != nil {
+		t.Fatalf("VM nowhere: %v, %v; want nil, nil", res, err)
+	}
+	if _, err := discovery.New(nil, discovery.Options{}).FindByUUID(ctx, out.UUID); err == nil {
+		t.Fatal("with no vCenter configured, absence must not be confirmed")
 	}
 }
 
