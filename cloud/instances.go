@@ -54,10 +54,10 @@ func (c *Cloud) recordLookupError(node *v1.Node, err error) {
 		c.recorder.Event(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error())
 		return
 	}
-	var lookup *discovery.LookupError
-	if errors.As(err, &lookup) {
-		c.recorder.Event(node, v1.EventTypeWarning, ReasonLookupFailed, err.Error())
-	}
+	// Vcenters that could not answer, a VM outside the configured
+	// datacenters or last seen in a removed vCenter: the Node is kept and
+	// the Event says why.
+	c.recorder.Event(node, v1.EventTypeWarning, ReasonLookupFailed, err.Error())
 }
 
 // InstanceExists implements cloudprovider.InstancesV2. It answers false only
