@@ -1,0 +1,820 @@
+package e2e
+
+// The fault matrix (issue 5, part 3): one vCenter of two misbehaves in one
+// way per row, while the lifecycle controller asks about its NotReady Nodes
+// every second. No row may delete a Node whose VM exists; each row asserts
+// what the CCM does during the fault, then heals it and asserts recovery.
+//
+// Also here (issue 5): the provider's metrics on /metrics after lookups and
+// an outage (TestMetricsAfterLookupsAndOutage), and no password in any CCM
+// log line, Event or metric through rotations and wrong passwords
+// (TestSecretsNeverInLogsOrEvents).
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/vmware/govmomi/simulator"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
+)
+
+// faultWindow is how long each fault lasts, at least, while deletions are
+// watched (the lifecycle controller asks about every NotReady Node each
+// second, so about a dozen times per Node).
+const faultWindow = 12 * time.Second
+
+// faultRow is the running state of one row: vc2 is the affected vCenter,
+// vc1 the healthy one.
+type faultRow struct {
+	t         *testing.T
+	env       *harness.Env
+	ccm       *harness.CCMProcess
+	vc        *vcsim.VCenter
+	proxy     *vcsim.Proxy
+	healthy   *vcsim.VCenter
+	notReady  []*vcsim.VM // vc2's initialized Nodes, NotReady before the fault
+	spare     []*vcsim.VM // vc2's VMs without a Node yet
+	deletions *deletionWatch
+	// gone are the Nodes the row expects deleted (it destroyed their VMs).
+	gone []string
+}
+
+type faultCase struct {
+	name string
+	ccm  harness.CCMOptions
+	// setup, when set, runs before the CCM starts and may change its options.
+	setup func(r *faultRow, o *harness.CCMOptions)
+	// inject starts the fault and returns what heals it.
+	inject func(r *faultRow) (heal func())
+	// during runs right after inject, the fault on; the window's remainder
+	// is then observed.
+	during func(r *faultRow)
+	// expect runs at the end of the window, the fault still on.
+	expect func(r *faultRow)
+	// recover runs after heal.
+	recover func(r *faultRow)
+}
+
+func TestFaultMatrix(t *testing.T) {
+	t.Parallel()
+	refused, silent := `connection refused`, `no answer within requestTimeout`
+	rows := []faultCase{
+		outageRow("refuses connections", refused, true, func(r *faultRow) func() {
+			must(r.t, r.proxy.SetMode(vcsim.Refuse))
+			return func() { must(r.t, r.proxy.SetMode(vcsim.Pass)) }
+		}),
+		outageRow("accepts and never answers", silent, true, func(r *faultRow) func() {
+			must(r.t, r.proxy.SetMode(vcsim.Blackhole))
+			return func() { must(r.t, r.proxy.SetMode(vcsim.Pass)) }
+		}),
+		outageRow("answers slower than requestTimeout", silent, true, func(r *faultRow) func() {
+			r.proxy.SetDelay(3 * time.Second) // requestTimeout is 2s
+			return func() { r.proxy.SetDelay(0) }
+		}),
+		outageRow("flaps up and down", refused, false, func(r *faultRow) func() {
+			stop := r.loop(700*time.Millisecond, func(i int) {
+				mode := vcsim.Refuse
+				if i%2 == 1 {
+					mode = vcsim.Pass
+				}
+				if err := r.proxy.SetMode(mode); err != nil {
+					r.t.Errorf("flapping vc2: %v", err)
+				}
+			})
+			return func() { stop(); must(r.t, r.proxy.SetMode(vcsim.Pass)) }
+		}),
+		outageRow("rejects the credentials", `login as .*Login failure`, true, func(r *faultRow) func() {
+			r.vc.SetPassword("not-the-" + r.vc.Password)
+			if _, err := r.vc.TerminateOtherSessions(r.t.Context()); err != nil {
+				r.t.Fatal(err)
+			}
+			return func() { r.vc.SetPassword(r.vc.Password) }
+		}),
+		terminatedSessionsRow(),
+		notAuthenticatedRow(),
+		inaccessibleRow(),
+		duplicateUUIDRow(),
+		apiServerRestartRow(),
+	}
+	for _, tc := range rows {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			runFaultRow(t, tc)
+		})
+	}
+}
+
+func runFaultRow(t *testing.T, tc faultCase) {
+	start := time.Now()
+	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 3})
+	r := &faultRow{
+		t: t, env: env,
+		vc: env.Fed.VCenter("vc2"), proxy: env.Proxies["vc2"], healthy: env.Fed.VCenter("vc1"),
+	}
+	r.notReady, r.spare = r.vc.VMs[:2], r.vc.VMs[2:]
+	initial := slices.Concat(r.healthy.VMs[:2], r.notReady)
+	createNodes(t, env, initial)
+	o := tc.ccm
+	o.Flags = maps.Clone(o.Flags)
+	if o.Flags == nil {
+		o.Flags = map[string]string{}
+	}
+	if tc.setup != nil {
+		tc.setup(r, &o)
+	}
+	r.ccm = startCCM(t, env, "ccm", o)
+	waitInitialized(t, env, names(initial), time.Minute)
+	r.deletions = watchDeletions(t, env)
+	// The lifecycle controller now asks about them every second.
+	setReady(t, env, r.notReady, false)
+
+	injected := time.Now()
+	heal := tc.inject(r)
+	healed := false
+	defer func() {
+		if !healed && heal != nil {
+			heal()
+		}
+	}()
+	if tc.during != nil {
+		tc.during(r)
+	}
+	observe(t, time.Until(injected.Add(faultWindow)), r.checkDeletions)
+	if tc.expect != nil {
+		tc.expect(r)
+	}
+	faultFor := time.Since(injected)
+	if heal != nil {
+		heal()
+	}
+	healed = true
+	if tc.recover != nil {
+		tc.recover(r)
+	}
+	if err := r.checkDeletions(); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.deletions.Deleted(nil); !sameSet(d, r.gone) {
+		t.Fatalf("deleted Nodes %v, want exactly %v", d, r.gone)
+	}
+	t.Logf("MEASURE fault %q: fault %s, row %s, Nodes deleted %v", tc.name, faultFor.Round(100*time.Millisecond),
+		time.Since(start).Round(100*time.Millisecond), r.deletions.Deleted(nil))
+}
+
+// outageRow is a row in which vc2 cannot answer: its NotReady Nodes get
+// lookup errors naming vc2 (cause, or its breaker open once cause has
+// opened it: cause must be seen) and are kept, a Node registered during
+// the fault stays uninitialized (when stuck is set: a flapping vCenter may
+// answer it), and after the heal that Node initializes.
+func outageRow(name, cause string, stuck bool, inject func(*faultRow) func()) faultCase {
+	return faultCase{
+		name:   name,
+		inject: inject,
+		during: func(r *faultRow) { createNodes(r.t, r.env, r.spare[:1]) },
+		expect: func(r *faultRow) {
+			// The controller did ask, and got errors naming vc2 and the
+			// cause: no deletion is not a controller that never looked.
+			re := regexp.MustCompile(`error checking if node (` + strings.Join(quoteAll(names(r.notReady)), "|") + `) exists: .*vcenter vc2: .*(` + cause + `|circuit breaker open)`)
+			r.waitLog(re, 10*time.Second)
+			r.waitLog(regexp.MustCompile(`vcenter vc2: .*`+cause), time.Second)
+			if stuck {
+				e := waitEvent(r.t, r.env, metav1.NamespaceDefault, "Node", r.notReady[0].Name, "VMLookupFailed", 10*time.Second)
+				if !strings.Contains(e.Message, "vcenter vc2") {
+					r.t.Fatalf("VMLookupFailed Event %q does not name vc2", e.Message)
+				}
+				r.assertTainted(r.spare[0])
+			}
+		},
+		recover: func(r *faultRow) {
+			nudgeInitialized(r.t, r.env, r.spare[:1], 45*time.Second)
+		},
+	}
+}
+
+// Sessions terminated every second: each lookup after a termination logs
+// in again and is retried, so lookups keep working: a new Node initializes
+// during the fault and vc2's breaker never opens.
+func terminatedSessionsRow() faultCase {
+	var mu sync.Mutex
+	terminated := 0
+	return faultCase{
+		name: "terminates sessions every second",
+		inject: func(r *faultRow) func() {
+			stop := r.loop(time.Second, func(int) {
+				n, err := r.vc.TerminateOtherSessions(r.t.Context())
+				if err != nil && r.t.Context().Err() == nil {
+					r.t.Errorf("terminating sessions: %v", err)
+				}
+				mu.Lock()
+				terminated += n
+				mu.Unlock()
+			})
+			return func() { stop() }
+		},
+		during: func(r *faultRow) {
+			createNodes(r.t, r.env, r.spare[:1])
+			nudgeInitialized(r.t, r.env, r.spare[:1], faultWindow)
+		},
+		expect: func(r *faultRow) {
+			mu.Lock()
+			terminated := terminated
+			mu.Unlock()
+			if re := regexp.MustCompile(`circuit breaker changed state.*vcenter="vc2".*to="open"`); logHas(r.log(), re) {
+				lost := regexp.MustCompile(`error checking if node .* exists: .*vcenter vc2: .*NotAuthenticated.*`)
+				r.t.Fatalf("vc2's breaker opened while only its sessions were being terminated: lookups failed instead of logging in again, e.g.\n%s",
+					lost.FindString(r.log()))
+			}
+			if terminated < 3 {
+				r.t.Fatalf("%d sessions terminated in %s: the CCM did not keep logging in again", terminated, faultWindow)
+			}
+			r.t.Logf("%d CCM sessions terminated during the fault", terminated)
+		},
+		recover: func(r *faultRow) {
+			createNodes(r.t, r.env, r.spare[1:2])
+			nudgeInitialized(r.t, r.env, r.spare[1:2], 30*time.Second)
+		},
+	}
+}
+
+// The simulator answers half of the searches and property reads with
+// NotAuthenticated (the session itself stays valid): the CCM logs in again
+// and retries, every such re-login succeeds, new Nodes still initialize,
+// and nothing is deleted.
+func notAuthenticatedRow() faultCase {
+	var rules *vcsim.FaultRules
+	return faultCase{
+		name: "answers NotAuthenticated at random",
+		inject: func(r *faultRow) func() {
+			rules = r.vc.InjectFault(simulator.FaultTypeNotAuthenticated, 0.5, "RetrieveProperties", "RetrievePropertiesEx", "FindAllByUuid")
+			return rules.Remove
+		},
+		during: func(r *faultRow) { createNodes(r.t, r.env, r.spare[:2]) },
+		expect: func(r *faultRow) {
+			n := r.vc.Injected()
+			if n == 0 {
+				r.t.Fatal("the simulator injected no NotAuthenticated fault")
+			}
+			r.t.Logf("%d NotAuthenticated faults injected", n)
+			// A retried request may meet another injected fault (and fail:
+			// one retry), but logging in again must never fail.
+			if m := regexp.MustCompile(`session lost \(.*\), and .*`).FindString(r.log()); m != "" {
+				r.t.Fatalf("re-login after an injected NotAuthenticated failed:\n%s", m)
+			}
+			nudgeInitialized(r.t, r.env, r.spare[:2], 40*time.Second)
+		},
+		recover: func(r *faultRow) {
+			createNodes(r.t, r.env, r.spare[2:3])
+			nudgeInitialized(r.t, r.env, r.spare[2:3], 30*time.Second)
+		},
+	}
+}
+
+// A VM whose files are unreachable (no readable configuration, no UUID) is
+// not gone: its NotReady Node is kept, by a CCM that knew where the VM was
+// and by one restarted meanwhile that must search for it. Once the VM is
+// readable again and then destroyed, its Node is deleted.
+func inaccessibleRow() faultCase {
+	return faultCase{
+		name: "VM inaccessible",
+		inject: func(r *faultRow) func() {
+			r.vc.MakeInaccessible(r.notReady[0])
+			return func() { r.vc.MakeAccessible(r.notReady[0]) }
+		},
+		during: func(r *faultRow) {
+			observe(r.t, faultWindow/2, r.checkDeletions)
+			// A fresh process has no remembered location.
+			if err := r.ccm.Restart(); err != nil {
+				r.t.Fatal(err)
+			}
+			if err := r.ccm.WaitHealthy(r.t.Context(), time.Minute); err != nil {
+				r.t.Fatal(err)
+			}
+		},
+		expect: func(r *faultRow) {
+			victim := r.notReady[0]
+			re := regexp.MustCompile(`error checking if node ` + regexp.QuoteMeta(victim.Name) + ` exists: .*cannot be read`)
+			if err := wait.PollUntilContextTimeout(r.t.Context(), 250*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+				return re.MatchString(r.ccm.Log()), nil
+			}); err != nil {
+				r.t.Fatalf("the restarted CCM never reported %s's VM unreadable (%s):\n%s", victim.Name, re, r.ccm.Tail(30))
+			}
+			observe(r.t, 3*time.Second, r.checkDeletions)
+		},
+		recover: func(r *faultRow) {
+			victim := r.notReady[0]
+			if err := r.vc.Destroy(r.t.Context(), victim); err != nil {
+				r.t.Fatal(err)
+			}
+			r.gone = append(r.gone, victim.Name)
+			if err := harness.WaitForNodesGone(r.t.Context(), r.env.Client, []string{victim.Name}, 30*time.Second); err != nil {
+				r.t.Fatal(err)
+			}
+			createNodes(r.t, r.env, r.spare[:1])
+			nudgeInitialized(r.t, r.env, r.spare[:1], 30*time.Second)
+		},
+	}
+}
+
+// A VM of vc2 takes the BIOS UUID of a VM of vc1 before the latter's Node
+// registers: that Node stays uninitialized, with a DuplicateVMUUID Event
+// naming both vCenters; once the UUID is unique again it initializes.
+func duplicateUUIDRow() faultCase {
+	var target, twin *vcsim.VM
+	return faultCase{
+		name: "same BIOS UUID in two vCenters",
+		inject: func(r *faultRow) func() {
+			target, twin = r.healthy.VMs[2], r.spare[len(r.spare)-1]
+			r.vc.SetUUID(twin, target.UUID)
+			return func() { r.vc.MakeAccessible(twin) }
+		},
+		during: func(r *faultRow) {
+			createNodes(r.t, r.env, []*vcsim.VM{target})
+			e := waitEvent(r.t, r.env, metav1.NamespaceDefault, "Node", target.Name, "DuplicateVMUUID", 30*time.Second)
+			for _, want := range []string{"vcenter vc1", "vcenter vc2", target.Name, twin.Name} {
+				if !strings.Contains(e.Message, want) {
+					r.t.Fatalf("DuplicateVMUUID Event %q does not name %q", e.Message, want)
+				}
+			}
+			r.t.Logf("Event: %s", e.Message)
+		},
+		expect: func(r *faultRow) { r.assertTainted(target) },
+		recover: func(r *faultRow) {
+			nudgeInitialized(r.t, r.env, []*vcsim.VM{target}, 45*time.Second)
+			n, err := r.env.Client.CoreV1().Nodes().Get(r.t.Context(), target.Name, metav1.GetOptions{})
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			if want := "vsphere://" + target.UUID; n.Spec.ProviderID != want || n.Labels["vsphere-federated-ccm.io/vcenter"] != "vc1" {
+				r.t.Fatalf("node %s: providerID %q, vcenter label %q; want %q in vc1", target.Name, n.Spec.ProviderID, n.Labels["vsphere-federated-ccm.io/vcenter"], want)
+			}
+		},
+	}
+}
+
+// The kube-apiserver restarts (same address, same etcd): the CCM, with
+// leader election and production timings (lease 15s, renew deadline 10s,
+// as the DaemonSet's defaults), survives in the same process and
+// initializes a Node created after the restart.
+//
+// The CCM reaches the API through a TCP proxy, which refuses connections
+// from just before the stop until the restarted apiserver is ready
+// (/readyz), as a load balancer in front of the API does: a fresh
+// kube-apiserver serves requests before its RBAC caches are loaded and
+// briefly answers 403, which the suite counts as the manifests' RBAC
+// refusing the CCM something.
+func apiServerRestartRow() faultCase {
+	var pid int
+	var front *vcsim.Proxy
+	return faultCase{
+		name: "API server restarts",
+		ccm: harness.CCMOptions{LeaderElect: true, Flags: map[string]string{
+			"leader-elect-lease-duration": "15s",
+			"leader-elect-renew-deadline": "10s",
+			"leader-elect-retry-period":   "2s",
+		}},
+		setup: func(r *faultRow, o *harness.CCMOptions) {
+			u, err := url.Parse(r.env.ControlPlane.Config.Host)
+			must(r.t, err)
+			front, err = vcsim.NewProxy("127.0.0.1", u.Host)
+			must(r.t, err)
+			r.t.Cleanup(front.Close)
+			cfg := rest.CopyConfig(r.env.CCMConfig)
+			cfg.Host = "https://" + net.JoinHostPort(front.Host(), strconv.Itoa(front.Port()))
+			path := filepath.Join(r.env.Opts.Dir, "ccm-via-front.kubeconfig")
+			must(r.t, harness.WriteKubeconfig(path, cfg, "system:serviceaccount:"+harness.Namespace+":"+harness.ServiceAccount))
+			for _, f := range []string{"kubeconfig", "authentication-kubeconfig", "authorization-kubeconfig"} {
+				o.Flags[f] = path
+			}
+		},
+		inject: func(r *faultRow) func() {
+			pid = r.ccm.Pid()
+			must(r.t, front.SetMode(vcsim.Refuse))
+			down, err := r.env.ControlPlane.RestartAPIServer(2 * time.Second)
+			must(r.t, err)
+			must(r.t, front.SetMode(vcsim.Pass))
+			r.t.Logf("MEASURE kube-apiserver restart: API unavailable to the CCM for %s", down.Round(time.Millisecond))
+			return nil
+		},
+		during: func(r *faultRow) {
+			createNodes(r.t, r.env, r.spare[:1])
+			nudgeInitialized(r.t, r.env, r.spare[:1], time.Minute)
+		},
+		expect: func(r *faultRow) {
+			sameProcess(r.t, r.ccm, pid)
+			if strings.Contains(r.ccm.Log(), "leaderelection lost") {
+				r.t.Fatal("the CCM lost its lease over the restart")
+			}
+		},
+		recover: func(r *faultRow) {
+			createNodes(r.t, r.env, r.spare[1:2])
+			nudgeInitialized(r.t, r.env, r.spare[1:2], 30*time.Second)
+			sameProcess(r.t, r.ccm, pid)
+		},
+	}
+}
+
+// checkDeletions is an error naming every deleted Node whose VM exists.
+func (r *faultRow) checkDeletions() error {
+	return wrongfulDeletions(r.env, r.deletions.Deleted(nil))
+}
+
+func wrongfulDeletions(env *harness.Env, deleted []string) error {
+	var wrong []string
+	for _, name := range deleted {
+		for _, vm := range env.Fed.AllVMs() {
+			if harness.NodeName(vm) == name && env.Fed.VCenter(vm.VCenter).Exists(vm) {
+				wrong = append(wrong, name)
+			}
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("deleted %d Nodes whose VM exists: %v", len(wrong), wrong)
+	}
+	return nil
+}
+
+// loop runs fn(0), fn(1), … every period until the returned stop is
+// called (stop waits for the current call).
+func (r *faultRow) loop(period time.Duration, fn func(i int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			fn(i)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// log is every log of every CCM process of the row, oldest first.
+func (r *faultRow) log() string { return allLogs(r.env) }
+
+func allLogs(env *harness.Env) string {
+	var b strings.Builder
+	for _, p := range env.CCMs() {
+		for _, path := range p.LogPaths() {
+			data, _ := os.ReadFile(path)
+			b.Write(data)
+		}
+	}
+	return b.String()
+}
+
+func (r *faultRow) waitLog(re *regexp.Regexp, timeout time.Duration) {
+	r.t.Helper()
+	if err := wait.PollUntilContextTimeout(r.t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return re.MatchString(r.log()), nil
+	}); err != nil {
+		r.t.Fatalf("no match of %s in the CCM log:\n%s", re, r.ccm.Tail(30))
+	}
+}
+
+func (r *faultRow) assertTainted(vm *vcsim.VM) {
+	r.t.Helper()
+	n, err := r.env.Client.CoreV1().Nodes().Get(r.t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !harness.HasTaint(n, harness.UninitializedTaint) || n.Spec.ProviderID != "" {
+		r.t.Fatalf("node %s was initialized during the fault (providerID %q)", vm.Name, n.Spec.ProviderID)
+	}
+}
+
+// nudgeInitialized waits until the Nodes of vms are initialized, posting a
+// fresh Ready heartbeat for those still pending every 2s, as their kubelets
+// would. The cloud-node controller retries a Node that failed with an
+// exponential backoff (up to 1000s), but any update requeues it at once.
+func nudgeInitialized(t *testing.T, env *harness.Env, vms []*vcsim.VM, timeout time.Duration) {
+	t.Helper()
+	if err := nudgeInitializedErr(t.Context(), env, vms, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nudgeInitializedErr(ctx context.Context, env *harness.Env, vms []*vcsim.VM, timeout time.Duration) error {
+	var pending []string
+	var nudged time.Time
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pending = pending[:0]
+		for _, vm := range vms {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, harness.NodeName(vm), metav1.GetOptions{})
+			if err != nil || !harness.Initialized(n) {
+				pending = append(pending, harness.NodeName(vm))
+			}
+		}
+		if len(pending) > 0 && time.Since(nudged) >= 2*time.Second {
+			for _, name := range pending {
+				_ = harness.SetNodeReady(ctx, env.Client, name, true)
+			}
+			nudged = time.Now()
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d Nodes not initialized within %s: %v", len(pending), len(vms), timeout, pending)
+	}
+	return nil
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = regexp.QuoteMeta(s)
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// The provider's metrics, scraped from the CCM's /metrics as a Prometheus
+// with a token allowed to read it would: request durations per vCenter and
+// operation, errors by reason, breaker states (2, open, for a dead
+// vCenter), lookups by result and location cache hits and misses.
+func TestMetricsAfterLookupsAndOutage(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
+	vms := env.Fed.AllVMs()
+	createNodes(t, env, vms)
+	ccm := startCCM(t, env, "ccm", harness.CCMOptions{})
+	waitInitialized(t, env, names(vms), time.Minute)
+	deletions := watchDeletions(t, env)
+	token := metricsReaderToken(t, env)
+	const (
+		duration = "cloudprovider_vsphere_api_request_duration_seconds"
+		errs     = "cloudprovider_vsphere_api_request_errors_total"
+		breaker  = "cloudprovider_vsphere_breaker_state"
+		lookups  = "cloudprovider_vsphere_discovery_total"
+		cached   = "cloudprovider_vsphere_discovery_cache_total"
+	)
+	// NotReady: the lifecycle controller looks each Node up every second,
+	// at its remembered location.
+	setReady(t, env, vms, false)
+	var ss harness.Samples
+	scrapeUntil := func(what string, timeout time.Duration, cond func(harness.Samples) bool) {
+		t.Helper()
+		var body string
+		if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			var err error
+			ss, body, err = ccm.Scrape(ctx, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cond(ss), nil
+		}); err != nil {
+			var ours []string
+			for line := range strings.Lines(body) {
+				if strings.HasPrefix(line, "cloudprovider_vsphere_") {
+					ours = append(ours, strings.TrimSpace(line))
+				}
+			}
+			t.Fatalf("/metrics: not %s within %s:\n%s", what, timeout, strings.Join(ours, "\n"))
+		}
+	}
+	val := func(name string, labels ...string) float64 { v, _ := ss.Sum(name, labels...); return v }
+
+	scrapeUntil("showing cache hits", 20*time.Second, func(ss harness.Samples) bool {
+		v, _ := ss.Sum(cached, "result", "hit")
+		return v > 0
+	})
+	for _, vc := range []string{"vc1", "vc2"} {
+		for _, op := range []string{"find", "get", "tags"} {
+			n := val(duration+"_count", "vcenter", vc, "operation", op)
+			if n < 1 {
+				t.Errorf("%s_count{vcenter=%q,operation=%q} = %v, want ≥ 1", duration, vc, op, n)
+				continue
+			}
+			// Healthy loopback calls: well under requestTimeout (2s) on average.
+			if mean := val(duration+"_sum", "vcenter", vc, "operation", op) / n; mean <= 0 || mean >= 2 {
+				t.Errorf("%s{vcenter=%q,operation=%q}: mean %.3fs over %v calls", duration, vc, op, mean, n)
+			}
+			if inf := val(duration+"_bucket", "vcenter", vc, "operation", op, "le", "+Inf"); inf != n {
+				t.Errorf("%s_bucket{le=+Inf} = %v, _count = %v", duration, inf, n)
+			}
+		}
+		if v, ok := ss.Sum(breaker, "vcenter", vc); !ok || v != 0 {
+			t.Errorf("%s{vcenter=%q} = %v (present %v), want 0 (closed)", breaker, vc, v, ok)
+		}
+	}
+	if n := val(lookups, "result", "found"); n < float64(len(vms)) {
+		t.Errorf("%s{result=found} = %v, want ≥ %d (one per Node at least)", lookups, n, len(vms))
+	}
+	if n := val(cached, "result", "miss"); n < float64(len(vms)) {
+		t.Errorf("%s{result=miss} = %v, want ≥ %d (each Node's first lookup)", cached, n, len(vms))
+	}
+	if n, ok := ss.Sum(errs); ok && n > 0 {
+		t.Errorf("%s = %v before any fault: %v", errs, n, ss.Find(errs))
+	}
+	t.Logf("healthy: %v find calls, %v lookups found, cache %v hits / %v misses",
+		val(duration+"_count", "operation", "find"), val(lookups, "result", "found"), val(cached, "result", "hit"), val(cached, "result", "miss"))
+
+	// vc2 goes down: connection errors, then its breaker opens.
+	must(t, env.Proxies["vc2"].SetMode(vcsim.Refuse))
+	scrapeUntil("showing vc2's breaker open", 20*time.Second, func(ss harness.Samples) bool {
+		v, _ := ss.Sum(breaker, "vcenter", "vc2")
+		return v == 2
+	})
+	if n := val(errs, "vcenter", "vc2", "reason", "connection"); n < 1 {
+		t.Errorf("%s{vcenter=vc2,reason=connection} = %v, want ≥ 1: %v", errs, n, ss.Find(errs))
+	}
+	scrapeUntil("counting calls refused by vc2's open breaker", 10*time.Second, func(ss harness.Samples) bool {
+		v, _ := ss.Sum(errs, "vcenter", "vc2", "reason", "breaker_open")
+		return v > 0
+	})
+	// Silent now: the half-open probe (after openTimeout 5s) times out.
+	must(t, env.Proxies["vc2"].SetMode(vcsim.Blackhole))
+	scrapeUntil("counting vc2 deadlines", 30*time.Second, func(ss harness.Samples) bool {
+		v, _ := ss.Sum(errs, "vcenter", "vc2", "reason", "deadline")
+		return v > 0
+	})
+	if v := val(breaker, "vcenter", "vc1"); v != 0 {
+		t.Errorf("%s{vcenter=vc1} = %v while only vc2 is down", breaker, v)
+	}
+	if n := val(errs, "vcenter", "vc1"); n != 0 {
+		t.Errorf("%s{vcenter=vc1} = %v while only vc2 is down: %v", errs, n, ss.Find(errs, "vcenter", "vc1"))
+	}
+	if n := val(lookups, "result", "error"); n < 1 {
+		t.Errorf("%s{result=error} = %v during vc2's outage", lookups, n)
+	}
+	if n := val(lookups, "result", "not_found"); n != 0 {
+		t.Errorf("%s{result=not_found} = %v: no VM is gone", lookups, n)
+	}
+	for _, s := range ss.Find(errs) {
+		if r := s.Labels["reason"]; !slices.Contains([]string{"deadline", "breaker_open", "auth", "connection", "other"}, r) {
+			t.Errorf("%s with reason %q", errs, r)
+		}
+	}
+	t.Logf("vc2 down: errors %v", ss.Find(errs))
+
+	// Back: the next probe closes the breaker.
+	must(t, env.Proxies["vc2"].SetMode(vcsim.Pass))
+	scrapeUntil("showing vc2's breaker closed again", 30*time.Second, func(ss harness.Samples) bool {
+		v, _ := ss.Sum(breaker, "vcenter", "vc2")
+		return v == 0
+	})
+	if d := deletions.Deleted(nil); len(d) > 0 {
+		t.Fatalf("nodes deleted: %v", d)
+	}
+}
+
+// No password used in a run reaches a CCM log line, an Event or /metrics:
+// rotation (vCenter and Secret changed), a wrong password in the Secret,
+// a vCenter rejecting the Secret's password, and the way back.
+func TestSecretsNeverInLogsOrEvents(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
+	vc1, vc2 := env.Fed.VCenter("vc1"), env.Fed.VCenter("vc2")
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	rotated, wrongInSecret, rejected := "Rot8ted-"+stamp, "Wr0ngInSecret-"+stamp, "Ch4ngedAtVC-"+stamp
+	passwords := []string{vc1.Password, vc2.Password, rotated, wrongInSecret, rejected}
+
+	createNodes(t, env, []*vcsim.VM{vc1.VMs[0], vc2.VMs[0]})
+	// More verbose than the DaemonSet's --v=2 (request bodies start at 8).
+	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Flags: map[string]string{"v": "4"}})
+	waitInitialized(t, env, []string{vc1.VMs[0].Name, vc2.VMs[0].Name}, time.Minute)
+	deletions := watchDeletions(t, env)
+	ctx := t.Context()
+
+	// 1. Rotation: the vCenter takes the new password, the Secret follows,
+	// old sessions are terminated; lookups go on.
+	vc2.SetPassword(rotated)
+	must(t, env.SetSecretPassword(ctx, vc2.Host, rotated))
+	waitEvent(t, env, harness.Namespace, "Secret", harness.SecretName, "CredentialsRotated", 20*time.Second)
+	if _, err := vc2.TerminateOtherSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	createNodes(t, env, vc2.VMs[1:2])
+	nudgeInitialized(t, env, vc2.VMs[1:2], 30*time.Second)
+
+	// 2. A wrong password in the Secret: rejected, the session serves on.
+	must(t, env.SetSecretPassword(ctx, vc2.Host, wrongInSecret))
+	waitEvent(t, env, harness.Namespace, "Secret", harness.SecretName, "CredentialsFailed", 20*time.Second)
+
+	// 3. vc1 stops accepting the Secret's password: logins fail.
+	vc1.SetPassword(rejected)
+	if _, err := vc1.TerminateOtherSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	setReady(t, env, vc1.VMs[:1], false)
+	waitLogMatch(t, ccm, regexp.MustCompile(`vcenter vc1: .*login as`), 20*time.Second)
+
+	// 4. The way back: vc1 accepts its password again, the Secret holds
+	// vc2's rotated one; new Nodes in both initialize.
+	vc1.SetPassword(vc1.Password)
+	must(t, env.SetSecretPassword(ctx, vc2.Host, rotated))
+	createNodes(t, env, []*vcsim.VM{vc1.VMs[1], vc2.VMs[2]})
+	nudgeInitialized(t, env, []*vcsim.VM{vc1.VMs[1], vc2.VMs[2]}, 45*time.Second)
+	if d := deletions.Deleted(nil); len(d) > 0 {
+		t.Fatalf("nodes deleted: %v", d)
+	}
+
+	// Everything the run produced that an operator can read.
+	type text struct{ where, body string }
+	var texts []text
+	lines := 0
+	for _, p := range env.CCMs() {
+		for _, path := range p.LogPaths() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, line := range strings.Split(string(data), "\n") {
+				texts = append(texts, text{fmt.Sprintf("%s:%d", filepath.Base(path), i+1), line})
+				lines++
+			}
+		}
+	}
+	evs, err := env.Client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, text{fmt.Sprintf("Event %s/%s (%s)", e.Namespace, e.Name, e.Reason), string(b)})
+	}
+	token := metricsReaderToken(t, env)
+	if _, body, err := ccm.Scrape(ctx, token); err != nil {
+		t.Fatal(err)
+	} else {
+		texts = append(texts, text{"/metrics", body})
+	}
+	for _, pw := range passwords {
+		forms := map[string]string{
+			"plain":                        pw,
+			"base64":                       base64.StdEncoding.EncodeToString([]byte(pw)),
+			"base64url":                    base64.URLEncoding.EncodeToString([]byte(pw)),
+			"basic auth (user:password)":   base64.StdEncoding.EncodeToString([]byte(vc1.User + ":" + pw)),
+			"query-escaped (URL userinfo)": url.QueryEscape(pw),
+		}
+		for form, needle := range forms {
+			for _, tx := range texts {
+				if strings.Contains(tx.body, needle) {
+					t.Errorf("a password (%.3s…, %s) appears in %s", pw, form, tx.where)
+				}
+			}
+		}
+	}
+	// The scan looked at something: the phases left their traces.
+	var reasons []string
+	for _, e := range evs.Items {
+		reasons = append(reasons, e.Reason)
+	}
+	for _, want := range []string{"CredentialsRotated", "CredentialsFailed", "VMLookupFailed"} {
+		if !slices.Contains(reasons, want) {
+			t.Errorf("no %s Event among %v", want, slices.Compact(slices.Sorted(slices.Values(reasons))))
+		}
+	}
+	t.Logf("MEASURE secrets: %d passwords × 5 encodings searched in %d CCM log lines, %d Events and /metrics: none found",
+		len(passwords), lines, len(evs.Items))
+}
+
+func waitLogMatch(t *testing.T, p *harness.CCMProcess, re *regexp.Regexp, timeout time.Duration) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return re.MatchString(p.Log()), nil
+	}); err != nil {
+		t.Fatalf("no match of %s in %s's log within %s:\n%s", re, p.Name, timeout, p.Tail(30))
+	}
+}
