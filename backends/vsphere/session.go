@@ -55,6 +55,7 @@ type sessions struct {
 // beside the old one and swaps it in, so no lookup sees a gap.
 type conn struct {
 	vim         *vim25.Client
+	raw         soap.RoundTripper // below re-login and keep-alive
 	keepalive   *keepalive.HandlerSOAP
 	rest        *rest.Client
 	restValid   bool
@@ -133,14 +134,16 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	if idle == 0 {
 		idle = 5 * time.Minute
 	}
-	c := &conn{vim: vc}
+	c := &conn{vim: vc, raw: rt}
 	relogin := &reloginRoundTripper{next: rt, sessions: s, conn: c}
 	// The keep-alive ping carries a deadline like every other call: the
 	// library's default would wait for ever on a vCenter that never answers.
 	ping := func() error {
 		pctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 		defer cancel()
-		_, err := methods.GetCurrentTime(pctx, relogin)
+		// Below re-login: a lost session stops the pings (the next lookup
+		// logs in again), and a ping never waits on a login.
+		_, err := methods.GetCurrentTime(pctx, rt)
 		return err
 	}
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
@@ -173,6 +176,12 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
+	}
+	// NotAuthenticated can come while the server still holds our session
+	// (a vCenter then refuses Login on it): end it first; an error only
+	// means it was already gone.
+	if sm := c.vim.ServiceContent.SessionManager; sm != nil {
+		_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
 	}
 	if err := s.login(ctx, c, creds); err != nil {
 		return err
@@ -297,6 +306,9 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 	}
 	seen := r.sessions.currentGeneration()
 	err := r.next.RoundTrip(ctx, req, res)
+	if err == nil {
+		err = missingNotAuthenticated(res)
+	}
 	if err == nil || !fault.Is(err, &types.NotAuthenticated{}) {
 		return err
 	}
@@ -309,4 +321,29 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 		v.Elem().SetZero()
 	}
 	return r.next.RoundTrip(ctx, req, res)
+}
+
+// missingNotAuthenticated finds a lost session reported the way property
+// reads report it: not as a fault of the call but in an object's
+// missingSet.
+func missingNotAuthenticated(res soap.HasFault) error {
+	var objects []types.ObjectContent
+	switch b := res.(type) {
+	case *methods.RetrievePropertiesExBody:
+		if b.Res != nil && b.Res.Returnval != nil {
+			objects = b.Res.Returnval.Objects
+		}
+	case *methods.RetrievePropertiesBody:
+		if b.Res != nil {
+			objects = b.Res.Returnval
+		}
+	}
+	for _, oc := range objects {
+		for _, m := range oc.MissingSet {
+			if _, ok := m.Fault.Fault.(*types.NotAuthenticated); ok {
+				return soap.WrapVimFault(m.Fault.Fault)
+			}
+		}
+	}
+	return nil
 }
