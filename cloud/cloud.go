@@ -181,7 +181,7 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 	}
 	for name, old := range c.backends {
 		if next[name] != old {
-			closeLater(name, old, 2*grace+time.Second)
+			closeLater(name, old, 2*grace+time.Second, grace)
 		}
 	}
 	c.backends = next
@@ -189,9 +189,9 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 
 // closeLater logs a retired backend out once lookups that started with it
 // have had their deadline.
-func closeLater(name string, b backends.Backend, after time.Duration) {
+func closeLater(name string, b backends.Backend, after, deadline time.Duration) {
 	time.AfterFunc(after, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
 		if err := b.Close(ctx); err != nil {
 			klog.Background().Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)

@@ -140,15 +140,6 @@ func (d *Discoverer) newBreaker(v VCenter) *gobreaker.CircuitBreaker[any] {
 	return cb
 }
 
-// VCenterNames lists the vCenters searched.
-func (d *Discoverer) VCenterNames() []string {
-	var out []string
-	for _, v := range *d.vcenters.Load() {
-		out = append(out, v.Name)
-	}
-	return out
-}
-
 // VCenterError is one vCenter that could not answer.
 type VCenterError struct {
 	VCenter string

@@ -6,7 +6,6 @@ package credentials
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -74,6 +73,3 @@ func fromValues(user, pass, where, server string) (Credentials, error) {
 	}
 	return Credentials{User: user, Password: config.Password(pass)}, nil
 }
-
-// ErrNoCredentials means the vCenter's configuration names no source.
-var ErrNoCredentials = errors.New("no credentials configured")
