@@ -19,15 +19,24 @@ var ErrNotFound = errors.New("not found")
 // Backend is one vCenter. Every method must honour ctx's deadline.
 type Backend interface {
 	// Find returns every VM matching q. An empty result with a nil error is
-	// the vCenter's answer that no such VM exists in q.Datacenters.
+	// the vCenter's answer that no such VM exists in q.Datacenters, unless
+	// q.AllowCached: then it only means that none is known.
 	Find(ctx context.Context, q Query) ([]VM, error)
-	// Get re-reads the VM at ref; ErrNotFound when it no longer exists there.
+	// Get re-reads the VM at ref, possibly from an up-to-date cache;
+	// ErrNotFound, always asked of vCenter itself, when it no longer
+	// exists there.
 	Get(ctx context.Context, ref VMRef) (*VM, error)
 	// Tags returns, per category name asked for, the name of the tag of that
 	// category nearest to the VM: its host, the host's cluster and folders up
 	// to the datacenter and beyond, then the VM's own folder chain. A
 	// category with no such tag is absent from the map.
 	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
+	// Inventoried reports whether Find with AllowCached may answer from
+	// memory. A caller about to conclude absence from such an answer asks
+	// again without AllowCached; other backends' answers are vCenter's.
+	// Part of the interface, not optional: a wrapper embedding a Backend
+	// must not hide it.
+	Inventoried() bool
 	// Close releases sessions.
 	Close(ctx context.Context) error
 }
@@ -67,6 +76,11 @@ type Query struct {
 	Values []string
 	// Datacenters restricts the search; empty means every datacenter.
 	Datacenters []string
+	// AllowCached lets the backend answer from an in-memory inventory that
+	// follows vCenter's changes. VMs found there exist (as of a moment
+	// ago), but an empty answer is not vCenter's word that none exists: a
+	// caller about to conclude absence must ask again without it.
+	AllowCached bool
 }
 
 // VMRef locates a VM inside one vCenter.

@@ -38,9 +38,10 @@ var (
 // BackendFactory builds the backend of one vCenter.
 type BackendFactory func(vc config.VCenterConfig, creds credentials.Source) backends.Backend
 
-// GovmomiBackend is the production BackendFactory.
+// GovmomiBackend is the production BackendFactory: each vCenter with its
+// watch-fed inventory and bulk tag cache.
 func GovmomiBackend(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
-	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds})
+	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: true})
 }
 
 // Options tune a Cloud; zero values are production defaults.

@@ -31,6 +31,25 @@ type world struct {
 	cloud    *cloud.Cloud
 	mu       sync.Mutex
 	requests map[string]*atomic.Int64 // by vCenter name
+	backends map[string]*vsphere.Backend
+}
+
+// waitInventory waits until vCenter vc's inventory shows the VM named name
+// satisfying cond: a test that changes a VM and needs the change seen
+// before its next step.
+func (w *world) waitInventory(t *testing.T, vc, name string, cond func(*backends.VM) bool) {
+	t.Helper()
+	w.mu.Lock()
+	b := w.backends[vc]
+	w.mu.Unlock()
+	n := w.requests[vc]
+	eventually(t, "the inventory of "+vc+" to show the change of "+name, func() bool {
+		// Only an answer that cost no request came from the inventory:
+		// one out of sync answers from vCenter.
+		before := n.Load()
+		vms, err := b.Find(ctxT(t), backends.Query{By: backends.ByName, Values: []string{name}, AllowCached: true})
+		return err == nil && n.Load() == before && len(vms) == 1 && cond(&vms[0])
+	})
 }
 
 // configYAML writes the federation as an operator would: one vcenter
@@ -47,6 +66,14 @@ func configYAML(fed *vcsim.Federation, proxies map[string]*vcsim.Proxy, extraGlo
 }
 
 func newWorld(t *testing.T, mutate func(string) string) *world {
+	t.Helper()
+	return newWorldWith(t, mutate, true)
+}
+
+// newWorldWith is newWorld with the backends' inventories on or off: off
+// for tests that count the requests of lookups alone (an inventory's watch
+// reconnecting in the background sends requests of its own).
+func newWorldWith(t *testing.T, mutate func(string) string, inventory bool) *world {
 	t.Helper()
 	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})
 	if err != nil {
@@ -70,13 +97,17 @@ func newWorld(t *testing.T, mutate func(string) string) *world {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
-	w := &world{fed: fed, proxies: proxies, requests: map[string]*atomic.Int64{}}
+	w := &world{fed: fed, proxies: proxies, requests: map[string]*atomic.Int64{}, backends: map[string]*vsphere.Backend{}}
 	w.cloud = cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
 		n := new(atomic.Int64)
 		w.mu.Lock()
 		w.requests[vc.Name] = n
 		w.mu.Unlock()
-		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, WrapTransport: vcsim.CountRequests(n)})
+		b := vsphere.New(vsphere.Options{Config: vc, Credentials: creds, WrapTransport: vcsim.CountRequests(n), Inventory: inventory, Heartbeat: time.Second})
+		w.mu.Lock()
+		w.backends[vc.Name] = b
+		w.mu.Unlock()
+		return b
 	}})
 	stop := make(chan struct{})
 	w.cloud.Start(nil, stop)
@@ -169,16 +200,44 @@ func TestExistsAndShutdownFollowTheVM(t *testing.T) {
 	}
 }
 
+// assertExistsShutdown waits until InstanceExists and InstanceShutdown
+// give exists and shutdown: the inventory follows vCenter a moment behind.
+// Absence is never allowed on the way to a VM that exists.
 func assertExistsShutdown(t *testing.T, w *world, node *v1.Node, exists, shutdown bool) {
 	t.Helper()
 	ctx := ctxT(t)
-	got, err := w.cloud.InstanceExists(ctx, node)
-	if err != nil || got != exists {
-		t.Fatalf("InstanceExists(%s) = %v, %v; want %v", node.Name, got, err, exists)
-	}
-	got, err = w.cloud.InstanceShutdown(ctx, node)
-	if err != nil || got != shutdown {
-		t.Fatalf("InstanceShutdown(%s) = %v, %v; want %v", node.Name, got, err, shutdown)
+	var got, down bool
+	var err, serr error
+	eventually(t, fmt.Sprintf("InstanceExists(%s) = %v and InstanceShutdown = %v", node.Name, exists, shutdown), func() bool {
+		got, err = w.cloud.InstanceExists(ctx, node)
+		if exists && !got && err == nil {
+			t.Fatalf("InstanceExists(%s) = false, nil for an existing VM", node.Name)
+		}
+		down, serr = w.cloud.InstanceShutdown(ctx, node)
+		return err == nil && got == exists && serr == nil && down == shutdown
+	})
+}
+
+// eventuallyError waits until exists answers an error whose text has want
+// (an inventory serves its last copy for up to heartbeat + requestTimeout
+// after its vCenter goes silent); (false, nil) on the way fails at once.
+func eventuallyError(t *testing.T, what, want string, exists func() (bool, error)) {
+	t.Helper()
+	var ok bool
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err = exists()
+		if !ok && err == nil {
+			t.Fatalf("%s = false, nil: absence concluded", what)
+		}
+		if err != nil && strings.Contains(err.Error(), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, %v after 10s; want an error naming %s", what, ok, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -196,10 +255,7 @@ func TestStoppedVCenterIsAnErrorNeverAbsence(t *testing.T) {
 	down.Stop()
 	for _, vm := range down.VMs {
 		for _, node := range []*v1.Node{kubeletNode(vm.Name, vm.SystemUUID()), {ObjectMeta: metav1.ObjectMeta{Name: vm.Name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + vm.UUID}}} {
-			ok, err := w.cloud.InstanceExists(ctx, node)
-			if err == nil {
-				t.Fatalf("%s in a stopped vCenter: InstanceExists = %v, nil; want an error", vm.Name, ok)
-			}
+			eventuallyError(t, vm.Name+" in a stopped vCenter: InstanceExists", "vcenter vc2", func() (bool, error) { return w.cloud.InstanceExists(ctx, node) })
 			if _, err := w.cloud.InstanceShutdown(ctx, node); err == nil {
 				t.Fatalf("%s in a stopped vCenter: InstanceShutdown gave no error", vm.Name)
 			}
@@ -255,17 +311,14 @@ func TestBlackholedVCenterIsAnErrorNeverAbsence(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*v1.Node{node, kubeletNode("ghost", "56ffffff-ffff-ffff-8fff-ffffffffffff")} {
-		ok, err := w.cloud.InstanceExists(ctx, n)
-		if err == nil || !strings.Contains(err.Error(), "vcenter vc2") {
-			t.Fatalf("%s with vc2 black-holed: InstanceExists = %v, %v; want an error naming vc2", n.Name, ok, err)
-		}
+		eventuallyError(t, n.Name+" with vc2 black-holed: InstanceExists", "vcenter vc2", func() (bool, error) { return w.cloud.InstanceExists(ctx, n) })
 	}
 }
 
 // After consecutiveFailures an open breaker answers at once, without a
 // single request to its vCenter.
 func TestOpenBreakerMakesNoRequest(t *testing.T) {
-	w := newWorld(t, nil)
+	w := newWorldWith(t, nil, false)
 	ctx := ctxT(t)
 	if err := w.proxies["vc1"].SetMode(vcsim.Refuse); err != nil {
 		t.Fatal(err)
@@ -383,11 +436,13 @@ func TestInaccessibleVMIsNeverDeleted(t *testing.T) {
 	}
 	vc.MakeInaccessible(remembered)
 	vc.MakeInaccessible(unseen)
+	// Unseen means unseen: had a lookup found it a moment before the
+	// inventory caught up, its location would be remembered.
+	w.waitInventory(t, "vc2", unseen.Name, func(vm *backends.VM) bool { return vm.UUID == "" })
 	if ok, err := w.cloud.InstanceExists(ctx, rememberedNode); !ok || err != nil {
 		t.Fatalf("remembered inaccessible VM: InstanceExists = %v, %v; want true", ok, err)
 	}
-	ok, err := w.cloud.InstanceExists(ctx, kubeletNode(unseen.Name, unseen.SystemUUID()))
-	if err == nil || !strings.Contains(err.Error(), "inaccessible") {
-		t.Fatalf("unseen inaccessible VM: InstanceExists = %v, %v; want an error naming its state", ok, err)
-	}
+	eventuallyError(t, "unseen inaccessible VM: InstanceExists", "inaccessible", func() (bool, error) {
+		return w.cloud.InstanceExists(ctx, kubeletNode(unseen.Name, unseen.SystemUUID()))
+	})
 }

@@ -87,7 +87,9 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error)
 // whose UUID vCenter cannot read (inaccessible or orphaned: no config): if
 // a VM named like the Node is in that state, absence is not confirmed.
 func (c *Cloud) unreadableNamesake(ctx context.Context, node *v1.Node) error {
-	res, err := c.discovery.FindByName(ctx, node.Name)
+	// Asked of vCenter itself: an inventory a moment behind could still
+	// show the VM readable.
+	res, err := c.discovery.FindByNameUncached(ctx, node.Name)
 	var dup *discovery.DuplicateError
 	switch {
 	case errors.As(err, &dup):

@@ -272,6 +272,13 @@ func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, erro
 	return d.find(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, "name:"+name, fmt.Sprintf("vm name %q", name))
 }
 
+// FindByNameUncached is FindByName asked of every vCenter itself, past
+// remembered locations and inventories: for checks that guard a
+// conclusion of absence, which must not rest on a copy a moment old.
+func (d *Discoverer) FindByNameUncached(ctx context.Context, name string) (*Result, error) {
+	return d.findUncached(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, fmt.Sprintf("vm name %q", name))
+}
+
 // FindByIP locates the VM with a guest IP ip; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
 	return d.find(ctx, backends.Query{By: backends.ByIP, Values: []string{ip}}, "ip:"+ip, fmt.Sprintf("ip %q", ip))
@@ -289,27 +296,39 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 	if d.opts.Observer != nil {
 		d.opts.Observer.Cache(false)
 	}
-	type answer struct {
-		vc  *vcenter
-		vms []backends.VM
-		err error
+	// First from the backends' inventories where they have one; if that
+	// finds nothing anywhere, again from vCenter itself: an inventory's
+	// "none known" is not absence.
+	q.AllowCached = true
+	answers := d.ask(ctx, vcs, q)
+	if nothingFound(answers) {
+		var again []*vcenter
+		for _, v := range vcs {
+			if v.Backend.Inventoried() {
+				again = append(again, v)
+			}
+		}
+		if len(again) > 0 {
+			q.AllowCached = false
+			for _, a := range d.ask(ctx, again, q) {
+				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
+			}
+		}
 	}
-	answers := make([]answer, len(vcs))
-	var wg sync.WaitGroup
-	for i, v := range vcs {
-		wg.Go(func() {
-			// Every datacenter is searched; the configured ones are
-			// applied below, so a VM outside them is seen, not absent.
-			vq := q
-			vq.Datacenters = nil
-			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {
-				return b.Find(ctx, vq)
-			})
-			answers[i] = answer{vc: v, vms: vms, err: err}
-		})
-	}
-	wg.Wait()
+	return d.judge(ctx, vcs, answers, key, what)
+}
 
+func (d *Discoverer) findUncached(ctx context.Context, q backends.Query, what string) (*Result, error) {
+	vcs := *d.vcenters.Load()
+	if len(vcs) == 0 {
+		return nil, fmt.Errorf("%s: no vCenter is configured", what)
+	}
+	return d.judge(ctx, vcs, d.ask(ctx, vcs, q), "", what)
+}
+
+// judge turns every vCenter's answer into the lookup's; key, when set,
+// is the location cache entry to maintain.
+func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer, key, what string) (*Result, error) {
 	var found, outside []*Result
 	var failed *multierror.Error
 	var answered []string
@@ -339,7 +358,9 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 			// ruled out; the VM found is still the best-known answer.
 			log.V(2).Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
 		}
-		d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
+		if key != "" {
+			d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
+		}
 		d.observe("found")
 		return found[0], nil
 	case failed != nil:
@@ -351,7 +372,7 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		d.observe("error")
 		return nil, &OutsideError{What: what, Matches: outside}
 	default:
-		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
+		if loc, ok := d.locations.Get(key); key != "" && ok && !configured(vcs, loc) {
 			// Last seen in a vCenter or datacenter that has left the
 			// config: leaving the config is not the VM being deleted.
 			// Refreshed, so it lasts as long as someone asks.
@@ -359,10 +380,48 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 			d.observe("error")
 			return nil, &RetiredError{What: what, VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}
 		}
-		d.locations.Delete(key)
+		if key != "" {
+			d.locations.Delete(key)
+		}
 		d.observe("not_found")
 		return nil, nil
 	}
+}
+
+type answer struct {
+	vc  *vcenter
+	vms []backends.VM
+	err error
+}
+
+// ask puts q to every vCenter in parallel. Every datacenter is searched;
+// the configured ones are applied by the caller, so a VM outside them is
+// seen, not absent.
+func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query) []answer {
+	q.Datacenters = nil
+	answers := make([]answer, len(vcs))
+	var wg sync.WaitGroup
+	for i, v := range vcs {
+		wg.Go(func() {
+			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {
+				return b.Find(ctx, q)
+			})
+			answers[i] = answer{vc: v, vms: vms, err: err}
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// nothingFound reports answers that would be taken for absence: every
+// vCenter answered, none with a VM.
+func nothingFound(answers []answer) bool {
+	for _, a := range answers {
+		if a.err != nil || len(a.vms) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // OutsideError is a lookup whose VM exists only in datacenters that are

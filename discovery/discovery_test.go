@@ -372,3 +372,63 @@ func FuzzParseProviderID(f *testing.F) {
 		}
 	})
 }
+
+// An inventory that has not caught up with a VM answers "none known"; the
+// lookup then asks every inventoried vCenter again without its cache and
+// finds the VM: an inventory's silence never becomes absence.
+func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	ctx := ctxT(t)
+	vm := f.vms["vc2"][1]
+	f.backends["vc2"].Lag(vm.Ref.ID)
+	f.backends["vc3"].Lag("vm-none") // inventoried, holding all its VMs
+	before := f.calls()
+	res, err := d.FindByUUID(ctx, vm.UUID)
+	if err != nil || res == nil || res.VCenter != "vc2" || res.VM.Ref != vm.Ref {
+		t.Fatalf("FindByUUID of a VM the inventory lags on = %v, %v; want it in vc2", res, err)
+	}
+	after := f.calls()
+	// vc1 has no inventory: its first answer already was vCenter's.
+	if got := map[string]int64{"vc1": after["vc1"] - before["vc1"], "vc2": after["vc2"] - before["vc2"], "vc3": after["vc3"] - before["vc3"]}; got["vc1"] != 1 || got["vc2"] != 2 || got["vc3"] != 2 {
+		t.Fatalf("calls per vCenter = %v; want vc1 1, vc2 and vc3 2 (cached pass, then direct)", got)
+	}
+
+	// Found in an inventory: no second pass.
+	other := f.vms["vc3"][0]
+	before = f.calls()
+	if res, err := d.FindByName(ctx, other.Name); err != nil || res == nil || res.VCenter != "vc3" {
+		t.Fatalf("FindByName(%s) = %v, %v", other.Name, res, err)
+	}
+	after = f.calls()
+	for _, n := range f.names {
+		if after[n]-before[n] != 1 {
+			t.Fatalf("%s: %d calls for a VM found in an inventory, want 1", n, after[n]-before[n])
+		}
+	}
+
+	// Absent everywhere: confirmed by the direct pass.
+	cachedBefore := f.backends["vc3"].CachedCalls()
+	if res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff"); err != nil || res != nil {
+		t.Fatalf("FindByUUID(absent) = %v, %v", res, err)
+	}
+	if got := f.backends["vc3"].CachedCalls() - cachedBefore; got != 1 {
+		t.Fatalf("absent lookup made %d cached calls to vc3, want 1 then a direct one", got)
+	}
+}
+
+// A vCenter failing the direct pass makes the lookup an error, never
+// absence, even though every inventory said "none known".
+func TestDirectPassFailureIsAnError(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(200*time.Millisecond, 5, time.Minute)
+	ctx := ctxT(t)
+	vm := f.vms["vc1"][0]
+	f.backends["vc1"].Lag(vm.Ref.ID)
+	f.backends["vc1"].FailDirect(errors.New("connection refused"))
+	res, err := d.FindByUUID(ctx, vm.UUID)
+	var le *discovery.LookupError
+	if res != nil || !errors.As(err, &le) || !strings.Contains(err.Error(), "vc1") {
+		t.Fatalf("FindByUUID with vc1's direct pass failing = %v, %v; want a LookupError naming vc1", res, err)
+	}
+}

@@ -24,7 +24,45 @@ type Backend struct {
 	err   error                        // returned by every call when set
 	hang  bool                         // block until ctx is done
 	calls atomic.Int64
+	// lagging VMs are missing from the simulated inventory: AllowCached
+	// queries do not see them (see Lag).
+	lagging     map[string]bool
+	inventoried bool
+	directErr   error // returned by Find calls that do not allow a cached answer
+	cachedCalls atomic.Int64
 }
+
+// Lag makes the VM with the given ref ID missing from the backend's
+// simulated inventory, as one created a moment ago is from a watch that
+// has not caught up: AllowCached queries miss it, others find it. It also
+// makes the backend report itself Inventoried.
+func (b *Backend) Lag(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lagging == nil {
+		b.lagging = map[string]bool{}
+	}
+	b.lagging[id] = true
+	b.inventoried = true
+}
+
+// Inventoried implements backends.Backend: true once Lag was called.
+func (b *Backend) Inventoried() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inventoried
+}
+
+// FailDirect makes Find calls without AllowCached return err (nil heals),
+// as a vCenter whose inventory is current while it cannot answer.
+func (b *Backend) FailDirect(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.directErr = err
+}
+
+// CachedCalls counts the Find calls that allowed a cached answer.
+func (b *Backend) CachedCalls() int64 { return b.cachedCalls.Load() }
 
 // New returns an empty fake vCenter.
 func New() *Backend {
@@ -92,10 +130,19 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, er
 	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
+	if q.AllowCached {
+		b.cachedCalls.Add(1)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !q.AllowCached && b.directErr != nil {
+		return nil, b.directErr
+	}
 	var out []backends.VM
 	for _, vm := range b.vms {
+		if q.AllowCached && b.lagging[vm.Ref.ID] {
+			continue
+		}
 		if len(q.Datacenters) > 0 && !slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
 			continue
 		}

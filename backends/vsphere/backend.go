@@ -18,6 +18,7 @@ import (
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
@@ -36,15 +37,48 @@ type Backend struct {
 	sessions   *sessions
 	tags       *cache.TTL[string, tags.Tag]
 	categories *cache.TTL[string, string] // id -> name
+
+	// inv and tagCache are set when Options.Inventory is: lookups are
+	// answered from memory while the watch is current.
+	inv      *inventory
+	tagCache *tagCache
+	// stop ends the background work (watch, tag refreshes); done is
+	// closed when the watch has returned.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
-// New returns a backend; it connects on first use.
+// New returns a backend; it connects on first use, or at once to start
+// the inventory watch when Options.Inventory is set.
 func New(opts Options) *Backend {
-	return &Backend{
+	b := &Backend{
 		sessions:   &sessions{opts: opts},
 		tags:       cache.NewTTL[string, tags.Tag](tagTTL),
 		categories: cache.NewTTL[string, string](tagTTL),
+		done:       make(chan struct{}),
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	b.stop = stop
+	if !opts.Inventory {
+		close(b.done)
+		return b
+	}
+	heartbeat := opts.Heartbeat
+	if heartbeat <= 0 {
+		heartbeat = DefaultHeartbeat
+	}
+	refresh := opts.TagRefresh
+	if refresh <= 0 {
+		refresh = DefaultTagRefresh
+	}
+	log := klog.Background().WithValues("vcenter", opts.Config.Name)
+	b.inv = &inventory{sessions: b.sessions, heartbeat: heartbeat, log: log, onChange: opts.onInventoryChange}
+	b.tagCache = &tagCache{refresh: refresh, lifetime: ctx, log: log}
+	go func() {
+		defer close(b.done)
+		b.inv.run(ctx)
+	}()
+	return b
 }
 
 // vmProperties are the only VM properties read.
@@ -55,9 +89,17 @@ var vmProperties = []string{
 	"guest.hostName", "guest.net",
 }
 
+// Inventoried implements backends.Backend.
+func (b *Backend) Inventoried() bool { return b.inv != nil }
+
 // Find implements backends.Backend.
 func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
 	const op = "vsphere.Find"
+	if b.inv != nil && q.AllowCached {
+		if vms, ok := b.inv.find(q); ok {
+			return vms, nil
+		}
+	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -155,6 +197,12 @@ func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Re
 // Get implements backends.Backend.
 func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
 	const op = "vsphere.Get"
+	if b.inv != nil {
+		// Held in memory: current. Not held: vCenter decides.
+		if vm, ok := b.inv.get(ref); ok {
+			return vm, nil
+		}
+	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -289,12 +337,18 @@ func datacenterOf(objs map[types.ManagedObjectReference]any, ref types.ManagedOb
 	return ""
 }
 
-// Tags implements backends.Backend.
+// Tags implements backends.Backend. With the inventory, the walk is done
+// in memory over tags read in bulk; a category not found there is looked
+// for again in vCenter itself, so a tag just attached is seen at once.
 func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
 	const op = "vsphere.Tags"
-	out := map[string]string{}
 	if len(categories) == 0 {
-		return out, nil
+		return map[string]string{}, nil
+	}
+	if b.inv != nil {
+		if out, ok := b.cachedTags(ctx, vm, categories); ok {
+			return out, nil
+		}
 	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
@@ -326,6 +380,16 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	if b.tagCache != nil {
+		b.tagCache.merge(order, attached)
+	}
+	return nearestTags(order, attached, categories), nil
+}
+
+// nearestTags picks, per category, the tag on the first object of order
+// that has one.
+func nearestTags(order []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
+	out := map[string]string{}
 	for _, r := range order {
 		for _, cat := range categories {
 			if _, done := out[cat]; done {
@@ -345,7 +409,7 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 type namedTag struct{ name, category string }
@@ -422,6 +486,11 @@ func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (
 
 // Close implements backends.Backend.
 func (b *Backend) Close(ctx context.Context) error {
+	b.stop()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+	}
 	if err := b.sessions.close(ctx); err != nil {
 		return fmt.Errorf("vsphere.Close: %w", err)
 	}

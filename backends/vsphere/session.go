@@ -38,7 +38,27 @@ type Options struct {
 	// KeepAlive is the idle time after which the SOAP session is pinged;
 	// default 5 minutes.
 	KeepAlive time.Duration
+	// Inventory keeps the vCenter's VMs and the entities above them in
+	// memory, fed by a PropertyCollector watch, and the tags on those
+	// entities, read in bulk; lookups are answered from memory while the
+	// watch is current. Off, every lookup asks vCenter.
+	Inventory bool
+	// Heartbeat is the longest the watch waits on vCenter for a change
+	// before it must answer anyway; a vCenter silent for Heartbeat plus
+	// the request timeout takes the inventory out of service. Default
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
+	// TagRefresh is the age after which the bulk tag cache is re-read in
+	// the background; default DefaultTagRefresh.
+	TagRefresh time.Duration
+
+	onInventoryChange func() // tests: after each applied watch batch
 }
+
+const (
+	DefaultHeartbeat  = 5 * time.Second
+	DefaultTagRefresh = 5 * time.Minute
+)
 
 // sessions holds the SOAP and REST sessions of one vCenter. Logins are
 // serialised by mu; the generation counter lets a request that saw

@@ -1,0 +1,548 @@
+package vsphere
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// inventoryKinds are the managed entities the watch keeps: the VMs and
+// everything their datacenter and zone/region walks pass through. A real
+// vCenter's ContainerView includes subtypes, vcsim's does not: both
+// ComputeResource kinds and both pool kinds are named.
+var inventoryKinds = []string{
+	"VirtualMachine", "HostSystem", "ComputeResource", "ClusterComputeResource",
+	"Folder", "Datacenter", "ResourcePool", "VirtualApp",
+}
+
+// pageSize bounds the objects per WaitForUpdatesEx answer (vCenter may
+// send fewer); the initial load of a large vCenter arrives in pages.
+const pageSize = 1000
+
+// inventory is one vCenter's VMs and the entities above them, kept in
+// memory by a PropertyCollector watch (WaitForUpdatesEx over a
+// ContainerView of the root folder).
+//
+// It answers only while it is provably current: the initial load is
+// complete and the watch's last poll answered within heartbeat +
+// requestTimeout. Otherwise its lookups report !ok and the backend asks
+// vCenter directly. It never decides absence: a VM it does not hold is
+// looked for directly (see Backend.Find and Backend.Get).
+type inventory struct {
+	sessions  *sessions
+	heartbeat time.Duration
+	log       klog.Logger
+	// onChange, when set, is called after each applied batch (tests).
+	onChange func()
+
+	mu    sync.RWMutex
+	state *invState // nil while out of sync
+	// freshUntil is when the current poll becomes overdue: past it, the
+	// watch cannot prove it still mirrors vCenter.
+	freshUntil time.Time
+}
+
+// invState is one consistent copy of the inventory.
+type invState struct {
+	vms      map[string]*vmRecord // by managed object ID
+	entities map[types.ManagedObjectReference]entity
+	byUUID   map[string][]string // lowercase BIOS UUID -> VM IDs
+	byName   map[string][]string
+	byIP     map[string][]string
+}
+
+type vmRecord struct {
+	vm         backends.VM // Ref.Datacenter is resolved at read time
+	parent     types.ManagedObjectReference
+	parentVApp types.ManagedObjectReference
+}
+
+type entity struct {
+	name   string
+	parent types.ManagedObjectReference // zero at the top of the view
+}
+
+func newInvState() *invState {
+	return &invState{
+		vms:      map[string]*vmRecord{},
+		entities: map[types.ManagedObjectReference]entity{},
+		byUUID:   map[string][]string{},
+		byName:   map[string][]string{},
+		byIP:     map[string][]string{},
+	}
+}
+
+// run keeps the watch going until ctx ends, reconnecting with backoff.
+func (inv *inventory) run(ctx context.Context) {
+	backoff := newWatchBackoff()
+	for {
+		started := time.Now()
+		err := inv.watch(ctx)
+		inv.setState(nil, time.Time{})
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			backoff = newWatchBackoff() // it was healthy for a while: start over
+		}
+		delay := backoff.Step()
+		inv.log.Info("vCenter inventory watch stopped; lookups go to vCenter directly until it is back", "err", err, "retryIn", delay.Round(time.Millisecond))
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func newWatchBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Minute}
+}
+
+// watch loads the inventory and follows its changes until an error.
+func (inv *inventory) watch(ctx context.Context) error {
+	const op = "vsphere.inventory.watch"
+	timeout := inv.sessions.requestTimeout()
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	vc, err := inv.sessions.client(sctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	// A collector of its own: the default one serves direct lookups, and
+	// one collector allows one WaitForUpdatesEx at a time.
+	pc, err := property.DefaultCollector(vc).Create(sctx)
+	if err != nil {
+		return fmt.Errorf("%s: create property collector: %w", op, err)
+	}
+	defer func() {
+		// Also when closing: destroying the collector ends a poll
+		// vCenter would otherwise hold open until its MaxWaitSeconds.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		_ = pc.Destroy(dctx)
+	}()
+	v, err := view.NewManager(vc).CreateContainerView(sctx, vc.ServiceContent.RootFolder, inventoryKinds, true)
+	if err != nil {
+		return fmt.Errorf("%s: create container view: %w", op, err)
+	}
+	defer func() {
+		// Also when closing: destroying the collector ends a poll
+		// vCenter would otherwise hold open until its MaxWaitSeconds.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		_ = v.Destroy(dctx)
+	}()
+	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: filterSpec(v.Reference()), PartialUpdates: false}); err != nil {
+		return fmt.Errorf("%s: create filter: %w", op, err)
+	}
+	cancel()
+
+	wait := int32(inv.heartbeat / time.Second)
+	req := types.WaitForUpdatesEx{
+		This:    pc.Reference(),
+		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: pageSize},
+	}
+	loading := newInvState() // the initial load, published when complete
+	for {
+		// The poll's deadline: vCenter answers by MaxWaitSeconds even
+		// when nothing changed, so silence beyond that plus the request
+		// timeout is a vCenter that cannot answer.
+		deadline := time.Now().Add(inv.heartbeat + timeout)
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		res, err := methods.WaitForUpdatesEx(pctx, vc, &req)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: wait for updates: %w", op, err)
+		}
+		now := time.Now()
+		set := res.Returnval
+		if set == nil { // MaxWaitSeconds passed without a change
+			if loading == nil {
+				inv.touch(now.Add(inv.heartbeat + timeout))
+			}
+			continue
+		}
+		req.Version = set.Version
+		truncated := set.Truncated != nil && *set.Truncated
+		if loading != nil {
+			for _, fs := range set.FilterSet {
+				loading.apply(fs.ObjectSet)
+			}
+			if !truncated {
+				inv.log.V(2).Info("vCenter inventory loaded", "vms", len(loading.vms), "entities", len(loading.entities))
+				inv.setState(loading, now.Add(inv.heartbeat+timeout))
+				loading = nil
+				inv.changed()
+			}
+			continue
+		}
+		inv.mu.Lock()
+		for _, fs := range set.FilterSet {
+			inv.state.apply(fs.ObjectSet)
+		}
+		if !truncated {
+			inv.freshUntil = now.Add(inv.heartbeat + timeout)
+		}
+		inv.mu.Unlock()
+		inv.changed()
+	}
+}
+
+func (inv *inventory) changed() {
+	if inv.onChange != nil {
+		inv.onChange()
+	}
+}
+
+func (inv *inventory) setState(s *invState, freshUntil time.Time) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.state, inv.freshUntil = s, freshUntil
+}
+
+func (inv *inventory) touch(freshUntil time.Time) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.freshUntil = freshUntil
+}
+
+// current returns the state if it is provably current; the caller holds
+// inv.mu for reading.
+func (inv *inventory) current() *invState {
+	if inv.state == nil || !time.Now().Before(inv.freshUntil) {
+		return nil
+	}
+	return inv.state
+}
+
+// filterSpec asks for every entity of the view, with only the properties
+// the CCM reads.
+func filterSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
+	return types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{
+			Obj: v, Skip: types.NewBool(true),
+			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ContainerView", Path: "view"}},
+		}},
+		PropSet: []types.PropertySpec{
+			{Type: "VirtualMachine", PathSet: vmProperties},
+			{Type: "HostSystem", PathSet: []string{"name", "parent"}},
+			{Type: "ComputeResource", PathSet: []string{"name", "parent"}},
+			{Type: "ClusterComputeResource", PathSet: []string{"name", "parent"}},
+			{Type: "Folder", PathSet: []string{"name", "parent"}},
+			{Type: "Datacenter", PathSet: []string{"name", "parent"}},
+			{Type: "ResourcePool", PathSet: []string{"name", "parent"}},
+			{Type: "VirtualApp", PathSet: []string{"name", "parent", "parentVApp"}},
+		},
+	}
+}
+
+// apply folds a batch of object updates into s.
+func (s *invState) apply(updates []types.ObjectUpdate) {
+	for _, u := range updates {
+		if u.Obj.Type != "VirtualMachine" {
+			s.applyEntity(u)
+			continue
+		}
+		id := u.Obj.Value
+		rec := s.vms[id]
+		if rec != nil {
+			s.unindex(id, &rec.vm)
+		}
+		if u.Kind == types.ObjectUpdateKindLeave {
+			delete(s.vms, id)
+			continue
+		}
+		if rec == nil {
+			rec = &vmRecord{vm: backends.VM{Ref: backends.VMRef{ID: id}}}
+			s.vms[id] = rec
+		}
+		// Copy on write: VMs handed out share the record's slices.
+		next := *rec
+		for _, c := range u.ChangeSet {
+			next.set(c)
+		}
+		*rec = next
+		s.index(id, &rec.vm)
+	}
+}
+
+func (s *invState) applyEntity(u types.ObjectUpdate) {
+	if u.Kind == types.ObjectUpdateKindLeave {
+		delete(s.entities, u.Obj)
+		return
+	}
+	e := s.entities[u.Obj]
+	for _, c := range u.ChangeSet {
+		removed := c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove
+		switch c.Name {
+		case "name":
+			e.name, _ = c.Val.(string)
+		case "parent":
+			e.parent = refVal(c.Val, removed)
+		case "parentVApp":
+			// A vApp nested in another has no parent but a parentVApp.
+			if r := refVal(c.Val, removed); r.Value != "" {
+				e.parent = r
+			}
+		}
+	}
+	s.entities[u.Obj] = e
+}
+
+func refVal(v any, removed bool) types.ManagedObjectReference {
+	if removed {
+		return types.ManagedObjectReference{}
+	}
+	r, _ := v.(types.ManagedObjectReference)
+	return r
+}
+
+// set applies one property change to a VM record.
+func (r *vmRecord) set(c types.PropertyChange) {
+	removed := c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove
+	vm := &r.vm
+	str := func() string { s, _ := c.Val.(string); return s }
+	i32 := func() int32 { n, _ := c.Val.(int32); return n }
+	switch c.Name {
+	case "name":
+		vm.Name = str()
+	case "parent":
+		r.parent = refVal(c.Val, removed)
+	case "parentVApp":
+		r.parentVApp = refVal(c.Val, removed)
+	case "config.uuid":
+		vm.UUID = strings.ToLower(str())
+	case "config.hardware.numCPU":
+		vm.NumCPU = i32()
+	case "config.hardware.memoryMB":
+		vm.MemoryMB = i32()
+	case "config.guestId":
+		vm.GuestID = str()
+	case "runtime.powerState":
+		s, _ := c.Val.(types.VirtualMachinePowerState)
+		vm.PowerState = backends.PowerState(s)
+	case "runtime.connectionState":
+		s, _ := c.Val.(types.VirtualMachineConnectionState)
+		vm.ConnectionState = string(s)
+	case "runtime.host":
+		vm.Host = refVal(c.Val, removed).Value
+	case "guest.hostName":
+		vm.GuestHostName = str()
+	case "guest.net":
+		vm.NICs = nil
+		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok && !removed {
+			for _, n := range a.GuestNicInfo {
+				vm.NICs = append(vm.NICs, backends.NIC{
+					Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId,
+				})
+			}
+		}
+	}
+}
+
+func (s *invState) index(id string, vm *backends.VM) {
+	add := func(m map[string][]string, k string) {
+		if k != "" && !slices.Contains(m[k], id) {
+			m[k] = append(m[k], id)
+		}
+	}
+	add(s.byUUID, vm.UUID)
+	add(s.byName, vm.Name)
+	for _, n := range vm.NICs {
+		for _, ip := range n.IPs {
+			add(s.byIP, ip)
+		}
+	}
+}
+
+func (s *invState) unindex(id string, vm *backends.VM) {
+	del := func(m map[string][]string, k string) {
+		ids := slices.DeleteFunc(slices.Clone(m[k]), func(x string) bool { return x == id })
+		if len(ids) == 0 {
+			delete(m, k)
+		} else {
+			m[k] = ids
+		}
+	}
+	del(s.byUUID, vm.UUID)
+	del(s.byName, vm.Name)
+	for _, n := range vm.NICs {
+		for _, ip := range n.IPs {
+			del(s.byIP, ip)
+		}
+	}
+}
+
+// find answers q from memory. ok is false when the inventory cannot answer
+// (out of sync, or a match whose datacenter it cannot place); an empty
+// answer with ok is "none known", never "none exists".
+func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	s := inv.current()
+	if s == nil {
+		return nil, false
+	}
+	var idx map[string][]string
+	switch q.By {
+	case backends.ByUUID:
+		idx = s.byUUID
+	case backends.ByName:
+		idx = s.byName
+	case backends.ByIP:
+		idx = s.byIP
+	default:
+		return nil, false
+	}
+	seen := map[string]bool{}
+	for _, v := range q.Values {
+		if q.By == backends.ByUUID {
+			v = strings.ToLower(v)
+		}
+		for _, id := range idx[v] {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			vm, ok := s.vm(id)
+			if !ok {
+				return nil, false
+			}
+			if len(q.Datacenters) == 0 || slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
+				vms = append(vms, vm)
+			}
+		}
+	}
+	slices.SortFunc(vms, func(a, b backends.VM) int { return cmp.Compare(a.Ref.ID, b.Ref.ID) })
+	return vms, true
+}
+
+// get answers a re-read of ref from memory; ok is false when the inventory
+// does not hold the VM there (the caller asks vCenter).
+func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	s := inv.current()
+	if s == nil {
+		return nil, false
+	}
+	vm, ok := s.vm(ref.ID)
+	if !ok || vm.Ref.Datacenter != ref.Datacenter {
+		return nil, false
+	}
+	return &vm, true
+}
+
+// vm copies a VM record with its datacenter; ok is false when the record
+// is missing or its ancestry does not reach a datacenter.
+func (s *invState) vm(id string) (backends.VM, bool) {
+	rec, ok := s.vms[id]
+	if !ok {
+		return backends.VM{}, false
+	}
+	vm := rec.vm
+	for _, r := range s.chain(rec.up()) {
+		if r.Type == "Datacenter" {
+			vm.Ref.Datacenter = s.entities[r].name
+			return vm, true
+		}
+	}
+	return backends.VM{}, false
+}
+
+// up is where a VM's ancestry starts: its folder, or its vApp.
+func (r *vmRecord) up() types.ManagedObjectReference {
+	if r.parent.Value == "" {
+		return r.parentVApp
+	}
+	return r.parent
+}
+
+// chain lists ref and its ancestors held in memory, nearest first.
+func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObjectReference {
+	var out []types.ManagedObjectReference
+	for range 64 { // inventory depth is bounded; this guards against a cycle
+		e, ok := s.entities[ref]
+		if !ok {
+			break
+		}
+		out = append(out, ref)
+		ref = e.parent
+	}
+	return out
+}
+
+// tagOrder lists the objects whose tags place vm, nearest first: its host
+// and what holds the host, then the VM's folders. ok is false when the
+// inventory cannot place the VM (the caller reads the chain from vCenter).
+func (inv *inventory) tagOrder(vm *backends.VM) ([]types.ManagedObjectReference, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	s := inv.current()
+	if s == nil {
+		return nil, false
+	}
+	rec, ok := s.vms[vm.Ref.ID]
+	if !ok {
+		return nil, false
+	}
+	var order []types.ManagedObjectReference
+	if vm.Host != "" {
+		host := types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}
+		if _, ok := s.entities[host]; !ok {
+			return nil, false
+		}
+		order = s.chain(host)
+	}
+	for _, r := range s.chain(rec.up()) {
+		if !slices.Contains(order, r) {
+			order = append(order, r)
+		}
+	}
+	if !slices.ContainsFunc(order, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }) {
+		return nil, false
+	}
+	return order, true
+}
+
+// entityRefs lists every non-VM entity held: what the tag cache loads.
+func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	s := inv.current()
+	if s == nil {
+		return nil, false
+	}
+	out := make([]types.ManagedObjectReference, 0, len(s.entities))
+	for r := range s.entities {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b types.ManagedObjectReference) int {
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
+	})
+	return out, true
+}
+
+// synced reports whether the inventory currently answers.
+func (inv *inventory) synced() bool {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.current() != nil
+}

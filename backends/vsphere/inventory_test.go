@@ -1,0 +1,417 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
+)
+
+var zoneRegion = []string{"k8s-zone", "k8s-region"}
+
+type invFixture struct {
+	t      *testing.T
+	vc     *vcsim.VCenter
+	b      *Backend // with the inventory
+	direct *Backend // without: the reference answers
+	n      atomic.Int64
+}
+
+// newInvFixture starts one simulated vCenter (2 datacenters, 8 VMs) and a
+// backend with the inventory, reached through host:port (a proxy in some
+// tests), and waits until the inventory is in sync.
+func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *vcsim.VCenter) (string, int)) *invFixture {
+	t.Helper()
+	f, err := vcsim.Start(vcsim.Options{VCenters: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	fx := &invFixture{t: t, vc: f.VCenters[0]}
+	host, port := fx.vc.Host, fx.vc.Port
+	if via != nil {
+		host, port = via(fx.vc)
+	}
+	opts := func(inventory bool) Options {
+		return Options{
+			Config: config.VCenterConfig{
+				Name: fx.vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: timeout,
+			},
+			Credentials: credentials.Static{User: fx.vc.User, Password: config.Password(fx.vc.Password)},
+			Inventory:   inventory, Heartbeat: heartbeat, TagRefresh: time.Hour,
+		}
+	}
+	o := opts(true)
+	o.WrapTransport = vcsim.CountRequests(&fx.n)
+	fx.b = New(o)
+	fx.direct = New(opts(false))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = fx.b.Close(ctx)
+		_ = fx.direct.Close(ctx)
+	})
+	fx.eventually("the inventory is in sync", fx.b.inv.synced)
+	return fx
+}
+
+func (fx *invFixture) eventually(what string, cond func() bool) {
+	fx.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			fx.t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func queriesFor(vm *vcsim.VM) []backends.Query {
+	return []backends.Query{
+		{By: backends.ByUUID, Values: []string{vm.UUID}, AllowCached: true},
+		{By: backends.ByUUID, Values: []string{"42ffffff-ffff-4fff-8fff-ffffffffffff", vm.UUID}, AllowCached: true},
+		{By: backends.ByName, Values: []string{vm.Name}, AllowCached: true},
+		{By: backends.ByIP, Values: []string{vm.IP}, AllowCached: true},
+		{By: backends.ByUUID, Values: []string{vm.UUID}, Datacenters: []string{vm.Datacenter}, AllowCached: true},
+	}
+}
+
+// The inventory answers Find, Get and Tags exactly as vCenter does, and
+// once the tags are read in bulk, without a single request.
+func TestInventoryAnswersLikeVCenterFromMemory(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	round := func() {
+		for _, want := range fx.vc.VMs {
+			for _, q := range queriesFor(want) {
+				got, err := fx.b.Find(ctx, q)
+				if err != nil {
+					t.Fatalf("Find(%+v): %v", q, err)
+				}
+				ref, err := fx.direct.Find(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != 1 || got[0].Ref.ID != want.Ref || got[0].Ref.Datacenter != want.Datacenter || !reflect.DeepEqual(got, ref) {
+					t.Fatalf("Find(%+v) from the inventory = %+v, vCenter says %+v", q, got, ref)
+				}
+				vm, err := fx.b.Get(ctx, got[0].Ref)
+				if err != nil || !reflect.DeepEqual(*vm, ref[0]) {
+					t.Fatalf("Get(%v) = %+v, %v; want %+v", got[0].Ref, vm, err, ref[0])
+				}
+			}
+			vm, _ := fx.b.Get(ctx, backends.VMRef{Datacenter: want.Datacenter, ID: want.Ref})
+			tg, err := fx.b.Tags(ctx, vm, zoneRegion)
+			if err != nil || tg["k8s-zone"] != want.Zone || tg["k8s-region"] != want.Region {
+				t.Fatalf("Tags(%s) = %v, %v; want zone %s region %s", want.Name, tg, err, want.Zone, want.Region)
+			}
+		}
+		// Another datacenter's VM is not served for this one.
+		other := fx.vc.VMs[len(fx.vc.VMs)-1]
+		if other.Datacenter == fx.vc.VMs[0].Datacenter {
+			t.Fatal("fixture: want VMs in two datacenters")
+		}
+		if vms, err := fx.b.Find(ctx, backends.Query{By: backends.ByName, Values: []string{other.Name}, Datacenters: []string{fx.vc.VMs[0].Datacenter}, AllowCached: true}); err != nil || len(vms) != 0 {
+			t.Fatalf("Find in the wrong datacenter = %v, %v", vms, err)
+		}
+	}
+	round() // reads the tags in bulk
+	fx.n.Store(0)
+	round()
+	if n := fx.n.Load(); n != 0 {
+		t.Fatalf("a second round of %d lookups cost %d vCenter requests, want 0", 6*len(fx.vc.VMs), n)
+	}
+}
+
+// Power, UUID and deletion changes reach the inventory through the watch;
+// a VM it no longer holds is NotFound only on vCenter's word.
+func TestInventoryFollowsChanges(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	vm := fx.vc.VMs[0]
+	ref := backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref}
+	if err := fx.vc.PowerOff(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	fx.eventually("the inventory sees the VM powered off", func() bool {
+		got, ok := fx.b.inv.get(ref)
+		return ok && got.PowerState == backends.PoweredOff
+	})
+
+	newUUID := "42abcdef-0000-4000-8000-00000000abcd"
+	fx.vc.SetUUID(vm, newUUID)
+	fx.eventually("the inventory indexes the new UUID", func() bool {
+		vms, ok := fx.b.inv.find(backends.Query{By: backends.ByUUID, Values: []string{newUUID}})
+		return ok && len(vms) == 1 && vms[0].Ref == ref
+	})
+	if vms, ok := fx.b.inv.find(backends.Query{By: backends.ByUUID, Values: []string{vm.UUID}}); !ok || len(vms) != 0 {
+		t.Fatalf("old UUID still indexed: %v %v", vms, ok)
+	}
+
+	victim := fx.vc.VMs[1]
+	if err := fx.vc.Destroy(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	fx.eventually("the inventory drops the destroyed VM", func() bool {
+		vms, ok := fx.b.inv.find(backends.Query{By: backends.ByName, Values: []string{victim.Name}})
+		return ok && len(vms) == 0
+	})
+	fx.n.Store(0)
+	_, err := fx.b.Get(ctx, backends.VMRef{Datacenter: victim.Datacenter, ID: victim.Ref})
+	if !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get(destroyed) = %v, want ErrNotFound", err)
+	}
+	if fx.n.Load() == 0 {
+		t.Fatal("Get reported NotFound from memory: only vCenter may say a VM is gone")
+	}
+}
+
+// A VM missing from the inventory (a watch that has not caught up) is
+// "none known" to AllowCached queries and found by direct ones: the
+// backend never turns the inventory's silence into absence.
+func TestInventorySilenceIsNotAbsence(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	vm := fx.vc.VMs[2]
+	fx.b.inv.mu.Lock()
+	rec := fx.b.inv.state.vms[vm.Ref]
+	fx.b.inv.state.unindex(vm.Ref, &rec.vm)
+	delete(fx.b.inv.state.vms, vm.Ref)
+	fx.b.inv.mu.Unlock()
+
+	q := backends.Query{By: backends.ByUUID, Values: []string{vm.UUID}, AllowCached: true}
+	if vms, err := fx.b.Find(ctx, q); err != nil || len(vms) != 0 {
+		t.Fatalf("AllowCached Find of a VM the inventory lacks = %v, %v; want none known", vms, err)
+	}
+	q.AllowCached = false
+	if vms, err := fx.b.Find(ctx, q); err != nil || len(vms) != 1 || vms[0].Ref.ID != vm.Ref {
+		t.Fatalf("direct Find = %v, %v; want the VM", vms, err)
+	}
+	got, err := fx.b.Get(ctx, backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref})
+	if err != nil || got.UUID != vm.UUID {
+		t.Fatalf("Get of a VM the inventory lacks = %v, %v; want it, from vCenter", got, err)
+	}
+}
+
+// The watch is lost (every WaitForUpdatesEx fails): lookups fall back to
+// direct calls and stay right, a VM deleted meanwhile is NotFound only
+// after vCenter said so, and the watch comes back by itself.
+func TestInventoryWatchLostFallsBack(t *testing.T) {
+	fx := newInvFixture(t, 500*time.Millisecond, 2*time.Second, nil)
+	ctx := ctxFor(t)
+	faults := fx.vc.InjectFault(simulator.FaultTypeGeneric, 1, "WaitForUpdatesEx")
+	fx.eventually("the inventory goes out of sync", func() bool { return !fx.b.inv.synced() })
+
+	victim := fx.vc.VMs[3]
+	fx.destroyWithoutWatching(ctx, victim)
+	for _, vm := range fx.vc.VMs {
+		if vm == victim {
+			continue
+		}
+		fx.n.Store(0)
+		vms, err := fx.b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vm.UUID}, AllowCached: true})
+		if err != nil || len(vms) != 1 || vms[0].Name != vm.Name {
+			t.Fatalf("Find(%s) with the watch down = %v, %v", vm.Name, vms, err)
+		}
+		if fx.n.Load() == 0 {
+			t.Fatalf("Find(%s) answered from an out-of-sync inventory", vm.Name)
+		}
+	}
+	fx.n.Store(0)
+	if _, err := fx.b.Get(ctx, backends.VMRef{Datacenter: victim.Datacenter, ID: victim.Ref}); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get(deleted while the watch was down) = %v, want ErrNotFound", err)
+	}
+	if fx.n.Load() == 0 {
+		t.Fatal("NotFound without asking vCenter")
+	}
+	if vms, err := fx.b.Find(ctx, backends.Query{By: backends.ByName, Values: []string{victim.Name}, AllowCached: true}); err != nil || len(vms) != 0 {
+		t.Fatalf("Find(deleted) = %v, %v", vms, err)
+	}
+
+	faults.Remove()
+	fx.eventually("the watch is back in sync", fx.b.inv.synced)
+	if vms, ok := fx.b.inv.find(backends.Query{By: backends.ByName, Values: []string{victim.Name}}); !ok || len(vms) != 0 {
+		t.Fatalf("reloaded inventory still holds the deleted VM: %v", vms)
+	}
+}
+
+// A vCenter that stops answering takes the inventory out of service within
+// heartbeat + requestTimeout: its lookups then fail instead of being served
+// from a copy nobody can vouch for.
+func TestInventoryOutOfServiceWhenVCenterGoesSilent(t *testing.T) {
+	var proxy *vcsim.Proxy
+	fx := newInvFixture(t, time.Second, time.Second, func(vc *vcsim.VCenter) (string, int) {
+		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxy = p
+		return p.Host(), p.Port()
+	})
+	ctx := ctxFor(t)
+	if err := proxy.SetMode(vcsim.Blackhole); err != nil {
+		t.Fatal(err)
+	}
+	silent := time.Now()
+	fx.eventually("the inventory goes out of service", func() bool { return !fx.b.inv.synced() })
+	if d := time.Since(silent); d > 5*time.Second {
+		t.Fatalf("out of service after %s, want within heartbeat + requestTimeout (2s)", d)
+	}
+	vm := fx.vc.VMs[0]
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if vms, err := fx.b.Find(cctx, backends.Query{By: backends.ByUUID, Values: []string{vm.UUID}, AllowCached: true}); err == nil {
+		t.Fatalf("Find with vCenter silent = %v, want an error", vms)
+	}
+	if err := proxy.SetMode(vcsim.Pass); err != nil {
+		t.Fatal(err)
+	}
+	fx.eventually("the watch is back in sync", fx.b.inv.synced)
+}
+
+// Tags: one bulk read serves every VM; a category not in the cache is read
+// from vCenter at once (a tag just attached is seen), and the cache is
+// re-read in the background once stale.
+func TestTagCache(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	vmOf := func(v *vcsim.VM) *backends.VM {
+		got, err := fx.b.Get(ctx, backends.VMRef{Datacenter: v.Datacenter, ID: v.Ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first := vmOf(fx.vc.VMs[0])
+	if _, err := fx.b.Tags(ctx, first, zoneRegion); err != nil {
+		t.Fatal(err)
+	}
+	fx.n.Store(0)
+	for _, v := range fx.vc.VMs {
+		if tg, err := fx.b.Tags(ctx, vmOf(v), zoneRegion); err != nil || tg["k8s-zone"] != v.Zone {
+			t.Fatalf("Tags(%s) = %v, %v", v.Name, tg, err)
+		}
+	}
+	if n := fx.n.Load(); n != 0 {
+		t.Fatalf("tags of %d VMs after the bulk read cost %d requests, want 0", len(fx.vc.VMs), n)
+	}
+
+	// A new category attached to the VM's datacenter: not in the cache,
+	// read directly, then served from the cache.
+	tm := fx.tagManager(ctx)
+	cat, err := tm.CreateCategory(ctx, &tags.Category{Name: "k8s-rack", Cardinality: "SINGLE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := fx.entityOf(first.Ref.Datacenter, "Datacenter")
+	fx.attach(ctx, tm, cat, "rack-7", dc)
+	fx.n.Store(0)
+	if tg, err := fx.b.Tags(ctx, first, []string{"k8s-rack"}); err != nil || tg["k8s-rack"] != "rack-7" {
+		t.Fatalf("Tags(k8s-rack) just after attaching = %v, %v", tg, err)
+	}
+	if fx.n.Load() == 0 {
+		t.Fatal("a category missing from the cache was not looked for in vCenter")
+	}
+	fx.n.Store(0)
+	if tg, err := fx.b.Tags(ctx, first, []string{"k8s-rack"}); err != nil || tg["k8s-rack"] != "rack-7" || fx.n.Load() != 0 {
+		t.Fatalf("Tags(k8s-rack) again = %v, %v, %d requests; want from the cache", tg, err, fx.n.Load())
+	}
+
+	// A re-tagged datacenter (another rack): seen after the background
+	// refresh that a lookup on a stale cache starts.
+	fx.b.tagCache.refresh = 0 // every snapshot is stale from now on
+	cat2, err := tm.CreateCategory(ctx, &tags.Category{Name: "k8s-row", Cardinality: "SINGLE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.attach(ctx, tm, cat2, "row-1", dc)
+	fx.eventually("the background refresh reads the new tag", func() bool {
+		tg, err := fx.b.cachedTags(ctx, first, []string{"k8s-row"})
+		return err && tg["k8s-row"] == "row-1"
+	})
+}
+
+// destroyWithoutWatching powers vm off and destroys it, following the
+// tasks by polling properties: task.Wait would use WaitForUpdatesEx, which
+// the test has broken.
+func (fx *invFixture) destroyWithoutWatching(ctx context.Context, vm *vcsim.VM) {
+	fx.t.Helper()
+	c, err := fx.vc.Client(ctx)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	defer func() { _ = c.Logout(context.Background()) }()
+	o := object.NewVirtualMachine(c.Client, types.ManagedObjectReference{Type: "VirtualMachine", Value: vm.Ref})
+	ref := backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref}
+	if _, err := o.PowerOff(ctx); err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.eventually("the VM is powered off", func() bool {
+		got, err := fx.direct.Get(ctx, ref)
+		return err == nil && got.PowerState == backends.PoweredOff
+	})
+	if _, err := o.Destroy(ctx); err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.eventually("the VM is destroyed", func() bool {
+		_, err := fx.direct.Get(ctx, ref)
+		return errors.Is(err, backends.ErrNotFound)
+	})
+}
+
+func (fx *invFixture) tagManager(ctx context.Context) *tags.Manager {
+	c, err := fx.vc.Client(ctx)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.t.Cleanup(func() { _ = c.Logout(context.Background()) })
+	rc := rest.NewClient(c.Client)
+	if err := rc.Login(ctx, url.UserPassword(fx.vc.User, fx.vc.Password)); err != nil {
+		fx.t.Fatal(err)
+	}
+	return tags.NewManager(rc)
+}
+
+func (fx *invFixture) attach(ctx context.Context, tm *tags.Manager, category, name string, obj types.ManagedObjectReference) {
+	id, err := tm.CreateTag(ctx, &tags.Tag{Name: name, CategoryID: category})
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	if err := tm.AttachTag(ctx, id, obj); err != nil {
+		fx.t.Fatal(err)
+	}
+}
+
+func (fx *invFixture) entityOf(name, kind string) types.ManagedObjectReference {
+	fx.b.inv.mu.RLock()
+	defer fx.b.inv.mu.RUnlock()
+	for r, e := range fx.b.inv.state.entities {
+		if r.Type == kind && e.name == name {
+			return r
+		}
+	}
+	fx.t.Fatalf("no %s %q in the inventory", kind, name)
+	return types.ManagedObjectReference{}
+}

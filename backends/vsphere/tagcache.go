@@ -1,0 +1,155 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// tagBatch bounds the objects of one list-attached-tags call.
+const tagBatch = 1000
+
+// tagCache holds the tags attached to every non-VM entity of the
+// inventory (hosts, clusters, folders, datacenters), read in bulk and
+// re-read in the background once older than refresh.
+type tagCache struct {
+	refresh  time.Duration
+	lifetime context.Context // the backend's: ends background refreshes
+	log      klog.Logger
+
+	mu         sync.Mutex
+	snap       *tagSnapshot
+	refreshing bool
+
+	loadMu sync.Mutex // one bulk load at a time
+}
+
+// tagSnapshot is immutable once published.
+type tagSnapshot struct {
+	// attached has an entry, possibly empty, for every object read.
+	attached map[types.ManagedObjectReference][]namedTag
+	loaded   time.Time
+}
+
+func (c *tagCache) get() *tagSnapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snap
+}
+
+// merge records fresh tags of objs (read directly) into the snapshot.
+func (c *tagCache) merge(objs []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap == nil {
+		return
+	}
+	next := &tagSnapshot{attached: maps.Clone(c.snap.attached), loaded: c.snap.loaded}
+	for _, r := range objs {
+		next.attached[r] = attached[r]
+	}
+	c.snap = next
+}
+
+// cachedTags answers Tags from the inventory and the tag cache; ok is
+// false when they cannot place the VM, or some category was not found
+// (the caller then asks vCenter).
+func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, bool) {
+	order, ok := b.inv.tagOrder(vm)
+	if !ok {
+		return nil, false
+	}
+	snap := b.tagCache.get()
+	if !covers(snap, order) {
+		var err error
+		if snap, err = b.loadTags(ctx, snap); err != nil {
+			klog.FromContext(ctx).V(2).Info("Bulk tag read failed; reading this VM's tags directly", "vcenter", b.sessions.opts.Config.Name, "err", err)
+			return nil, false
+		}
+		if !covers(snap, order) {
+			return nil, false
+		}
+	} else if time.Since(snap.loaded) > b.tagCache.refresh {
+		b.refreshTagsInBackground()
+	}
+	out := nearestTags(order, snap.attached, categories)
+	if len(out) < len(categories) {
+		return nil, false
+	}
+	return out, true
+}
+
+func covers(snap *tagSnapshot, order []types.ManagedObjectReference) bool {
+	if snap == nil {
+		return false
+	}
+	for _, r := range order {
+		if _, ok := snap.attached[r]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// loadTags reads the tags of every inventory entity, unless someone else
+// did since seen was taken.
+func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot, error) {
+	c := b.tagCache
+	c.loadMu.Lock()
+	defer c.loadMu.Unlock()
+	if cur := c.get(); cur != seen {
+		return cur, nil
+	}
+	refs, ok := b.inv.entityRefs()
+	if !ok {
+		return nil, fmt.Errorf("inventory out of sync")
+	}
+	next := &tagSnapshot{attached: make(map[types.ManagedObjectReference][]namedTag, len(refs)), loaded: time.Now()}
+	for start := 0; start < len(refs); start += tagBatch {
+		batch := refs[start:min(start+tagBatch, len(refs))]
+		attached, err := b.attachedTags(ctx, batch)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range batch {
+			next.attached[r] = attached[r]
+		}
+	}
+	c.mu.Lock()
+	c.snap = next
+	c.mu.Unlock()
+	return next, nil
+}
+
+// refreshTagsInBackground re-reads the tag cache once, off the lookup's
+// path; lookups keep the current snapshot meanwhile.
+func (b *Backend) refreshTagsInBackground() {
+	c := b.tagCache
+	c.mu.Lock()
+	if c.refreshing {
+		c.mu.Unlock()
+		return
+	}
+	c.refreshing = true
+	seen := c.snap
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.refreshing = false
+			c.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(c.lifetime, b.sessions.requestTimeout())
+		defer cancel()
+		if _, err := b.loadTags(ctx, seen); err != nil && c.lifetime.Err() == nil {
+			c.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
+		}
+	}()
+}
