@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -16,9 +17,10 @@ import (
 )
 
 // BenchmarkFindByUUID looks up kubelet system UUIDs over 3 simulated
-// vCenters × 2 datacenters through the govmomi backend, and reports
-// lookups/s and vCenter HTTP requests per lookup: "cold" searches every
-// vCenter (nothing remembered), "cached" re-reads the remembered location.
+// vCenters × 2 datacenters through the govmomi backend, with and without
+// its inventory, and reports lookups/s and vCenter HTTP requests per
+// lookup: "cold" searches every vCenter (nothing remembered), "cached"
+// re-reads the remembered location.
 func BenchmarkFindByUUID(b *testing.B) {
 	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})
 	if err != nil {
@@ -26,47 +28,69 @@ func BenchmarkFindByUUID(b *testing.B) {
 	}
 	defer fed.Close()
 	var requests atomic.Int64
-	var vcs []discovery.VCenter
-	for _, vc := range fed.VCenters {
-		be := vsphere.New(vsphere.Options{
-			Config:        config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
-			Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
-			WrapTransport: vcsim.CountRequests(&requests),
-		})
-		defer closeWithin(be, time.Second)
-		vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
-	}
 	vms := fed.AllVMs()
 	ctx := context.Background()
-	run := func(b *testing.B, d func() *discovery.Discoverer) {
-		disc := d()
-		for _, vm := range vms { // log in everywhere and warm the cache
-			if _, err := disc.FindByUUID(ctx, vm.SystemUUID()); err != nil {
-				b.Fatal(err)
-			}
+	for _, inventory := range []bool{false, true} {
+		var vcs []discovery.VCenter
+		for _, vc := range fed.VCenters {
+			be := vsphere.New(vsphere.Options{
+				Config:        config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
+				Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
+				WrapTransport: vcsim.CountRequests(&requests),
+				// Polls only on change: the requests counted are the lookups'.
+				Inventory: inventory, Heartbeat: time.Hour,
+			})
+			defer closeWithin(be, time.Second)
+			vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 		}
-		requests.Store(0)
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; b.Loop(); i++ {
-			vm := vms[i%len(vms)]
-			res, err := d().FindByUUID(ctx, vm.SystemUUID())
-			if err != nil || res == nil || res.VM.UUID != vm.UUID {
-				b.Fatalf("FindByUUID(%s) = %v, %v", vm.Name, res, err)
+		run := func(b *testing.B, d func() *discovery.Discoverer) {
+			disc := d()
+			deadline := time.Now().Add(10 * time.Second)
+			for _, be := range vcs { // wait for the inventories to load
+				for inventory && !inSync(ctx, be.Backend, vms[0], &requests) && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
+			for _, vm := range vms { // log in everywhere and warm the cache
+				if _, err := disc.FindByUUID(ctx, vm.SystemUUID()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			requests.Store(0)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; b.Loop(); i++ {
+				vm := vms[i%len(vms)]
+				res, err := d().FindByUUID(ctx, vm.SystemUUID())
+				if err != nil || res == nil || res.VM.UUID != vm.UUID {
+					b.Fatalf("FindByUUID(%s) = %v, %v", vm.Name, res, err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lookups/s")
+			b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/lookup")
 		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lookups/s")
-		b.ReportMetric(float64(requests.Load())/float64(b.N), "requests/lookup")
+		mode := "direct"
+		if inventory {
+			mode = "inventory"
+		}
+		b.Run(mode+"/cold", func(b *testing.B) {
+			// A fresh Discoverer per lookup remembers nothing, but shares
+			// the logged-in backends.
+			run(b, func() *discovery.Discoverer { return discovery.New(vcs, discovery.Options{}) })
+		})
+		b.Run(mode+"/cached", func(b *testing.B) {
+			d := discovery.New(vcs, discovery.Options{})
+			run(b, func() *discovery.Discoverer { return d })
+		})
 	}
-	b.Run("cold", func(b *testing.B) {
-		// A fresh Discoverer per lookup remembers nothing, but shares the
-		// logged-in backends.
-		run(b, func() *discovery.Discoverer { return discovery.New(vcs, discovery.Options{}) })
-	})
-	b.Run("cached", func(b *testing.B) {
-		d := discovery.New(vcs, discovery.Options{})
-		run(b, func() *discovery.Discoverer { return d })
-	})
+}
+
+// inSync reports whether be answers a lookup from its inventory: at no
+// request (one out of sync asks vCenter).
+func inSync(ctx context.Context, be backends.Backend, vm *vcsim.VM, requests *atomic.Int64) bool {
+	before := requests.Load()
+	_, err := be.Find(ctx, backends.Query{By: backends.ByName, Values: []string{vm.Name}, AllowCached: true})
+	return err == nil && requests.Load() == before
 }
 
 // BenchmarkHealthyVCenterWithBlackholedNeighbour measures cold lookups of
