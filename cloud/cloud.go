@@ -108,7 +108,29 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		reloads: make(chan struct{}, 1),
 	}
 	c.cfg.Store(cfg)
+	if opts.Metrics != nil {
+		opts.Metrics.setInventorySource(c.inventoryStatuses)
+	}
 	return c
+}
+
+// inventoryReporter is a backend with a watch-fed inventory.
+type inventoryReporter interface {
+	InventoryStatus() (synced bool, vms int, enabled bool)
+}
+
+func (c *Cloud) inventoryStatuses() []InventoryStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []InventoryStatus
+	for name, b := range c.backends {
+		if r, ok := b.Backend.(inventoryReporter); ok {
+			if synced, vms, enabled := r.InventoryStatus(); enabled {
+				out = append(out, InventoryStatus{VCenter: name, Synced: synced, VMs: vms})
+			}
+		}
+	}
+	return out
 }
 
 // NewFromFile loads the config at path and returns a provider that applies

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -27,6 +28,41 @@ type Metrics struct {
 	cache           *metrics.CounterVec
 	configReloads   *metrics.CounterVec
 	credentials     *metrics.CounterVec
+	inventory       *inventoryCollector
+}
+
+// InventoryStatus is one vCenter's inventory as the metrics show it.
+type InventoryStatus struct {
+	VCenter string
+	Synced  bool
+	VMs     int
+}
+
+// inventoryCollector reads each vCenter's inventory at scrape time.
+type inventoryCollector struct {
+	metrics.BaseStableCollector
+	synced, vms *metrics.Desc
+	source      atomic.Pointer[func() []InventoryStatus]
+}
+
+func (c *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- c.synced
+	ch <- c.vms
+}
+
+func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	src := c.source.Load()
+	if src == nil {
+		return
+	}
+	for _, s := range (*src)() {
+		v := 0.0
+		if s.Synced {
+			v = 1
+		}
+		ch <- metrics.NewLazyConstMetric(c.synced, metrics.GaugeValue, v, s.VCenter)
+		ch <- metrics.NewLazyConstMetric(c.vms, metrics.GaugeValue, float64(s.VMs), s.VCenter)
+	}
 }
 
 // NewMetrics builds the metrics, unregistered.
@@ -64,6 +100,14 @@ func NewMetrics() *Metrics {
 			Help:           "Configuration reloads by result: success, error (the last good configuration keeps serving).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"result"}),
+		inventory: &inventoryCollector{
+			synced: metrics.NewDesc(ns+"_inventory_synced",
+				"1 while the vCenter's watch-fed inventory answers lookups (loaded, and its vCenter heard from within heartbeat + requestTimeout); 0 while lookups go to vCenter directly.",
+				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
+			vms: metrics.NewDesc(ns+"_inventory_vms",
+				"VMs held in the vCenter's inventory while it is in sync.",
+				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
+		},
 		credentials: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace: ns, Name: "credential_rotation_total",
 			Help:           "Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
@@ -76,6 +120,15 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Collectors() []metrics.Registerable {
 	return []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}
 }
+
+// CustomCollectors lists the metrics computed at scrape time, for
+// registration with CustomMustRegister.
+func (m *Metrics) CustomCollectors() []metrics.StableCollector {
+	return []metrics.StableCollector{m.inventory}
+}
+
+// setInventorySource tells the inventory metrics where to read from.
+func (m *Metrics) setInventorySource(f func() []InventoryStatus) { m.inventory.source.Store(&f) }
 
 // ConfigReloads is the config_reload_total counter for result.
 func (m *Metrics) ConfigReloads(result string) metrics.CounterMetric {

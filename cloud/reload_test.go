@@ -211,3 +211,64 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 		return ok && err == nil
 	})
 }
+
+// The inventory metrics show each configured vCenter's inventory in sync
+// with its VMs counted, and follow a vCenter added by a config edit.
+func TestInventoryMetrics(t *testing.T) {
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 2, Datacenters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fed.Close)
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, nil))
+	m := cloud.NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	reg.MustRegister(m.Collectors()...)
+	reg.CustomMustRegister(m.CustomCollectors()...)
+	c, err := cloud.NewFromFile(path, cloud.Options{Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	c.Start(nil, stop)
+	t.Cleanup(func() {
+		close(stop)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.Stop(ctx)
+	})
+	gauge := func(name, vcenter string) (float64, bool) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, mm := range mf.GetMetric() {
+				for _, l := range mm.GetLabel() {
+					if l.GetName() == "vcenter" && l.GetValue() == vcenter {
+						return mm.GetGauge().GetValue(), true
+					}
+				}
+			}
+		}
+		return 0, false
+	}
+	want := float64(len(fed.VCenter("vc1").VMs))
+	eventually(t, "vc1's inventory in sync with its VMs counted", func() bool {
+		s, _ := gauge("cloudprovider_vsphere_inventory_synced", "vc1")
+		n, _ := gauge("cloudprovider_vsphere_inventory_vms", "vc1")
+		return s == 1 && n == want
+	})
+	if _, ok := gauge("cloudprovider_vsphere_inventory_synced", "vc2"); ok {
+		t.Fatal("vc2 is not configured yet, but has an inventory metric")
+	}
+	writeAtomically(t, path, fileConfig(fed, []string{"vc1", "vc2"}, nil))
+	eventually(t, "vc2's inventory in sync after the config edit", func() bool {
+		s, _ := gauge("cloudprovider_vsphere_inventory_synced", "vc2")
+		return s == 1
+	})
+}

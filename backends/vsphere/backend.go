@@ -89,6 +89,20 @@ var vmProperties = []string{
 	"guest.hostName", "guest.net",
 }
 
+// InventoryStatus reports whether the inventory answers lookups now and
+// how many VMs it holds; enabled is false for a backend without one.
+func (b *Backend) InventoryStatus() (synced bool, vms int, enabled bool) {
+	if b.inv == nil {
+		return false, 0, false
+	}
+	b.inv.mu.RLock()
+	defer b.inv.mu.RUnlock()
+	if s := b.inv.current(); s != nil {
+		return true, len(s.vms), true
+	}
+	return false, 0, true
+}
+
 // Inventoried implements backends.Backend.
 func (b *Backend) Inventoried() bool { return b.inv != nil }
 

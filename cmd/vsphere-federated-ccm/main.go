@@ -50,6 +50,7 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	}
 	metrics := cloud.NewMetrics()
 	legacyregistry.MustRegister(metrics.Collectors()...)
+	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, cloud.Options{Metrics: metrics, EventObject: podReference()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
