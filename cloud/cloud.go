@@ -116,7 +116,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 
 // inventoryReporter is a backend with a watch-fed inventory.
 type inventoryReporter interface {
-	InventoryStatus() (synced bool, vms int, enabled bool)
+	InventoryStatus() vsphere.InventoryStatus
 }
 
 func (c *Cloud) inventoryStatuses() []InventoryStatus {
@@ -125,8 +125,8 @@ func (c *Cloud) inventoryStatuses() []InventoryStatus {
 	var out []InventoryStatus
 	for name, b := range c.backends {
 		if r, ok := b.Backend.(inventoryReporter); ok {
-			if synced, vms, enabled := r.InventoryStatus(); enabled {
-				out = append(out, InventoryStatus{VCenter: name, Synced: synced, VMs: vms})
+			if st := r.InventoryStatus(); st.Enabled {
+				out = append(out, InventoryStatus{VCenter: name, Synced: st.Synced, VMs: st.VMs, Updates: st.Updates})
 			}
 		}
 	}

@@ -36,18 +36,20 @@ type InventoryStatus struct {
 	VCenter string
 	Synced  bool
 	VMs     int
+	Updates uint64
 }
 
 // inventoryCollector reads each vCenter's inventory at scrape time.
 type inventoryCollector struct {
 	metrics.BaseStableCollector
-	synced, vms *metrics.Desc
-	source      atomic.Pointer[func() []InventoryStatus]
+	synced, vms, updates *metrics.Desc
+	source               atomic.Pointer[func() []InventoryStatus]
 }
 
 func (c *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- c.synced
 	ch <- c.vms
+	ch <- c.updates
 }
 
 func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -62,6 +64,7 @@ func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		}
 		ch <- metrics.NewLazyConstMetric(c.synced, metrics.GaugeValue, v, s.VCenter)
 		ch <- metrics.NewLazyConstMetric(c.vms, metrics.GaugeValue, float64(s.VMs), s.VCenter)
+		ch <- metrics.NewLazyConstMetric(c.updates, metrics.CounterValue, float64(s.Updates), s.VCenter)
 	}
 }
 
@@ -106,6 +109,9 @@ func NewMetrics() *Metrics {
 				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
 			vms: metrics.NewDesc(ns+"_inventory_vms",
 				"VMs held in the vCenter's inventory while it is in sync.",
+				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
+			updates: metrics.NewDesc(ns+"_inventory_updates_total",
+				"Object updates the vCenter's inventory watch has applied, initial loads included, since this backend started.",
 				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
 		},
 		credentials: metrics.NewCounterVec(&metrics.CounterOpts{

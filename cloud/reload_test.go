@@ -238,7 +238,7 @@ func TestInventoryMetrics(t *testing.T) {
 		defer cancel()
 		c.Stop(ctx)
 	})
-	gauge := func(name, vcenter string) (float64, bool) {
+	value := func(name, vcenter string, counter bool) (float64, bool) {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -250,6 +250,9 @@ func TestInventoryMetrics(t *testing.T) {
 			for _, mm := range mf.GetMetric() {
 				for _, l := range mm.GetLabel() {
 					if l.GetName() == "vcenter" && l.GetValue() == vcenter {
+						if counter {
+							return mm.GetCounter().GetValue(), true
+						}
 						return mm.GetGauge().GetValue(), true
 					}
 				}
@@ -257,11 +260,25 @@ func TestInventoryMetrics(t *testing.T) {
 		}
 		return 0, false
 	}
+	gauge := func(name, vcenter string) (float64, bool) { return value(name, vcenter, false) }
+	counter := func(name, vcenter string) (float64, bool) { return value(name, vcenter, true) }
 	want := float64(len(fed.VCenter("vc1").VMs))
 	eventually(t, "vc1's inventory in sync with its VMs counted", func() bool {
 		s, _ := gauge("cloudprovider_vsphere_inventory_synced", "vc1")
 		n, _ := gauge("cloudprovider_vsphere_inventory_vms", "vc1")
 		return s == 1 && n == want
+	})
+	// A change in vc1 moves its updates counter.
+	before, _ := counter("cloudprovider_vsphere_inventory_updates_total", "vc1")
+	if before < want {
+		t.Fatalf("updates_total{vc1} = %v after loading %v VMs", before, want)
+	}
+	if err := fed.VCenter("vc1").PowerOff(t.Context(), fed.VCenter("vc1").VMs[0]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "vc1's updates counter to move", func() bool {
+		n, _ := counter("cloudprovider_vsphere_inventory_updates_total", "vc1")
+		return n > before
 	})
 	if _, ok := gauge("cloudprovider_vsphere_inventory_synced", "vc2"); ok {
 		t.Fatal("vc2 is not configured yet, but has an inventory metric")

@@ -89,18 +89,26 @@ var vmProperties = []string{
 	"guest.hostName", "guest.net",
 }
 
-// InventoryStatus reports whether the inventory answers lookups now and
-// how many VMs it holds; enabled is false for a backend without one.
-func (b *Backend) InventoryStatus() (synced bool, vms int, enabled bool) {
+// InventoryStatus is what the inventory of a backend shows of itself.
+type InventoryStatus struct {
+	Enabled bool // false for a backend without an inventory
+	Synced  bool // answering lookups now
+	VMs     int  // held, while synced
+	Updates uint64
+}
+
+// InventoryStatus reports the state of the backend's inventory.
+func (b *Backend) InventoryStatus() InventoryStatus {
 	if b.inv == nil {
-		return false, 0, false
+		return InventoryStatus{}
 	}
+	st := InventoryStatus{Enabled: true, Updates: b.inv.updates.Load()}
 	b.inv.mu.RLock()
 	defer b.inv.mu.RUnlock()
 	if s := b.inv.current(); s != nil {
-		return true, len(s.vms), true
+		st.Synced, st.VMs = true, len(s.vms)
 	}
-	return false, 0, true
+	return st
 }
 
 // Inventoried implements backends.Backend.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/property"
@@ -48,6 +49,9 @@ type inventory struct {
 	log       klog.Logger
 	// onChange, when set, is called after each applied batch (tests).
 	onChange func()
+	// updates counts the object updates applied since start, loads
+	// included: a change seen moves it.
+	updates atomic.Uint64
 
 	mu    sync.RWMutex
 	state *invState // nil while out of sync
@@ -160,6 +164,7 @@ func (inv *inventory) watch(ctx context.Context) error {
 		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: pageSize},
 	}
 	loading := newInvState() // the initial load, published when complete
+	applied := 0
 	for {
 		// The poll's deadline: vCenter answers by MaxWaitSeconds even
 		// when nothing changed, so silence beyond that plus the request
@@ -184,28 +189,33 @@ func (inv *inventory) watch(ctx context.Context) error {
 		if loading != nil {
 			for _, fs := range set.FilterSet {
 				loading.apply(fs.ObjectSet)
+				applied += len(fs.ObjectSet)
 			}
 			if !truncated {
 				inv.log.V(2).Info("vCenter inventory loaded", "vms", len(loading.vms), "entities", len(loading.entities))
 				inv.setState(loading, now.Add(inv.heartbeat+timeout))
 				loading = nil
-				inv.changed()
+				inv.changed(applied)
+				applied = 0
 			}
 			continue
 		}
 		inv.mu.Lock()
 		for _, fs := range set.FilterSet {
 			inv.state.apply(fs.ObjectSet)
+			applied += len(fs.ObjectSet)
 		}
 		if !truncated {
 			inv.freshUntil = now.Add(inv.heartbeat + timeout)
 		}
 		inv.mu.Unlock()
-		inv.changed()
+		inv.changed(applied)
+		applied = 0
 	}
 }
 
-func (inv *inventory) changed() {
+func (inv *inventory) changed(n int) {
+	inv.updates.Add(uint64(n))
 	if inv.onChange != nil {
 		inv.onChange()
 	}

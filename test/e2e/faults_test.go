@@ -57,6 +57,31 @@ type faultRow struct {
 	deletions *deletionWatch
 	// gone are the Nodes the row expects deleted (it destroyed their VMs).
 	gone []string
+	// token reads the CCM's /metrics; made on first use.
+	token string
+}
+
+// waitInventory waits until the CCM's inventory metrics for r.vc satisfy
+// cond: the CCM answers from its inventory while it is in sync (for up to
+// heartbeat + requestTimeout after vc2 goes silent), so a row that needs
+// its lookups to reach vc2 waits for the inventory to leave service.
+func (r *faultRow) waitInventory(what string, timeout time.Duration, cond func(synced, updates float64) bool) (synced, updates float64) {
+	r.t.Helper()
+	if r.token == "" {
+		r.token = metricsReaderToken(r.t, r.env)
+	}
+	if err := wait.PollUntilContextTimeout(r.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ss, _, err := r.ccm.Scrape(ctx, r.token)
+		if err != nil {
+			return false, err
+		}
+		synced, _ = ss.Sum("cloudprovider_vsphere_inventory_synced", "vcenter", r.vc.Name)
+		updates, _ = ss.Sum("cloudprovider_vsphere_inventory_updates_total", "vcenter", r.vc.Name)
+		return cond(synced, updates), nil
+	}); err != nil {
+		r.t.Fatalf("%s's inventory: not %s within %s (synced %v, updates %v): %v", r.vc.Name, what, timeout, synced, updates, err)
+	}
+	return synced, updates
 }
 
 type faultCase struct {
@@ -190,7 +215,12 @@ func outageRow(name, cause string, stuck bool, inject func(*faultRow) func()) fa
 	return faultCase{
 		name:   name,
 		inject: inject,
-		during: func(r *faultRow) { createNodes(r.t, r.env, r.spare[:1]) },
+		during: func(r *faultRow) {
+			if stuck {
+				r.waitInventory("out of service", 20*time.Second, func(synced, _ float64) bool { return synced == 0 })
+			}
+			createNodes(r.t, r.env, r.spare[:1])
+		},
 		expect: func(r *faultRow) {
 			// The controller did ask, and got errors naming vc2 and the
 			// cause: no deletion is not a controller that never looked.
@@ -265,7 +295,9 @@ func notAuthenticatedRow() faultCase {
 	return faultCase{
 		name: "answers NotAuthenticated at random",
 		inject: func(r *faultRow) func() {
-			rules = r.vc.InjectFault(simulator.FaultTypeNotAuthenticated, 0.5, "RetrieveProperties", "RetrievePropertiesEx", "FindAllByUuid")
+			// The inventory's watch meets them too: it restarts, and
+			// lookups go to vc2 meanwhile.
+			rules = r.vc.InjectFault(simulator.FaultTypeNotAuthenticated, 0.5, "RetrieveProperties", "RetrievePropertiesEx", "FindAllByUuid", "WaitForUpdatesEx")
 			return rules.Remove
 		},
 		during: func(r *faultRow) { createNodes(r.t, r.env, r.spare[:2]) },
@@ -344,7 +376,11 @@ func duplicateUUIDRow() faultCase {
 		name: "same BIOS UUID in two vCenters",
 		inject: func(r *faultRow) func() {
 			target, twin = r.healthy.VMs[2], r.spare[len(r.spare)-1]
+			_, before := r.waitInventory("in sync", 20*time.Second, func(synced, _ float64) bool { return synced == 1 })
 			r.vc.SetUUID(twin, target.UUID)
+			// A clone exists long before its kubelet registers: let the
+			// CCM's inventory see the change first, as it would.
+			r.waitInventory("showing the change", 20*time.Second, func(_, updates float64) bool { return updates > before })
 			return func() { r.vc.MakeAccessible(twin) }
 		},
 		during: func(r *faultRow) {
