@@ -1,7 +1,6 @@
 package vcsim
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -35,6 +34,56 @@ type Proxy struct {
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
 	closed bool
+
+	// Wire counters; see Traffic.
+	connections, turns, exchanges, requests, chunks atomic.Int64
+}
+
+// Traffic is what a Proxy counted on the wire since it started. The proxy
+// forwards TCP (TLS passes through), so it cannot parse HTTP; it counts
+// turns of the conversation instead. A client turn starts with the first
+// client data of a connection, or with client data after the server has
+// sent data; it is answered when the server sends data after it.
+//
+// Over HTTP/1.1 without pipelining (what govmomi's SOAP and REST clients
+// speak) a TLS connection is one handshake turn (ClientHello; Go's TLS 1.3
+// client sends its Finished with the first request) followed by one turn
+// per request, and, when the client closes it, an unanswered close_notify
+// turn. So Requests (answered turns after the first of their connection)
+// is the number of HTTP requests answered, SOAP and REST alike: exactly,
+// as TestTrafficCounters checks against a client-side count of a known mix
+// of SOAP and REST requests over several connections (and SOAP alone
+// against VCenter.SOAPCalls). It misses a request the server never
+// answered (a client timeout, Blackhole), and would be wrong for a server
+// that speaks first, a client that pipelines, or HTTP/2 (its control
+// frames make turns of their own); none of these happen with govmomi and
+// the simulator.
+type Traffic struct {
+	Connections int64 // accepted and connected to the target
+	Turns       int64 // client turns, answered or not (handshakes and close_notify included)
+	Exchanges   int64 // client turns the server answered (handshakes included)
+	Requests    int64 // Exchanges other than the first of their connection
+	// Chunks are the reads of client data forwarded, each delayed by
+	// SetDelay's duration: Chunks/Turns is how many delays a turn costs.
+	Chunks int64
+}
+
+// Sub returns t − u, for the traffic of an interval.
+func (t Traffic) Sub(u Traffic) Traffic {
+	return Traffic{
+		Connections: t.Connections - u.Connections, Turns: t.Turns - u.Turns,
+		Exchanges: t.Exchanges - u.Exchanges, Requests: t.Requests - u.Requests,
+		Chunks: t.Chunks - u.Chunks,
+	}
+}
+
+// Traffic returns the counters so far.
+func (p *Proxy) Traffic() Traffic {
+	return Traffic{
+		Connections: p.connections.Load(), Turns: p.turns.Load(),
+		Exchanges: p.exchanges.Load(), Requests: p.requests.Load(),
+		Chunks: p.chunks.Load(),
+	}
 }
 
 // NewProxy listens on listenHost (a free port) and forwards to target.
@@ -105,8 +154,32 @@ func (p *Proxy) handle(client net.Conn) {
 		return
 	}
 	defer server.Close()
+	p.connections.Add(1)
+	// awaiting is set when client data is forwarded and cleared by the
+	// first server data after it: one client turn, answered. Set before
+	// the data is written to the server, and the server's data read before
+	// it reaches the client, so an answer is never missed.
+	var awaiting atomic.Bool
+	var answered int64 // turns of this connection answered, server side only
 	go func() {
-		_, _ = io.Copy(client, server)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := server.Read(buf)
+			if n > 0 {
+				if awaiting.Swap(false) {
+					p.exchanges.Add(1)
+					if answered++; answered > 1 {
+						p.requests.Add(1)
+					}
+				}
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		_ = client.Close()
 	}()
 	buf := make([]byte, 64<<10)
@@ -115,6 +188,10 @@ func (p *Proxy) handle(client net.Conn) {
 		if n > 0 {
 			if Mode(p.mode.Load()) == Blackhole {
 				continue // swallowed: the client waits for ever
+			}
+			p.chunks.Add(1)
+			if !awaiting.Swap(true) {
+				p.turns.Add(1)
 			}
 			if d := time.Duration(p.delay.Load()); d > 0 {
 				time.Sleep(d)

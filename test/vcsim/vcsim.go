@@ -64,6 +64,43 @@ type VCenter struct {
 
 	mu       sync.Mutex
 	accepted string // the password logins must use; see SetPassword
+
+	soap methodCounts // every SOAP call the simulator handled
+}
+
+// methodCounts counts SOAP calls by method name. The simulator calls its
+// Registry.Handler from concurrent requests, hence the lock.
+type methodCounts struct {
+	mu    sync.Mutex
+	calls map[string]int64
+	total int64
+}
+
+func (c *methodCounts) add(method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]int64{}
+	}
+	c.calls[method]++
+	c.total++
+}
+
+// SOAPCalls returns a snapshot of the SOAP calls this vCenter has handled
+// since it started, by method name (RetrieveProperties, FindAllByUuid, …),
+// and their total. Every call to the vim25 endpoint (/sdk) counts, whoever
+// made it (populate's own setup, fixtures, the CCM) and whatever its outcome
+// (faults included); the vAPI REST endpoints (tags, sessions) are not SOAP
+// and are not counted: a Proxy's Traffic sees both. Take a snapshot before
+// and after a workload and subtract.
+func (vc *VCenter) SOAPCalls() (byMethod map[string]int64, total int64) {
+	vc.soap.mu.Lock()
+	defer vc.soap.mu.Unlock()
+	byMethod = make(map[string]int64, len(vc.soap.calls))
+	for m, n := range vc.soap.calls {
+		byMethod[m] = n
+	}
+	return byMethod, vc.soap.total
 }
 
 // VM describes one simulated VM as the tests expect to see it.
@@ -144,6 +181,14 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 		vc.mu.Lock()
 		defer vc.mu.Unlock()
 		return req.UserName == vc.User && req.Password == vc.accepted
+	}
+	// Count every SOAP call: the simulator calls Registry.Handler (which it
+	// never sets itself in v0.56.0) before dispatching each method; nil, nil
+	// leaves the call to the normal handler. Set before the server starts,
+	// like ValidLogin.
+	m.Map().Handler = func(_ *simulator.Context, method *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+		vc.soap.add(method.Name)
+		return nil, nil
 	}
 	m.Service.RegisterEndpoints = true
 	m.Service.TLS = new(tls.Config)
@@ -243,8 +288,14 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 				Name: fmt.Sprintf("%s-%s-vm%d", vc.Name, strings.ToLower(dc.Name), vmIndex),
 				UUID: UUIDFor(vcIndex, dcIndex, vmIndex), Ref: vm.Self.Value,
 				Host: host.Name, Zone: zone, Region: region,
-				IP: fmt.Sprintf("10.%d.%d.%d", vcIndex+1, dcIndex, vmIndex+10),
 			}
+			block, inBlock := addressBlock(vmIndex)
+			octet3 := dcIndex + blockStride*block
+			if (block > 0 && dcIndex >= blockStride) || octet3 > 255 {
+				return fmt.Errorf("vm %d of datacenter %d: beyond what the guest IP and MAC scheme can number (%d VMs per datacenter for up to %d datacenters)",
+					vmIndex, dcIndex, (256/blockStride)*vmsPerBlock, blockStride)
+			}
+			v.IP = fmt.Sprintf("10.%d.%d.%d", vcIndex+1, octet3, inBlock+10)
 			v.HostName = v.Name + ".cluster.local"
 			vm.Name = v.Name
 			vm.Config.Name = v.Name
@@ -261,7 +312,7 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 				IpAddress: v.IP,
 				Net: []types.GuestNicInfo{{
 					Network: "VM Network", IpAddress: []string{v.IP, "fe80::1"}, Connected: true,
-					MacAddress: fmt.Sprintf("00:50:56:%02x:%02x:%02x", vcIndex, dcIndex, vmIndex), DeviceConfigId: 4000,
+					MacAddress: fmt.Sprintf("00:50:56:%02x:%02x:%02x", vcIndex, octet3, inBlock), DeviceConfigId: 4000,
 				}},
 			}
 			vc.VMs = append(vc.VMs, v)
@@ -269,6 +320,23 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// Guest IPs are 10.<vc+1>.<dc>.<vm+10> and MACs 00:50:56:<vc>:<dc>:<vm>
+// for the first vmsPerBlock VMs of a datacenter (what the e2e tests were
+// written against); each further block of vmsPerBlock VMs moves the third
+// IP octet and the fifth MAC byte up by blockStride, so both stay valid and
+// unique for up to blockStride datacenters per vCenter with up to
+// (256/blockStride)×vmsPerBlock = 3840 VMs each.
+const (
+	vmsPerBlock = 240 // host octets 10..249
+	blockStride = 16
+)
+
+// addressBlock splits a VM's index in its datacenter into its block and its
+// index in the block.
+func addressBlock(vmIndex int) (block, inBlock int) {
+	return vmIndex / vmsPerBlock, vmIndex % vmsPerBlock
 }
 
 func inDatacenter(r *simulator.Registry, ref, dc types.ManagedObjectReference) bool {
