@@ -40,7 +40,10 @@
 //     initialized by then.
 //   - SOAP calls per Node at init: the simulators' own count of SOAP
 //     methods (vcsim.VCenter.SOAPCalls) over the same interval, / N. The
-//     difference to the wire count is REST (tagging, its session).
+//     difference to the wire count is REST (tagging, its session). SOAP
+//     calls count when dispatched, wire requests when answered: a long
+//     poll (WaitForUpdatesEx) open across the end of an interval falls in
+//     different intervals for the two.
 //   - init end → steady window: requests between the two (the rest of the
 //     pass running when init ended and the first pass that started after
 //     it: the first status update of the Nodes initialized last), per Node.

@@ -108,7 +108,7 @@ func (r *report) markdown() string {
 		if run.SteadyPasses == 0 {
 			return "—"
 		}
-		return fmt.Sprintf("%.1f", ms(run.PassAvg)/float64(run.Nodes))
+		return fmt.Sprintf("%.2f", ms(run.PassAvg)/float64(run.Nodes))
 	}))
 	perMin := func(run *runResult, v int64) float64 {
 		return float64(v) / float64(run.Nodes) / run.SteadyWindow.Minutes()
