@@ -49,9 +49,18 @@ func writeAtomically(t *testing.T, path, content string) {
 
 func startFromFile(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics) {
 	t.Helper()
+	c, m, _ := startFromFileRegistered(t, path)
+	return c, m
+}
+
+// startFromFileRegistered also returns the registry holding the metrics.
+func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics, metrics.KubeRegistry) {
+	t.Helper()
 	m := cloud.NewMetrics()
 	// component-base metrics only count once registered.
-	metrics.NewKubeRegistry().MustRegister(m.Collectors()...)
+	reg := metrics.NewKubeRegistry()
+	reg.MustRegister(m.Collectors()...)
+	reg.CustomMustRegister(m.CustomCollectors()...)
 	c, err := cloud.NewFromFile(path, cloud.Options{Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +73,7 @@ func startFromFile(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics) {
 		defer cancel()
 		c.Stop(ctx)
 	})
-	return c, m
+	return c, m, reg
 }
 
 // eventually polls cond every 50ms for up to 10s.
@@ -222,22 +231,7 @@ func TestInventoryMetrics(t *testing.T) {
 	t.Cleanup(fed.Close)
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, nil))
-	m := cloud.NewMetrics()
-	reg := metrics.NewKubeRegistry()
-	reg.MustRegister(m.Collectors()...)
-	reg.CustomMustRegister(m.CustomCollectors()...)
-	c, err := cloud.NewFromFile(path, cloud.Options{Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	c.Start(nil, stop)
-	t.Cleanup(func() {
-		close(stop)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c.Stop(ctx)
-	})
+	_, _, reg := startFromFileRegistered(t, path)
 	value := func(name, vcenter string, counter bool) (float64, bool) {
 		mfs, err := reg.Gather()
 		if err != nil {
