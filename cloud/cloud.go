@@ -126,7 +126,7 @@ func (c *Cloud) inventoryStatuses() []InventoryStatus {
 	for name, b := range c.backends {
 		if r, ok := b.Backend.(inventoryReporter); ok {
 			if st := r.InventoryStatus(); st.Enabled {
-				out = append(out, InventoryStatus{VCenter: name, Synced: st.Synced, VMs: st.VMs, Updates: st.Updates})
+				out = append(out, InventoryStatus{VCenter: name, InventoryStatus: st})
 			}
 		}
 	}

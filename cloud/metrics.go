@@ -12,6 +12,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/component-base/metrics"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -34,9 +35,7 @@ type Metrics struct {
 // InventoryStatus is one vCenter's inventory as the metrics show it.
 type InventoryStatus struct {
 	VCenter string
-	Synced  bool
-	VMs     int
-	Updates uint64
+	vsphere.InventoryStatus
 }
 
 // inventoryCollector reads each vCenter's inventory at scrape time.

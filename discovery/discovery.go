@@ -284,11 +284,20 @@ func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
 	return d.find(ctx, backends.Query{By: backends.ByIP, Values: []string{ip}}, "ip:"+ip, fmt.Sprintf("ip %q", ip))
 }
 
-func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what string) (*Result, error) {
+// searched returns the vCenters a lookup asks; none is an error, so that
+// "every vCenter answered" never holds vacuously.
+func (d *Discoverer) searched(what string) ([]*vcenter, error) {
 	vcs := *d.vcenters.Load()
 	if len(vcs) == 0 {
-		// "Every vCenter answered" must not hold vacuously.
 		return nil, fmt.Errorf("%s: no vCenter is configured", what)
+	}
+	return vcs, nil
+}
+
+func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what string) (*Result, error) {
+	vcs, err := d.searched(what)
+	if err != nil {
+		return nil, err
 	}
 	if res, ok := d.fromCache(ctx, vcs, q, key); ok {
 		return res.result, res.err
@@ -319,9 +328,9 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 }
 
 func (d *Discoverer) findUncached(ctx context.Context, q backends.Query, what string) (*Result, error) {
-	vcs := *d.vcenters.Load()
-	if len(vcs) == 0 {
-		return nil, fmt.Errorf("%s: no vCenter is configured", what)
+	vcs, err := d.searched(what)
+	if err != nil {
+		return nil, err
 	}
 	return d.judge(ctx, vcs, d.ask(ctx, vcs, q), "", what)
 }

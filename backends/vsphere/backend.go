@@ -72,7 +72,7 @@ func New(opts Options) *Backend {
 		refresh = DefaultTagRefresh
 	}
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
-	b.inv = &inventory{sessions: b.sessions, heartbeat: heartbeat, log: log, onChange: opts.onInventoryChange}
+	b.inv = &inventory{sessions: b.sessions, heartbeat: heartbeat, log: log}
 	b.tagCache = &tagCache{refresh: refresh, lifetime: ctx, log: log}
 	go func() {
 		defer close(b.done)

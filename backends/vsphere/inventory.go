@@ -47,8 +47,6 @@ type inventory struct {
 	sessions  *sessions
 	heartbeat time.Duration
 	log       klog.Logger
-	// onChange, when set, is called after each applied batch (tests).
-	onChange func()
 	// updates counts the object updates applied since start, loads
 	// included: a change seen moves it.
 	updates atomic.Uint64
@@ -195,7 +193,7 @@ func (inv *inventory) watch(ctx context.Context) error {
 				inv.log.V(2).Info("vCenter inventory loaded", "vms", len(loading.vms), "entities", len(loading.entities))
 				inv.setState(loading, now.Add(inv.heartbeat+timeout))
 				loading = nil
-				inv.changed(applied)
+				inv.updates.Add(uint64(applied))
 				applied = 0
 			}
 			continue
@@ -209,15 +207,8 @@ func (inv *inventory) watch(ctx context.Context) error {
 			inv.freshUntil = now.Add(inv.heartbeat + timeout)
 		}
 		inv.mu.Unlock()
-		inv.changed(applied)
+		inv.updates.Add(uint64(applied))
 		applied = 0
-	}
-}
-
-func (inv *inventory) changed(n int) {
-	inv.updates.Add(uint64(n))
-	if inv.onChange != nil {
-		inv.onChange()
 	}
 }
 

@@ -51,8 +51,6 @@ type Options struct {
 	// TagRefresh is the age after which the bulk tag cache is re-read in
 	// the background; default DefaultTagRefresh.
 	TagRefresh time.Duration
-
-	onInventoryChange func() // tests: after each applied watch batch
 }
 
 const (
