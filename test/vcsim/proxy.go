@@ -48,8 +48,11 @@ type Proxy struct {
 // Over HTTP/1.1 without pipelining (what govmomi's SOAP and REST clients
 // speak) a TLS connection is one handshake turn (ClientHello; Go's TLS 1.3
 // client sends its Finished with the first request) followed by one turn
-// per request, and, when the client closes it, an unanswered close_notify
-// turn. So Requests (answered turns after the first of their connection)
+// per request, and, when the client closes it, a close_notify turn. The
+// server may answer that with its own close_notify before the proxy sees
+// the client's end of the connection, so a turn that is one short TLS
+// record (an alert; no HTTP request fits in one) never counts as answered.
+// So Requests (answered turns after the first of their connection)
 // is the number of HTTP requests answered, SOAP and REST alike: exactly,
 // as TestTrafficCounters checks against a client-side count of a known mix
 // of SOAP and REST requests over several connections (and SOAP alone
@@ -61,7 +64,7 @@ type Proxy struct {
 type Traffic struct {
 	Connections int64 // accepted and connected to the target
 	Turns       int64 // client turns, answered or not (handshakes and close_notify included)
-	Exchanges   int64 // client turns the server answered (handshakes included)
+	Exchanges   int64 // client turns the server answered (handshakes included, alerts not)
 	Requests    int64 // Exchanges other than the first of their connection
 	// Chunks are the reads of client data forwarded, each delayed by
 	// SetDelay's duration: Chunks/Turns is how many delays a turn costs.
@@ -159,14 +162,14 @@ func (p *Proxy) handle(client net.Conn) {
 	// first server data after it: one client turn, answered. Set before
 	// the data is written to the server, and the server's data read before
 	// it reaches the client, so an answer is never missed.
-	var awaiting atomic.Bool
-	var answered int64 // turns of this connection answered, server side only
+	var awaiting, alert atomic.Bool // alert: the awaiting turn is a TLS alert
+	var answered int64              // turns of this connection answered, server side only
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := server.Read(buf)
 			if n > 0 {
-				if awaiting.Swap(false) {
+				if awaiting.Swap(false) && !alert.Load() {
 					p.exchanges.Add(1)
 					if answered++; answered > 1 {
 						p.requests.Add(1)
@@ -190,7 +193,9 @@ func (p *Proxy) handle(client net.Conn) {
 				continue // swallowed: the client waits for ever
 			}
 			p.chunks.Add(1)
-			if !awaiting.Swap(true) {
+			if !awaiting.Load() {
+				alert.Store(isTLSAlert(buf[:n]))
+				awaiting.Store(true)
 				p.turns.Add(1)
 			}
 			if d := time.Duration(p.delay.Load()); d > 0 {
@@ -204,6 +209,19 @@ func (p *Proxy) handle(client net.Conn) {
 			return
 		}
 	}
+}
+
+// isTLSAlert reports whether b is exactly one TLS record short enough to
+// be only an alert: 2 bytes of alert, encrypted (TLS 1.3 wraps it as
+// application data with a content-type byte and a 16-byte tag; TLS 1.2
+// adds up to a 16-byte nonce or MAC). An HTTP request is never this short.
+func isTLSAlert(b []byte) bool {
+	const header, maxAlert = 5, 2 + 1 + 16 + 16
+	if len(b) < header || (b[0] != 21 && b[0] != 23) {
+		return false
+	}
+	n := int(b[3])<<8 | int(b[4])
+	return n <= maxAlert && len(b) == header+n
 }
 
 // Close stops the proxy and drops its connections.
