@@ -39,9 +39,9 @@ var (
 type BackendFactory func(vc config.VCenterConfig, creds credentials.Source) backends.Backend
 
 // GovmomiBackend is the production BackendFactory: each vCenter with its
-// watch-fed inventory and bulk tag cache.
+// watch-fed inventory and bulk tag cache, unless the config turns them off.
 func GovmomiBackend(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
-	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: true})
+	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory})
 }
 
 // Options tune a Cloud; zero values are production defaults.
@@ -82,11 +82,12 @@ type vcenterBackend struct {
 	key connectionKey
 }
 
-// connectionKey is what a session depends on; a change opens a new one.
+// connectionKey is what a backend is built from (its sessions, and whether
+// it keeps an inventory); a change builds a new one.
 type connectionKey struct {
 	server, caFile, thumbprint, credentials string
 	port                                    int
-	insecure                                bool
+	insecure, inventory                     bool
 	roundTrips                              uint
 }
 
@@ -225,7 +226,7 @@ func closeLater(name string, b backends.Backend, after, deadline time.Duration) 
 func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenterConfig) connectionKey {
 	return connectionKey{
 		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: vc.Thumbprint,
-		roundTrips: vc.RoundTripCount, credentials: credentialsKey(c.credentialSource(cfg, vc)),
+		roundTrips: vc.RoundTripCount, credentials: credentialsKey(c.credentialSource(cfg, vc)), inventory: vc.Inventory,
 	}
 }
 

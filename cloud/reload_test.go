@@ -232,30 +232,8 @@ func TestInventoryMetrics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, nil))
 	_, _, reg := startFromFileRegistered(t, path)
-	value := func(name, vcenter string, counter bool) (float64, bool) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, mm := range mf.GetMetric() {
-				for _, l := range mm.GetLabel() {
-					if l.GetName() == "vcenter" && l.GetValue() == vcenter {
-						if counter {
-							return mm.GetCounter().GetValue(), true
-						}
-						return mm.GetGauge().GetValue(), true
-					}
-				}
-			}
-		}
-		return 0, false
-	}
-	gauge := func(name, vcenter string) (float64, bool) { return value(name, vcenter, false) }
-	counter := func(name, vcenter string) (float64, bool) { return value(name, vcenter, true) }
+	gauge := func(name, vcenter string) (float64, bool) { return vcenterMetric(t, reg, name, vcenter, false) }
+	counter := func(name, vcenter string) (float64, bool) { return vcenterMetric(t, reg, name, vcenter, true) }
 	want := float64(len(fed.VCenter("vc1").VMs))
 	eventually(t, "vc1's inventory in sync with its VMs counted", func() bool {
 		s, _ := gauge("cloudprovider_vsphere_inventory_synced", "vc1")
@@ -282,4 +260,67 @@ func TestInventoryMetrics(t *testing.T) {
 		s, _ := gauge("cloudprovider_vsphere_inventory_synced", "vc2")
 		return s == 1
 	})
+}
+
+// vcenterMetric is the value of the series of metric name labelled
+// vcenter, and whether there is one.
+func vcenterMetric(t *testing.T, reg metrics.KubeRegistry, name, vcenter string, counter bool) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mm := range mf.GetMetric() {
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == "vcenter" && l.GetValue() == vcenter {
+					if counter {
+						return mm.GetCounter().GetValue(), true
+					}
+					return mm.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// inventory: false in a vCenter's section sends its lookups to vCenter
+// directly; removing it by an edit starts the inventory, without restart.
+func TestInventoryTurnedOffAndOnByEdit(t *testing.T) {
+	fed, err := vcsim.Start(vcsim.Options{VCenters: 2, Datacenters: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fed.Close)
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	on := fileConfig(fed, []string{"vc1", "vc2"}, nil)
+	off := strings.Replace(on, "  vc1:\n", "  vc1:\n    inventory: false\n", 1)
+	if off == on {
+		t.Fatal("the vc1 section was not found in the config")
+	}
+	writeAtomically(t, path, off)
+	c, _, reg := startFromFileRegistered(t, path)
+	ctx := ctxT(t)
+	synced := func(vcenter string) (float64, bool) {
+		return vcenterMetric(t, reg, "cloudprovider_vsphere_inventory_synced", vcenter, false)
+	}
+	eventually(t, "vc2's inventory in sync", func() bool { s, _ := synced("vc2"); return s == 1 })
+	vm := fed.VCenter("vc1").VMs[0]
+	node := kubeletNode(vm.Name, vm.SystemUUID())
+	if md, err := c.InstanceMetadata(ctx, node); err != nil || md.Zone != vm.Zone {
+		t.Fatalf("vc1 VM without an inventory: %+v, %v", md, err)
+	}
+	if _, ok := synced("vc1"); ok {
+		t.Fatal("vc1 has inventory: false, but reports an inventory")
+	}
+
+	writeAtomically(t, path, on)
+	eventually(t, "vc1's inventory in sync after the edit", func() bool { s, _ := synced("vc1"); return s == 1 })
+	if md, err := c.InstanceMetadata(ctx, node); err != nil || md.Zone != vm.Zone {
+		t.Fatalf("vc1 VM with its inventory: %+v, %v", md, err)
+	}
 }

@@ -119,6 +119,7 @@ func defaults(name, server string) VCenterConfig {
 		RoundTripCount: DefaultRoundTripCount,
 		RequestTimeout: DefaultRequestTimeout,
 		Breaker:        BreakerConfig{ConsecutiveFailures: DefaultConsecutiveFailures, OpenTimeout: DefaultOpenTimeout},
+		Inventory:      true,
 	}
 }
 
@@ -300,6 +301,7 @@ global:
   breaker:
     consecutiveFailures: 9
     openTimeout: 1m
+  inventory: false
 vcenter:
   inherit:
     server: inherit.example.com
@@ -320,6 +322,7 @@ vcenter:
     breaker:
       consecutiveFailures: 2
       openTimeout: 5s
+    inventory: true
   zfailures:
     server: failures.example.com
     breaker:
@@ -373,6 +376,7 @@ vcenter:
 			RoundTripCount:  1,
 			RequestTimeout:  3 * time.Second,
 			Breaker:         BreakerConfig{ConsecutiveFailures: 2, OpenTimeout: 5 * time.Second},
+			Inventory:       true,
 		},
 		named("zfailures", "failures.example.com", func(v *VCenterConfig) { v.Breaker.ConsecutiveFailures = 3 }),
 		named("zopen", "open.example.com", func(v *VCenterConfig) { v.Breaker.OpenTimeout = 2 * time.Second }),
@@ -391,7 +395,7 @@ func TestParseDefaults(t *testing.T) {
 	checkVCenters(t, cfg.VCenters, []VCenterConfig{with(defaults("only", "vc"), func(v *VCenterConfig) { v.User = "u" })})
 	vc := cfg.VCenters[0]
 	if vc.Port != 443 || vc.RequestTimeout != 10*time.Second || vc.Breaker.ConsecutiveFailures != 5 ||
-		vc.Breaker.OpenTimeout != 30*time.Second || !reflect.DeepEqual(vc.IPFamily, []string{"ipv4"}) {
+		vc.Breaker.OpenTimeout != 30*time.Second || !reflect.DeepEqual(vc.IPFamily, []string{"ipv4"}) || !vc.Inventory {
 		t.Errorf("defaults: %+v", vc)
 	}
 	if vc.Datacenters != nil {
@@ -485,6 +489,7 @@ func TestParseErrors(t *testing.T) {
 		{"global ipFamily", "global: {server: vc, user: u, ipFamily: [ipv4, ipv5]}", []string{`ipFamily: "ipv5" is neither`}},
 		{"bad external CIDR", "global: {server: vc, user: u}\nnodes: {externalNetworkSubnetCidr: '10.0.0.0/8,nope'}", []string{`nodes.externalNetworkSubnetCidr: "nope"`}},
 		{"bad exclude CIDR", "global: {server: vc, user: u}\nnodes: {excludeInternalNetworkSubnetCidr: '1.2.3.4'}", []string{"nodes.excludeInternalNetworkSubnetCidr"}},
+		{"inventory not a boolean", "global: {server: vc, user: u, inventory: sometimes}", []string{"sometimes", "bool"}},
 		{"unknown top-level key", "global: {server: vc, user: u}\nvirtualCenter: {}", []string{"virtualCenter: unknown key"}},
 		{"unknown nodes key", "global: {server: vc, user: u}\nnodes: {internalCidr: x}", []string{"nodes.internalCidr: unknown key"}},
 		{"unknown breaker key", "global: {server: vc, user: u}\nvcenter: {a: {server: vc2, breaker: {failures: 1}}}", []string{"vcenter.a.breaker.failures: unknown key"}},

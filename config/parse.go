@@ -268,6 +268,7 @@ func (f *File) resolve() (*Config, []error) {
 			Password:        Password(or(string(v.Password), string(g.Password))),
 			IPFamily:        pick(v.IPFamily, g.IPFamily),
 			RoundTripCount:  derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
+			Inventory:       derefOr(v.Inventory, derefOr(g.Inventory, true)),
 		}
 		if vc.Server == "" {
 			add(p+".server", "required")

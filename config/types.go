@@ -35,6 +35,9 @@ type VCenter struct {
 	// RequestTimeout is the deadline of one vCenter call (Go duration).
 	RequestTimeout string   `yaml:"requestTimeout"`
 	Breaker        *Breaker `yaml:"breaker"`
+	// Inventory keeps the vCenter's VMs in memory, fed by a watch (default
+	// true); false sends every lookup to vCenter.
+	Inventory *bool `yaml:"inventory"`
 }
 
 // Global is the global section: every vCenter key plus the process-wide ones.
@@ -98,6 +101,7 @@ type VCenterConfig struct {
 	RoundTripCount  uint
 	RequestTimeout  time.Duration
 	Breaker         BreakerConfig
+	Inventory       bool
 }
 
 // BreakerConfig is a resolved Breaker.

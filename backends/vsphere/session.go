@@ -136,6 +136,7 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 			return nil, fmt.Errorf("caFile %s: %w", ca, err)
 		}
 	}
+	sc.Client.Transport = drainOnClose(sc.Client.Transport)
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
 	}
