@@ -37,7 +37,8 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("line %d: want a list or a comma-separated string", n.Line)
+	// A TypeError, as yaml.v3's own: Parse has already named the key.
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a list or a comma-separated string", n.Line)}}
 }
 
 func splitList(s string) []string {
@@ -87,7 +88,12 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var f File
 	if err := decode(&root, &f); err != nil {
-		errs = multierror.Append(errs, err)
+		// checkKeys has named each value of the wrong type by its path;
+		// yaml.v3 only gives their lines.
+		var te *yaml.TypeError
+		if !errors.As(err, &te) || errs.ErrorOrNil() == nil {
+			errs = multierror.Append(errs, err)
+		}
 		return nil, format(errs)
 	}
 	cfg, verrs := f.resolve()
@@ -130,9 +136,9 @@ type aliasVisit struct {
 	t reflect.Type
 }
 
-// checkKeys reports every mapping key that names no field of t, by path.
-// An aliased node is checked once per type (seen), so aliases of aliases
-// cannot make the walk explode.
+// checkKeys reports every mapping key that names no field of t, and every
+// value its field cannot hold, by path. An aliased node is checked once per
+// type (seen), so aliases of aliases cannot make the walk explode.
 func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bool, errs *multierror.Error) *multierror.Error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -144,7 +150,16 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 		}
 		seen[aliasVisit{n, t}] = true
 	}
+	if problem, leaf := checkLeaf(n, t); leaf {
+		if problem != "" {
+			errs = multierror.Append(errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
+		}
+		return errs
+	}
 	if n.Kind != yaml.MappingNode {
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
+			errs = multierror.Append(errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", or(path, "the config"), describe(n), n.Line))
+		}
 		return errs
 	}
 	// A merge key (<<) brings in the keys of a mapping or a list of them.
@@ -183,6 +198,54 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 		}
 	}
 	return errs
+}
+
+// checkLeaf reports whether t is a leaf type (a value, not a section) and,
+// if n cannot be decoded into it, what is wrong. (A scalar always decodes
+// into a string, so no password is ever quoted.)
+func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
+	var want string
+	switch t.Kind() {
+	case reflect.Bool:
+		want = "want true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		want = "want a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "want a whole number, 0 or more"
+	case reflect.String:
+		want = "want a single value"
+	case reflect.Slice:
+		want = "want a list or a comma-separated string"
+	default:
+		return "", false
+	}
+	if decodeLeaf(n, t) == nil {
+		return "", true
+	}
+	return want + ", got " + describe(n), true
+}
+
+// describe says what n is, quoting a scalar.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "an alias"
+}
+
+// decodeLeaf decodes n into a new t, yaml.v3's panics turned into errors.
+func decodeLeaf(n *yaml.Node, t reflect.Type) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cannot decode: %v", r)
+		}
+	}()
+	return n.Decode(reflect.New(t).Interface())
 }
 
 // isMerge reports whether k is the merge key <<.
