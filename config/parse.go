@@ -104,15 +104,15 @@ func Parse(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// decode is root.Decode with yaml.v3's panics (v3.0.1 panics on a merge key
+// decode is n.Decode with yaml.v3's panics (v3.0.1 panics on a merge key
 // next to a non-scalar key) turned into errors.
-func decode(root *yaml.Node, f *File) (err error) {
+func decode(n *yaml.Node, v any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("yaml: cannot decode: %v", r)
 		}
 	}()
-	return root.Decode(f)
+	return n.Decode(v)
 }
 
 func format(errs *multierror.Error) error {
@@ -219,7 +219,7 @@ func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 	default:
 		return "", false
 	}
-	if decodeLeaf(n, t) == nil {
+	if decode(n, reflect.New(t).Interface()) == nil {
 		return "", true
 	}
 	return want + ", got " + describe(n), true
@@ -236,16 +236,6 @@ func describe(n *yaml.Node) string {
 		return strconv.Quote(n.Value)
 	}
 	return "an alias"
-}
-
-// decodeLeaf decodes n into a new t, yaml.v3's panics turned into errors.
-func decodeLeaf(n *yaml.Node, t reflect.Type) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cannot decode: %v", r)
-		}
-	}()
-	return n.Decode(reflect.New(t).Interface())
 }
 
 // isMerge reports whether k is the merge key <<.
