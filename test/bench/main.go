@@ -59,6 +59,11 @@
 //     mark since it started) after init and at the end; RSS: VmRSS then.
 //   - CCM CPU: user+system time of the process during init, and in the
 //     steady window as a share of one core.
+//   - restart: after the steady window the CCM is started again over the
+//     initialized Nodes (a rollout or a leader change); from its start to
+//     the end of its first status-update pass, which asks about every Node
+//     at once while the new process loads its inventories: that time, the
+//     pass's own duration, vCenter requests per Node, new connections.
 //   - NotReady Nodes seen / shutdown taints: Nodes the watch ever saw
 //     without Ready=True or with the shutdown taint; both 0 means the
 //     cloud-node-lifecycle controller (which only asks the cloud about

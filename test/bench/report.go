@@ -136,6 +136,21 @@ func (r *report) markdown() string {
 	row("CCM CPU, steady (% of a core)", steady(func(run *runResult) string {
 		return fmt.Sprintf("%.1f", 100*run.CPUSteady.Seconds()/run.SteadyWindow.Seconds())
 	}))
+	restarted := func(f func(run *runResult) string) func(run *runResult) string {
+		return func(run *runResult) string {
+			if !run.RestartMeasure {
+				return "–"
+			}
+			return f(run)
+		}
+	}
+	row("restart over initialized Nodes: start → first status pass done (s) / the pass (s)", restarted(func(run *runResult) string {
+		return seconds(run.RestartTook) + " / " + seconds(run.RestartPass)
+	}))
+	row("**restart: vCenter requests per Node until then (wire)**", restarted(func(run *runResult) string {
+		return fmt.Sprintf("**%.2f**", float64(run.Restart.Wire.Requests)/n(run))
+	}))
+	row("restart: new vCenter connections", restarted(func(run *runResult) string { return fmt.Sprint(run.Restart.Wire.Connections) }))
 	row("NotReady Nodes seen / shutdown taints", func(run *runResult) string {
 		return fmt.Sprintf("%d / %d", run.NotReadySeen, run.ShutdownTainted)
 	})

@@ -49,6 +49,13 @@ type runResult struct {
 	CPUInit        time.Duration
 	CPUSteady      time.Duration
 
+	// Restart: the CCM started again over the initialized Nodes, until
+	// the end of its first status-update pass (one lookup per Node).
+	Restart        counters
+	RestartTook    time.Duration // start → end of that pass
+	RestartPass    time.Duration // the pass's own duration, from its log line
+	RestartMeasure bool
+
 	NotReadySeen    int // Nodes ever seen without Ready=True
 	ShutdownTainted int // Nodes ever seen with the shutdown taint
 	Profiles        []string
@@ -168,7 +175,51 @@ func (w *world) runOnce(ctx context.Context, delay time.Duration, dir string) (*
 		return res, err
 	}
 	w.finish(ctx, p, tr, res, dir)
+	if err := w.restart(ctx, p, statusEvery, res); err != nil {
+		res.Err = err.Error()
+		return res, err
+	}
 	return res, nil
+}
+
+// restart starts the stopped CCM again, as a rollout or a new leader does
+// in a running cluster: every Node is initialized, and the cloud-node
+// controller's first status-update pass, at once, asks about each of them
+// while the new process is still loading its inventories. It measures from
+// the start to the end of that pass (read from the log, up to 200 ms late).
+func (w *world) restart(ctx context.Context, p *harness.CCMProcess, statusEvery time.Duration, res *runResult) error {
+	s0 := w.snapshot()
+	if err := p.Restart(); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	defer func() { _ = p.Stop() }()
+	logs := p.LogPaths()
+	logf("restart: CCM started again over %d initialized Nodes (log %s)", res.Nodes, logs[len(logs)-1])
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	passes := watchPasses(pctx, logs[len(logs)-1])
+	timeout := time.NewTimer(statusEvery + time.Duration(res.Nodes)*200*time.Millisecond)
+	defer timeout.Stop()
+	for {
+		select {
+		case ps, ok := <-passes:
+			if !ok {
+				return errors.New("restart: log watch ended")
+			}
+			if ps.Nodes < res.Nodes {
+				continue // a pass that began before the Node list was complete
+			}
+			s1 := w.snapshot()
+			res.Restart, res.RestartTook, res.RestartPass, res.RestartMeasure = s1.sub(s0), s1.At.Sub(s0.At), ps.Took, true
+			logf("restart: first status-update pass over %d Nodes took %s; %d vCenter requests since the start",
+				ps.Nodes, ps.Took.Round(time.Millisecond), res.Restart.Wire.Requests)
+			return nil
+		case <-timeout.C:
+			return errors.New("restart: no status-update pass over every Node")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // waitInit waits until every Node is initialized, the CCM exits, or
