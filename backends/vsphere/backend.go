@@ -72,7 +72,7 @@ func New(opts Options) *Backend {
 		refresh = DefaultTagRefresh
 	}
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
-	b.inv = &inventory{sessions: b.sessions, heartbeat: heartbeat, log: log}
+	b.inv = newInventory(b.sessions, heartbeat, log)
 	b.tagCache = &tagCache{refresh: refresh, lifetime: ctx, log: log}
 	go func() {
 		defer close(b.done)
@@ -118,6 +118,7 @@ func (b *Backend) Inventoried() bool { return b.inv != nil }
 func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
 	const op = "vsphere.Find"
 	if b.inv != nil && q.AllowCached {
+		b.inv.awaitFirstAttempt(ctx)
 		if vms, ok := b.inv.find(q); ok {
 			return vms, nil
 		}
@@ -220,6 +221,7 @@ func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Re
 func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
 	const op = "vsphere.Get"
 	if b.inv != nil {
+		b.inv.awaitFirstAttempt(ctx)
 		// Held in memory: current. Not held: vCenter decides.
 		if vm, ok := b.inv.get(ref); ok {
 			return vm, nil
@@ -368,6 +370,7 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 		return map[string]string{}, nil
 	}
 	if b.inv != nil {
+		b.inv.awaitFirstAttempt(ctx)
 		if out, ok := b.cachedTags(ctx, vm, categories); ok {
 			return out, nil
 		}

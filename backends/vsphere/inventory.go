@@ -50,6 +50,10 @@ type inventory struct {
 	// updates counts the object updates applied since start, loads
 	// included: a change seen moves it.
 	updates atomic.Uint64
+	// firstAttempt is closed when the first load has been published or
+	// the watch's first attempt has failed (see awaitFirstAttempt).
+	firstAttempt     chan struct{}
+	firstAttemptOnce sync.Once
 
 	mu    sync.RWMutex
 	state *invState // nil while out of sync
@@ -88,13 +92,52 @@ func newInvState() *invState {
 	}
 }
 
+func newInventory(s *sessions, heartbeat time.Duration, log klog.Logger) *inventory {
+	return &inventory{sessions: s, heartbeat: heartbeat, log: log, firstAttempt: make(chan struct{})}
+}
+
+// firstLoadWait bounds how long a lookup waits for the first load.
+const firstLoadWait = 5 * time.Second
+
+// awaitFirstAttempt waits, while the inventory's first load is under way,
+// until it ends, for at most half of ctx's remaining time (the other half
+// is for a direct lookup) and firstLoadWait. A CCM that starts in a
+// running cluster asks about every Node at once, seconds before its
+// inventories are loaded; without the wait each of those lookups would
+// go to vCenter directly, the storm the inventory exists to prevent.
+// Once the first attempt has ended, loaded or failed, nothing waits.
+func (inv *inventory) awaitFirstAttempt(ctx context.Context) {
+	select {
+	case <-inv.firstAttempt:
+		return
+	default:
+	}
+	wait := firstLoadWait
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(deadline)/2)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-inv.firstAttempt:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (inv *inventory) endFirstAttempt() {
+	inv.firstAttemptOnce.Do(func() { close(inv.firstAttempt) })
+}
+
 // run keeps the watch going until ctx ends, reconnecting with backoff.
 func (inv *inventory) run(ctx context.Context) {
+	defer inv.endFirstAttempt()
 	backoff := newWatchBackoff()
 	for {
 		started := time.Now()
 		err := inv.watch(ctx)
 		inv.setState(nil, time.Time{})
+		inv.endFirstAttempt()
 		if ctx.Err() != nil {
 			return
 		}
@@ -192,6 +235,7 @@ func (inv *inventory) watch(ctx context.Context) error {
 			if !truncated {
 				inv.log.V(2).Info("vCenter inventory loaded", "vms", len(loading.vms), "entities", len(loading.entities))
 				inv.setState(loading, now.Add(inv.heartbeat+timeout))
+				inv.endFirstAttempt()
 				loading = nil
 				inv.updates.Add(uint64(applied))
 				applied = 0

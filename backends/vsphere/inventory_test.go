@@ -415,3 +415,68 @@ func (fx *invFixture) entityOf(name, kind string) types.ManagedObjectReference {
 	fx.t.Fatalf("no %s %q in the inventory", kind, name)
 	return types.ManagedObjectReference{}
 }
+
+// A CCM that starts in a running cluster asks about every Node at once,
+// before its inventory has loaded: those lookups wait for the first load
+// and are answered from it, instead of each going to vCenter.
+func TestLookupsAtStartWaitForTheFirstLoad(t *testing.T) {
+	f, err := vcsim.Start(vcsim.Options{VCenters: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	vc := f.VCenters[0]
+	p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	// Login, collector, view, filter and the load are round trips of their
+	// own: at this delay the load is under way for a second or more.
+	p.SetDelay(200 * time.Millisecond)
+	before, _ := vc.SOAPCalls()
+	b := New(Options{
+		Config: config.VCenterConfig{Name: vc.Name, Server: p.Host(), Port: p.Port(), InsecureFlag: true,
+			RoundTripCount: 1, RequestTimeout: 20 * time.Second},
+		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
+		Inventory:   true, Heartbeat: time.Second, TagRefresh: time.Hour,
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.Close(ctx)
+	})
+	ctx := ctxFor(t)
+	if b.inv.synced() {
+		t.Fatal("the inventory loaded before the first lookup: the test proves nothing")
+	}
+	for _, want := range firstPerDatacenter(vc) {
+		vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{want.UUID}, AllowCached: true})
+		if err != nil || len(vms) != 1 || vms[0].Ref.ID != want.Ref {
+			t.Fatalf("Find(%s) at start = %+v, %v", want.Name, vms, err)
+		}
+		tg, err := b.Tags(ctx, &vms[0], zoneRegion)
+		if err != nil || tg["k8s-zone"] != want.Zone || tg["k8s-region"] != want.Region {
+			t.Fatalf("Tags(%s) at start = %v, %v; want zone %s region %s", want.Name, tg, err, want.Zone, want.Region)
+		}
+	}
+	after, _ := vc.SOAPCalls()
+	for _, m := range []string{"FindAllByUuid", "RetrieveProperties", "RetrievePropertiesEx"} {
+		if n := after[m] - before[m]; n != 0 {
+			t.Errorf("%d %s calls: lookups at start went to vCenter directly", n, m)
+		}
+	}
+}
+
+// firstPerDatacenter is the first VM of each datacenter of vc.
+func firstPerDatacenter(vc *vcsim.VCenter) []*vcsim.VM {
+	var out []*vcsim.VM
+	seen := map[string]bool{}
+	for _, vm := range vc.VMs {
+		if !seen[vm.Datacenter] {
+			seen[vm.Datacenter] = true
+			out = append(out, vm)
+		}
+	}
+	return out
+}
