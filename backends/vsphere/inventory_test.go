@@ -48,13 +48,9 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 		host, port = via(fx.vc)
 	}
 	opts := func(inventory bool) Options {
-		return Options{
-			Config: config.VCenterConfig{
-				Name: fx.vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: timeout,
-			},
-			Credentials: credentials.Static{User: fx.vc.User, Password: config.Password(fx.vc.Password)},
-			Inventory:   inventory, Heartbeat: heartbeat, TagRefresh: time.Hour,
-		}
+		o := optionsVia(fx.vc, host, port, timeout)
+		o.Inventory, o.Heartbeat, o.TagRefresh = inventory, heartbeat, time.Hour
+		return o
 	}
 	o := opts(true)
 	o.WrapTransport = vcsim.CountRequests(&fx.n)
@@ -68,6 +64,34 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 	})
 	fx.eventually("the inventory is in sync", fx.b.inv.synced)
 	return fx
+}
+
+// optionsVia are the options of a backend for vc, reached at host:port.
+func optionsVia(vc *vcsim.VCenter, host string, port int, timeout time.Duration) Options {
+	return Options{
+		Config: config.VCenterConfig{
+			Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: timeout,
+		},
+		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
+	}
+}
+
+// proxiedVCenter starts one simulated vCenter behind a loopback proxy.
+func proxiedVCenter(t *testing.T, o vcsim.Options) (*vcsim.VCenter, *vcsim.Proxy) {
+	t.Helper()
+	o.VCenters = 1
+	f, err := vcsim.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	vc := f.VCenters[0]
+	p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return vc, p
 }
 
 func (fx *invFixture) eventually(what string, cond func() bool) {
@@ -420,27 +444,14 @@ func (fx *invFixture) entityOf(name, kind string) types.ManagedObjectReference {
 // before its inventory has loaded: those lookups wait for the first load
 // and are answered from it, instead of each going to vCenter.
 func TestLookupsAtStartWaitForTheFirstLoad(t *testing.T) {
-	f, err := vcsim.Start(vcsim.Options{VCenters: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	vc := f.VCenters[0]
-	p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	vc, p := proxiedVCenter(t, vcsim.Options{})
 	// Login, collector, view, filter and the load are round trips of their
 	// own: at this delay the load is under way for a second or more.
 	p.SetDelay(200 * time.Millisecond)
 	before, _ := vc.SOAPCalls()
-	b := New(Options{
-		Config: config.VCenterConfig{Name: vc.Name, Server: p.Host(), Port: p.Port(), InsecureFlag: true,
-			RoundTripCount: 1, RequestTimeout: 20 * time.Second},
-		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
-		Inventory:   true, Heartbeat: time.Second, TagRefresh: time.Hour,
-	})
+	o := optionsVia(vc, p.Host(), p.Port(), 20*time.Second)
+	o.Inventory, o.Heartbeat, o.TagRefresh = true, time.Second, time.Hour
+	b := New(o)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -11,8 +10,6 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -20,22 +17,8 @@ import (
 // connection to be reused: one TLS connection serves them all, where
 // govmomi alone opens a new one for each.
 func TestLargeResponsesReuseTheirConnection(t *testing.T) {
-	f, err := vcsim.Start(vcsim.Options{VCenters: 1, Datacenters: 1, MachinesPerPool: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	vc := f.VCenters[0]
-	p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	b := New(Options{
-		Config: config.VCenterConfig{Name: vc.Name, Server: p.Host(), Port: p.Port(), InsecureFlag: true,
-			RoundTripCount: 1, RequestTimeout: 10 * time.Second},
-		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
-	})
+	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 50})
+	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
 	ctx := ctxFor(t)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	c, err := b.sessions.client(ctx)
