@@ -91,7 +91,9 @@ func iniToYAML(data []byte) (*yaml.Node, error) {
 		if k == "user" || k == "password" || k == "server" || k == "port" || k == "thumbprint" {
 			val.Tag = "!!str" // "0123" stays a string
 		}
-		section.Content = append(section.Content, scalar(k), val)
+		kn := scalar(k)
+		kn.Line, val.Line = lineNo, lineNo // so errors point into the INI file
+		section.Content = append(section.Content, kn, val)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

@@ -102,7 +102,12 @@ func TestINIForms(t *testing.T) {
 		{
 			name:    "unknown key, by path",
 			ini:     "[Global]\nuser = u\npassword = p\nbogus-key = 1\n[VirtualCenter \"vc\"]\n",
-			wantErr: []string{"global.bogusKey: unknown key"},
+			wantErr: []string{"global.bogusKey: unknown key (line 4)"},
+		},
+		{
+			name:    "values of the wrong type, by path and INI line",
+			ini:     "[Global]\nuser = u\ninsecure-flag = maybe\n[VirtualCenter \"vc\"]\nsoap-roundtrip-count = many\n",
+			wantErr: []string{`global.insecureFlag: want true or false, got "maybe" (line 3)`, `vcenter.vc.soapRoundtripCount: want a whole number, 0 or more, got "many" (line 5)`},
 		},
 		{
 			name:    "malformed lines",
