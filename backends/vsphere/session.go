@@ -142,7 +142,10 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	}
 	var rt soap.RoundTripper = sc
 	if n := s.opts.Config.RoundTripCount; n > 1 {
-		rt = vim25.Retry(rt, vim25.TemporaryNetworkError(int(n)), int(n))
+		// RetryTemporaryNetworkError, not the deprecated
+		// TemporaryNetworkError(n): that one counts down one counter
+		// shared by every request, unsynchronised, for the client's life.
+		rt = vim25.Retry(rt, vim25.RetryTemporaryNetworkError, int(n))
 	}
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
