@@ -124,6 +124,18 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
+// withRetries makes each request try up to attempts times while it fails
+// with a temporary network error (soapRoundtripCount).
+func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
+	if attempts <= 1 {
+		return rt
+	}
+	// RetryTemporaryNetworkError, not the deprecated TemporaryNetworkError(n):
+	// that one counts down one counter shared by every request,
+	// unsynchronised, for the client's whole life.
+	return vim25.Retry(rt, vim25.RetryTemporaryNetworkError, int(attempts))
+}
+
 // connect opens a new client and logs it in with creds.
 func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (*conn, error) {
 	u := s.url()
@@ -140,13 +152,7 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
 	}
-	var rt soap.RoundTripper = sc
-	if n := s.opts.Config.RoundTripCount; n > 1 {
-		// RetryTemporaryNetworkError, not the deprecated
-		// TemporaryNetworkError(n): that one counts down one counter
-		// shared by every request, unsynchronised, for the client's life.
-		rt = vim25.Retry(rt, vim25.RetryTemporaryNetworkError, int(n))
-	}
+	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -2,12 +2,14 @@ package vsphere
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -58,5 +60,34 @@ func TestLargeResponsesReuseTheirConnection(t *testing.T) {
 	t.Logf("%d reads of %d VMs, SOAP and REST: %+v", reads, len(vc.VMs), tr)
 	if tr.Connections != 1 {
 		t.Errorf("%d connections for %d sequential requests, want 1", tr.Connections, tr.Requests)
+	}
+}
+
+// flakyOnce fails every other call with a temporary network error.
+type flakyOnce struct{ calls int }
+
+func (f *flakyOnce) RoundTrip(context.Context, soap.HasFault, soap.HasFault) error {
+	f.calls++
+	if f.calls%2 == 1 {
+		return &url.Error{Op: "Post", URL: "https://vc/sdk", Err: context.DeadlineExceeded} // Temporary()
+	}
+	return nil
+}
+
+// Every request gets its own retries, for the client's whole life: a
+// transient error on the hundredth request is retried like on the first.
+func TestRetriesArePerRequest(t *testing.T) {
+	f := &flakyOnce{}
+	rt := withRetries(f, 3)
+	for i := range 100 {
+		if err := rt.RoundTrip(context.Background(), nil, nil); err != nil {
+			t.Fatalf("request %d failed after a single transient error: %v", i+1, err)
+		}
+	}
+	if f.calls != 200 {
+		t.Fatalf("%d attempts for 100 requests, each failing once: want 200", f.calls)
+	}
+	if withRetries(f, 1) != soap.RoundTripper(f) {
+		t.Fatal("soapRoundtripCount 1 must mean no retry")
 	}
 }
