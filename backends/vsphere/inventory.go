@@ -131,7 +131,6 @@ func (inv *inventory) endFirstAttempt() {
 
 // run keeps the watch going until ctx ends, reconnecting with backoff.
 func (inv *inventory) run(ctx context.Context) {
-	defer inv.endFirstAttempt()
 	backoff := newWatchBackoff()
 	for {
 		started := time.Now()
