@@ -171,28 +171,25 @@ func (inv *inventory) watch(ctx context.Context) error {
 	}
 	// A collector of its own: the default one serves direct lookups, and
 	// one collector allows one WaitForUpdatesEx at a time.
+	// destroy removes a server-side object of the watch under a fresh
+	// deadline, also when closing: destroying the collector ends a poll
+	// vCenter would otherwise hold open until its MaxWaitSeconds, and a
+	// view left behind costs vCenter memory until the session ends.
+	destroy := func(d func(context.Context) error) {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		_ = d(dctx)
+	}
 	pc, err := property.DefaultCollector(vc).Create(sctx)
 	if err != nil {
 		return fmt.Errorf("%s: create property collector: %w", op, err)
 	}
-	defer func() {
-		// Also when closing: destroying the collector ends a poll
-		// vCenter would otherwise hold open until its MaxWaitSeconds.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		_ = pc.Destroy(dctx)
-	}()
+	defer destroy(pc.Destroy)
 	v, err := view.NewManager(vc).CreateContainerView(sctx, vc.ServiceContent.RootFolder, inventoryKinds, true)
 	if err != nil {
 		return fmt.Errorf("%s: create container view: %w", op, err)
 	}
-	defer func() {
-		// Also when closing: destroying the collector ends a poll
-		// vCenter would otherwise hold open until its MaxWaitSeconds.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		_ = v.Destroy(dctx)
-	}()
+	defer destroy(v.Destroy)
 	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: filterSpec(v.Reference()), PartialUpdates: false}); err != nil {
 		return fmt.Errorf("%s: create filter: %w", op, err)
 	}
