@@ -110,13 +110,7 @@ func (w *chaosWorld) recordDeletions(t *testing.T) {
 		vmOf[harness.NodeName(vm)] = vm
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		name := ""
-		switch o := obj.(type) {
-		case *corev1.Node:
-			name = o.Name
-		case cache.DeletedFinalStateUnknown:
-			name = o.Key
-		}
+		name := deletedNodeName(obj)
 		vm := vmOf[name]
 		exists := vm != nil && w.env.Fed.VCenter(vm.VCenter).Exists(vm)
 		w.mu.Lock()

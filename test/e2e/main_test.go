@@ -183,6 +183,18 @@ type deletionWatch struct {
 	stop    context.CancelFunc
 }
 
+// deletedNodeName is the name of the Node an informer's delete event is
+// about, also when the informer missed the deletion itself.
+func deletedNodeName(obj any) string {
+	switch o := obj.(type) {
+	case *corev1.Node:
+		return o.Name
+	case cache.DeletedFinalStateUnknown:
+		return o.Key // a Node has no namespace: the key is its name
+	}
+	return ""
+}
+
 func watchDeletions(t *testing.T, env *harness.Env) *deletionWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -191,13 +203,7 @@ func watchDeletions(t *testing.T, env *harness.Env) *deletionWatch {
 	inf := factory.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
-			name := ""
-			switch o := obj.(type) {
-			case *corev1.Node:
-				name = o.Name
-			case cache.DeletedFinalStateUnknown:
-				name = o.Key
-			}
+			name := deletedNodeName(obj)
 			w.mu.Lock()
 			w.deleted = append(w.deleted, name)
 			w.mu.Unlock()
