@@ -290,31 +290,40 @@ func terminatedSessionsRow() faultCase {
 // NotAuthenticated (the session itself stays valid): the CCM logs in again
 // and retries, every such re-login succeeds, new Nodes still initialize,
 // and nothing is deleted.
+//
+// The CCM answers lookups from its inventory while it is in sync, and then
+// reaches vc2 only with the watch's poll (one per heartbeat): faults at
+// random could miss it for the whole window. So every poll meets the
+// fault: the watch stops, the inventory leaves service, and the lookups
+// for the new Nodes go to vc2, where half of them meet it.
 func notAuthenticatedRow() faultCase {
-	var rules *vcsim.FaultRules
+	var watch, lookups *vcsim.FaultRules
 	return faultCase{
 		name: "answers NotAuthenticated at random",
 		inject: func(r *faultRow) func() {
-			// The inventory's watch meets them too: it restarts, and
-			// lookups go to vc2 meanwhile.
-			rules = r.vc.InjectFault(simulator.FaultTypeNotAuthenticated, 0.5, "RetrieveProperties", "RetrievePropertiesEx", "FindAllByUuid", "WaitForUpdatesEx")
-			return rules.Remove
+			watch = r.vc.InjectFault(simulator.FaultTypeNotAuthenticated, 1, "WaitForUpdatesEx")
+			lookups = r.vc.InjectFault(simulator.FaultTypeNotAuthenticated, 0.5, "RetrieveProperties", "RetrievePropertiesEx", "FindAllByUuid")
+			return func() { watch.Remove(); lookups.Remove() }
 		},
-		during: func(r *faultRow) { createNodes(r.t, r.env, r.spare[:2]) },
+		during: func(r *faultRow) {
+			r.waitInventory("out of service", 20*time.Second, func(synced, _ float64) bool { return synced == 0 })
+			createNodes(r.t, r.env, r.spare[:2])
+		},
 		expect: func(r *faultRow) {
-			n := r.vc.Injected()
-			if n == 0 {
-				r.t.Fatal("the simulator injected no NotAuthenticated fault")
-			}
-			r.t.Logf("%d NotAuthenticated faults injected", n)
 			// A retried request may meet another injected fault (and fail:
 			// one retry), but logging in again must never fail.
 			if m := regexp.MustCompile(`session lost \(.*\), and .*`).FindString(r.log()); m != "" {
 				r.t.Fatalf("re-login after an injected NotAuthenticated failed:\n%s", m)
 			}
 			nudgeInitialized(r.t, r.env, r.spare[:2], 40*time.Second)
+			n := lookups.Injected()
+			if n["RetrieveProperties"]+n["RetrievePropertiesEx"]+n["FindAllByUuid"] == 0 {
+				r.t.Fatalf("no lookup met an injected NotAuthenticated (%v; the watch's polls: %v)", n, watch.Injected())
+			}
+			r.t.Logf("NotAuthenticated faults injected: lookups %v, the watch's polls %v", n, watch.Injected())
 		},
 		recover: func(r *faultRow) {
+			r.waitInventory("back in service", time.Minute, func(synced, _ float64) bool { return synced == 1 })
 			createNodes(r.t, r.env, r.spare[2:3])
 			nudgeInitialized(r.t, r.env, r.spare[2:3], 30*time.Second)
 		},

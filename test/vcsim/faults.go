@@ -103,6 +103,26 @@ func (vc *VCenter) Injected() int64 {
 	return n
 }
 
+// Injected is how many faults each of the rules has injected so far, by
+// SOAP method name (read from the simulator's statistics, which number the
+// rules by position).
+func (fr *FaultRules) Injected() map[string]int64 {
+	faultRulesMu.Lock()
+	defer faultRulesMu.Unlock()
+	stats := fr.vc.Model.Service.GetFaultStats()
+	out := map[string]int64{}
+	for _, r := range fr.rules {
+		for i, have := range fr.vc.Model.Service.GetFaultRules() {
+			if have == r {
+				n, _ := stats[fmt.Sprintf("rule_%d_count", i)].(int64)
+				out[r.MethodName] += n
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Remove takes the rules out of the simulator; safe to call more than once.
 func (fr *FaultRules) Remove() {
 	faultRulesMu.Lock()
