@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -112,12 +113,9 @@ func (fr *FaultRules) Injected() map[string]int64 {
 	stats := fr.vc.Model.Service.GetFaultStats()
 	out := map[string]int64{}
 	for _, r := range fr.rules {
-		for i, have := range fr.vc.Model.Service.GetFaultRules() {
-			if have == r {
-				n, _ := stats[fmt.Sprintf("rule_%d_count", i)].(int64)
-				out[r.MethodName] += n
-				break
-			}
+		if i := slices.Index(fr.vc.Model.Service.GetFaultRules(), r); i >= 0 {
+			n, _ := stats[fmt.Sprintf("rule_%d_count", i)].(int64)
+			out[r.MethodName] += n
 		}
 	}
 	return out
@@ -128,11 +126,8 @@ func (fr *FaultRules) Remove() {
 	faultRulesMu.Lock()
 	defer faultRulesMu.Unlock()
 	for _, r := range fr.rules {
-		for i, have := range fr.vc.Model.Service.GetFaultRules() {
-			if have == r {
-				fr.vc.Model.Service.RemoveFaultRule(i)
-				break
-			}
+		if i := slices.Index(fr.vc.Model.Service.GetFaultRules(), r); i >= 0 {
+			fr.vc.Model.Service.RemoveFaultRule(i)
 		}
 	}
 	fr.rules = nil
