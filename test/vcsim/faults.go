@@ -97,13 +97,6 @@ func (vc *VCenter) InjectFault(ft simulator.FaultType, probability float64, meth
 	return fr
 }
 
-// Injected is how many faults the simulator has injected, by every rule of
-// the vCenter (the simulator's own statistics).
-func (vc *VCenter) Injected() int64 {
-	n, _ := vc.Model.Service.GetFaultStats()["total_injections"].(int64)
-	return n
-}
-
 // Injected is how many faults each of the rules has injected so far, by
 // SOAP method name (read from the simulator's statistics, which number the
 // rules by position).

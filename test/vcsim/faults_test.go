@@ -46,9 +46,6 @@ func TestFaultRulesCountTheirOwnInjections(t *testing.T) {
 	if got := never.Injected(); got["FindAllByUuid"] != 0 {
 		t.Errorf("the set at probability 0 counted %v, want nothing", got)
 	}
-	if got := vc.Injected(); got != 3 {
-		t.Errorf("the simulator counted %d injections, want 3", got)
-	}
 
 	always.Remove()
 	if err := find(); err != nil {
