@@ -37,8 +37,55 @@ type Backend interface {
 	// Part of the interface, not optional: a wrapper embedding a Backend
 	// must not hide it.
 	Inventoried() bool
-	// Close releases sessions.
+	// Reachability reports what the backend knows of its vCenter's
+	// connection apart from lookup answers: the outcome of the last
+	// connection-level event (connect, TLS handshake, login, keep-alive,
+	// the inventory watch's poll). A lookup may skip waiting for a vCenter
+	// that is not Up when it found the VM elsewhere, and may fail at once
+	// for one that is Down; it never concludes absence without an answer.
+	Reachability() Reachability
+	// Probe connects and logs in if needed, then makes one cheap request,
+	// under ctx: how a caller learns that a vCenter known down is back.
+	// Its outcome updates Reachability.
+	Probe(ctx context.Context) error
+	// Close releases sessions. A closed backend never connects again:
+	// every later call fails with ErrClosed.
 	Close(ctx context.Context) error
+}
+
+// ErrClosed is every call of a backend after Close.
+var ErrClosed = errors.New("backend closed")
+
+// ConnState is the outcome of a backend's last connection-level event.
+type ConnState int
+
+const (
+	// ConnUnknown: no connection attempt has ended yet.
+	ConnUnknown ConnState = iota
+	// ConnUp: the last connection-level event succeeded.
+	ConnUp
+	// ConnDown: the last connection-level event failed.
+	ConnDown
+)
+
+func (s ConnState) String() string {
+	switch s {
+	case ConnUp:
+		return "up"
+	case ConnDown:
+		return "down"
+	}
+	return "unknown"
+}
+
+// Reachability is a backend's view of its vCenter's connection.
+type Reachability struct {
+	State ConnState
+	// Err is the failure that made the vCenter Down (nil otherwise). It
+	// names what failed, never a credential.
+	Err error
+	// Since is when State last changed.
+	Since time.Time
 }
 
 // CredentialRefresher is a Backend holding a login. RefreshCredentials

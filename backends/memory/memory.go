@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
@@ -30,6 +31,9 @@ type Backend struct {
 	inventoried bool
 	directErr   error // returned by Find calls that do not allow a cached answer
 	cachedCalls atomic.Int64
+	reach       backends.Reachability
+	probes      atomic.Int64
+	closed      bool
 }
 
 // Lag makes the VM with the given ref ID missing from the backend's
@@ -64,10 +68,43 @@ func (b *Backend) FailDirect(err error) {
 // CachedCalls counts the Find calls that allowed a cached answer.
 func (b *Backend) CachedCalls() int64 { return b.cachedCalls.Load() }
 
-// New returns an empty fake vCenter.
+// New returns an empty fake vCenter, reachable.
 func New() *Backend {
-	return &Backend{vms: map[string]backends.VM{}, tags: map[string]map[string]string{}}
+	return &Backend{
+		vms: map[string]backends.VM{}, tags: map[string]map[string]string{},
+		reach: backends.Reachability{State: backends.ConnUp, Since: time.Now()},
+	}
 }
+
+// SetReachability sets what Reachability reports (a probe changes it too).
+func (b *Backend) SetReachability(state backends.ConnState, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reach = backends.Reachability{State: state, Err: err, Since: time.Now()}
+}
+
+// Reachability implements backends.Backend.
+func (b *Backend) Reachability() backends.Reachability {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reach
+}
+
+// Probe implements backends.Backend: it fails as every call does (Fail,
+// Hang) and sets Reachability from the outcome.
+func (b *Backend) Probe(ctx context.Context) error {
+	b.probes.Add(1)
+	err := b.enter(ctx)
+	state := backends.ConnUp
+	if err != nil {
+		state = backends.ConnDown
+	}
+	b.SetReachability(state, err)
+	return err
+}
+
+// Probes counts Probe calls.
+func (b *Backend) Probes() int64 { return b.probes.Load() }
 
 // Add puts vm in the inventory; tags maps category to tag name.
 func (b *Backend) Add(vm backends.VM, tags map[string]string) {
@@ -117,6 +154,9 @@ func (b *Backend) enter(ctx context.Context) error {
 	b.calls.Add(1)
 	b.mu.Lock()
 	hang, err := b.hang, b.err
+	if b.closed {
+		err = backends.ErrClosed
+	}
 	b.mu.Unlock()
 	if hang {
 		<-ctx.Done()
@@ -187,5 +227,10 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	return out, nil
 }
 
-// Close implements backends.Backend.
-func (b *Backend) Close(context.Context) error { return nil }
+// Close implements backends.Backend: later calls fail with ErrClosed.
+func (b *Backend) Close(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/klog/v2"
@@ -525,4 +526,21 @@ func (b *Backend) Close(ctx context.Context) error {
 // isNotFound reports vCenter's "no such object" fault.
 func isNotFound(err error) bool {
 	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
+}
+
+// Reachability implements backends.Backend.
+func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
+
+// Probe implements backends.Backend: a login when there is no session,
+// then one cheap request.
+func (b *Backend) Probe(ctx context.Context) error {
+	const op = "vsphere.Probe"
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if _, err := methods.GetCurrentTime(ctx, vc); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
@@ -67,6 +68,27 @@ type sessions struct {
 	mu         sync.Mutex
 	cur        *conn
 	generation uint64
+	reach      backends.Reachability // under mu
+}
+
+// setReachability records the outcome of a connection-level event.
+func (s *sessions) setReachability(err error) {
+	state := backends.ConnUp
+	if err != nil {
+		state = backends.ConnDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reach.State != state {
+		s.reach.Since = time.Now()
+	}
+	s.reach.State, s.reach.Err = state, err
+}
+
+func (s *sessions) reachability() backends.Reachability {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reach
 }
 
 // conn is one logged-in client pair. Rotating credentials builds a new conn
@@ -116,12 +138,26 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
 	c, err := s.connect(ctx, creds)
+	s.reach = reachAfter(s.reach, err)
 	if err != nil {
 		return nil, err
 	}
 	s.cur = c
 	s.generation++
 	return c, nil
+}
+
+// reachAfter is r after a connection attempt that ended with err.
+func reachAfter(r backends.Reachability, err error) backends.Reachability {
+	state := backends.ConnUp
+	if err != nil {
+		state = backends.ConnDown
+	}
+	if r.State != state {
+		r.Since = time.Now()
+	}
+	r.State, r.Err = state, err
+	return r
 }
 
 // withRetries makes each request try up to attempts times while it fails
