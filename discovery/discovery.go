@@ -55,6 +55,9 @@ type Options struct {
 	LocationTTL time.Duration
 	// Observer, when set, is told about each vCenter call and breaker change.
 	Observer Observer
+	// ProbeInterval spaces the probes of a vCenter known down (see
+	// Backend.Reachability); default 1s.
+	ProbeInterval time.Duration
 }
 
 // Observer receives what a Discoverer does, for metrics.
@@ -71,6 +74,15 @@ type Discoverer struct {
 	opts      Options
 	vcenters  atomic.Pointer[[]*vcenter]
 	locations *cache.TTL[string, location]
+	history   atomic.Pointer[History]
+
+	// probes are the background probes of vCenters known down; lifetime
+	// ends them at Close.
+	lifetime context.Context
+	stop     context.CancelFunc
+	probeMu  sync.Mutex // orders probes.Go after Close's Wait
+	closed   bool
+	probes   sync.WaitGroup
 }
 
 type location struct {
@@ -81,6 +93,10 @@ type location struct {
 type vcenter struct {
 	VCenter
 	breaker *gobreaker.CircuitBreaker[any]
+	// probing is set while a probe of this vCenter runs; lastProbe is
+	// when the last one started (unix nanoseconds).
+	probing   atomic.Bool
+	lastProbe atomic.Int64
 }
 
 // New returns a Discoverer over vcs.
@@ -88,9 +104,23 @@ func New(vcs []VCenter, opts Options) *Discoverer {
 	if opts.LocationTTL == 0 {
 		opts.LocationTTL = 30 * time.Minute
 	}
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = time.Second
+	}
 	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL)}
+	d.lifetime, d.stop = context.WithCancel(context.Background())
+	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
 	return d
+}
+
+// Close stops the background probes and waits for them.
+func (d *Discoverer) Close() {
+	d.probeMu.Lock()
+	d.closed = true
+	d.probeMu.Unlock()
+	d.stop()
+	d.probes.Wait()
 }
 
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
@@ -153,9 +183,24 @@ func (e *VCenterError) Unwrap() error { return e.Err }
 // breaker is open.
 var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures")
 
-// call runs fn against v under the breaker and v's request deadline.
+// ErrVCenterDown is returned, without a network call, for a vCenter whose
+// backend's last connection-level event failed; a background probe tells
+// when it is back.
+var ErrVCenterDown = errors.New("vCenter known down")
+
+// call runs fn against v under the breaker and v's request deadline. A
+// vCenter known down answers at once with ErrVCenterDown.
 func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
+	var zero T
 	start := time.Now()
+	if r := v.Backend.Reachability(); r.State == backends.ConnDown {
+		d.probeLater(v)
+		err := fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err)
+		if d.opts.Observer != nil {
+			d.opts.Observer.Call(v.Name, op, time.Since(start), err)
+		}
+		return zero, &VCenterError{VCenter: v.Name, Err: err}
+	}
 	out, err := v.breaker.Execute(func() (any, error) {
 		cctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
 		defer cancel()
@@ -168,11 +213,11 @@ func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn f
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		err = ErrBreakerOpen
 	}
-	if d.opts.Observer != nil {
+	// A call the lookup stopped waiting for says nothing about the vCenter.
+	if d.opts.Observer != nil && !errors.Is(err, context.Canceled) {
 		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
 	}
 	if err != nil {
-		var zero T
 		return zero, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	return out.(T), nil
@@ -231,31 +276,58 @@ func errorStrings(errs []error) []string {
 	return out
 }
 
-// FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
-// byte-swapped form too. It returns (nil, nil) only when every vCenter
-// answered that no such VM exists.
-func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, error) {
-	const op = "discovery.FindByUUID"
+// lookup is one search: the query, its location cache key and its name
+// in messages.
+type lookup struct {
+	q        backends.Query
+	key      string
+	what     string
+	nameOnly bool // by VM name: the weakest key, never grounds for absence
+}
+
+func uuidLookup(uuid string) (lookup, error) {
 	u, err := NormalizeUUID(uuid)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return lookup{}, err
 	}
 	values := []string{u}
 	if s := SwapByteOrder(u); s != u {
 		values = append(values, s)
 	}
-	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: values}, "uuid:"+u, fmt.Sprintf("uuid %q", u))
+	return lookup{q: backends.Query{By: backends.ByUUID, Values: values}, key: "uuid:" + u, what: fmt.Sprintf("uuid %q", u)}, nil
+}
+
+func biosLookup(uuid string) (lookup, error) {
+	u, err := NormalizeUUID(uuid)
+	if err != nil {
+		return lookup{}, err
+	}
+	return lookup{q: backends.Query{By: backends.ByUUID, Values: []string{u}}, key: "bios:" + u, what: fmt.Sprintf("bios uuid %q", u)}, nil
+}
+
+func nameLookup(name string) lookup {
+	return lookup{q: backends.Query{By: backends.ByName, Values: []string{name}}, key: "name:" + name, what: fmt.Sprintf("vm name %q", name), nameOnly: true}
+}
+
+// FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
+// byte-swapped form too. It returns (nil, nil) only when every vCenter
+// answered that no such VM exists.
+func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, error) {
+	l, err := uuidLookup(uuid)
+	if err != nil {
+		return nil, fmt.Errorf("discovery.FindByUUID: %w", err)
+	}
+	return d.find(ctx, l)
 }
 
 // FindByBIOSUUID locates the VM whose BIOS UUID is exactly uuid, as in a
 // providerID; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByBIOSUUID(ctx context.Context, uuid string) (*Result, error) {
-	const op = "discovery.FindByBIOSUUID"
-	u, err := NormalizeUUID(uuid)
+	l, err := biosLookup(uuid)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("discovery.FindByBIOSUUID: %w", err)
 	}
-	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: []string{u}}, "bios:"+u, fmt.Sprintf("bios uuid %q", u))
+	return d.find(ctx, l)
 }
 
 // FindByProviderID locates the VM of a "vsphere://<uuid>" providerID.
@@ -269,19 +341,12 @@ func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (*
 
 // FindByName locates the VM named name; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, error) {
-	return d.find(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, "name:"+name, fmt.Sprintf("vm name %q", name))
-}
-
-// FindByNameUncached is FindByName asked of every vCenter itself, past
-// remembered locations and inventories: for checks that guard a
-// conclusion of absence, which must not rest on a copy a moment old.
-func (d *Discoverer) FindByNameUncached(ctx context.Context, name string) (*Result, error) {
-	return d.findUncached(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, fmt.Sprintf("vm name %q", name))
+	return d.find(ctx, nameLookup(name))
 }
 
 // FindByIP locates the VM with a guest IP ip; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
-	return d.find(ctx, backends.Query{By: backends.ByIP, Values: []string{ip}}, "ip:"+ip, fmt.Sprintf("ip %q", ip))
+	return d.find(ctx, lookup{q: backends.Query{By: backends.ByIP, Values: []string{ip}}, key: "ip:" + ip, what: fmt.Sprintf("ip %q", ip)})
 }
 
 // searched returns the vCenters a lookup asks; none is an error, so that
@@ -294,12 +359,12 @@ func (d *Discoverer) searched(what string) ([]*vcenter, error) {
 	return vcs, nil
 }
 
-func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what string) (*Result, error) {
-	vcs, err := d.searched(what)
+func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
+	vcs, err := d.searched(l.what)
 	if err != nil {
 		return nil, err
 	}
-	if res, ok := d.fromCache(ctx, vcs, q, key); ok {
+	if res, ok := d.fromCache(ctx, vcs, l.q, l.key); ok {
 		return res.result, res.err
 	}
 	if d.opts.Observer != nil {
@@ -308,8 +373,9 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 	// First from the backends' inventories where they have one; if that
 	// finds nothing anywhere, again from vCenter itself: an inventory's
 	// "none known" is not absence.
+	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, vcs, q)
+	answers := d.ask(ctx, vcs, q, true)
 	if nothingFound(answers) {
 		var again []*vcenter
 		for _, v := range vcs {
@@ -319,20 +385,12 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, again, q) {
+			for _, a := range d.ask(ctx, again, q, true) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
 	}
-	return d.judge(ctx, vcs, answers, key, what)
-}
-
-func (d *Discoverer) findUncached(ctx context.Context, q backends.Query, what string) (*Result, error) {
-	vcs, err := d.searched(what)
-	if err != nil {
-		return nil, err
-	}
-	return d.judge(ctx, vcs, d.ask(ctx, vcs, q), "", what)
+	return d.judge(ctx, vcs, answers, l.key, l.what)
 }
 
 // judge turns every vCenter's answer into the lookup's; key, when set,
@@ -349,7 +407,7 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		answered = append(answered, a.vc.Name)
 		for _, vm := range a.vms {
 			r := &Result{VCenter: a.vc.Name, VM: vm}
-			if len(a.vc.Datacenters) > 0 && !slices.Contains(a.vc.Datacenters, vm.Ref.Datacenter) {
+			if !a.vc.serves(vm.Ref.Datacenter) {
 				outside = append(outside, r)
 				continue
 			}
@@ -367,9 +425,7 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 			// ruled out; the VM found is still the best-known answer.
 			log.V(2).Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
 		}
-		if key != "" {
-			d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
-		}
+		d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
 		d.observe("found")
 		return found[0], nil
 	case failed != nil:
@@ -381,20 +437,23 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		d.observe("error")
 		return nil, &OutsideError{What: what, Matches: outside}
 	default:
-		if loc, ok := d.locations.Get(key); key != "" && ok && !configured(vcs, loc) {
+		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
 			// Last seen in a vCenter or datacenter that has left the
 			// config: leaving the config is not the VM being deleted.
 			// Refreshed, so it lasts as long as someone asks.
 			d.locations.Set(key, loc)
 			d.observe("error")
-			return nil, &RetiredError{What: what, VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}
+			return nil, &RetiredError{What: what, LastSeen: &Retired{VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}}
 		}
-		if key != "" {
-			d.locations.Delete(key)
-		}
+		d.locations.Delete(key)
 		d.observe("not_found")
 		return nil, nil
 	}
+}
+
+// serves reports whether v's configured datacenters include dc.
+func (v *vcenter) serves(dc string) bool {
+	return len(v.Datacenters) == 0 || slices.Contains(v.Datacenters, dc)
 }
 
 type answer struct {
@@ -406,9 +465,19 @@ type answer struct {
 // ask puts q to every vCenter in parallel. Every datacenter is searched;
 // the configured ones are applied by the caller, so a VM outside them is
 // seen, not absent.
-func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query) []answer {
+//
+// With foundFast, once a VM is found in a served datacenter the lookup
+// stops waiting for vCenters that are not known up (connecting for the
+// first time, or down): their calls are cancelled and count as not
+// answered, which a found VM does not need. Absence still waits for every
+// answer, and a vCenter known up is always waited for, so a duplicate
+// there is seen.
+func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, foundFast bool) []answer {
 	q.Datacenters = nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	answers := make([]answer, len(vcs))
+	done := make(chan int, len(vcs))
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		wg.Go(func() {
@@ -416,10 +485,35 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query) 
 				return b.Find(ctx, q)
 			})
 			answers[i] = answer{vc: v, vms: vms, err: err}
+			done <- i
 		})
 	}
+	pending := map[int]bool{}
+	for i := range vcs {
+		pending[i] = true
+	}
+	found := false
+	for len(pending) > 0 {
+		i := <-done
+		delete(pending, i)
+		found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Ref.Datacenter) })
+		if foundFast && found && !waitingForUp(vcs, pending) {
+			break
+		}
+	}
+	cancel()
 	wg.Wait()
 	return answers
+}
+
+// waitingForUp reports whether a pending vCenter is known up.
+func waitingForUp(vcs []*vcenter, pending map[int]bool) bool {
+	for i := range pending {
+		if vcs[i].Backend.Reachability().State == backends.ConnUp {
+			return true
+		}
+	}
+	return false
 }
 
 // nothingFound reports answers that would be taken for absence: every
@@ -451,17 +545,7 @@ func (e *OutsideError) Error() string {
 // configured reports whether loc's vCenter and datacenter are searched.
 func configured(vcs []*vcenter, loc location) bool {
 	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
-	return i >= 0 && (len(vcs[i].Datacenters) == 0 || slices.Contains(vcs[i].Datacenters, loc.ref.Datacenter))
-}
-
-// RetiredError is a lookup for a VM last seen in a vCenter or datacenter
-// that is no longer configured: it cannot be asked, so the VM is not gone.
-type RetiredError struct {
-	What, VCenter, Datacenter string
-}
-
-func (e *RetiredError) Error() string {
-	return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.VCenter, e.Datacenter)
+	return i >= 0 && vcs[i].serves(loc.ref.Datacenter)
 }
 
 func (d *Discoverer) observe(result string) {

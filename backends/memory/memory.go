@@ -31,6 +31,7 @@ type Backend struct {
 	inventoried bool
 	directErr   error // returned by Find calls that do not allow a cached answer
 	cachedCalls atomic.Int64
+	byErr       map[backends.By]error // returned by Find calls of that kind
 	reach       backends.Reachability
 	probes      atomic.Int64
 	closed      bool
@@ -63,6 +64,17 @@ func (b *Backend) FailDirect(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.directErr = err
+}
+
+// FailQuery makes Find calls of kind by return err (nil heals), as a
+// vCenter whose searches of one kind time out while others answer.
+func (b *Backend) FailQuery(by backends.By, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byErr == nil {
+		b.byErr = map[backends.By]error{}
+	}
+	b.byErr[by] = err
 }
 
 // CachedCalls counts the Find calls that allowed a cached answer.
@@ -177,6 +189,9 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, er
 	defer b.mu.Unlock()
 	if !q.AllowCached && b.directErr != nil {
 		return nil, b.directErr
+	}
+	if err := b.byErr[q.By]; err != nil {
+		return nil, err
 	}
 	var out []backends.VM
 	for _, vm := range b.vms {
