@@ -90,6 +90,10 @@ type Cloud struct {
 		sum [32]byte
 		err string
 	}
+	// pendingDuplicates are BIOS UUIDs newly held in several vCenters,
+	// to report on their Nodes (watchNodes).
+	dupMu             sync.Mutex
+	pendingDuplicates map[string][]string
 	// historyKnown is set once the config history has been recorded.
 	historyKnown bool
 	watcher      *fileWatcher
@@ -132,10 +136,11 @@ func New(cfg *config.Config, opts Options) *Cloud {
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
-	c := &Cloud{
-		opts: opts, backends: map[string]*vcenterBackend{}, discovery: discovery.New(nil, opts.Discovery),
-		reloads: make(chan struct{}, 1),
+	c := &Cloud{opts: opts, backends: map[string]*vcenterBackend{}, reloads: make(chan struct{}, 1)}
+	if opts.Discovery.OnDuplicate == nil {
+		opts.Discovery.OnDuplicate = c.noteDuplicate
 	}
+	c.discovery = discovery.New(nil, opts.Discovery)
 	c.cfg.Store(cfg)
 	if opts.Metrics != nil {
 		opts.Metrics.setInventorySource(c.inventoryStatuses)
@@ -203,7 +208,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		// Until the record of the vCenters served before is read, a VM
 		// not found is not gone: one may have left the config meanwhile.
 		c.discovery.SetHistory(discovery.History{Why: "reading configmap " + c.opts.HistoryObject.String()})
-		go c.requeueOnRecovery(stop)
+		go c.watchNodes(stop)
 	}
 	w, err := newFileWatcher(c.opts.ConfigPath, c.RequestReload)
 	if err != nil {

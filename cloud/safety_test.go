@@ -352,3 +352,37 @@ func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 		t.Fatalf("error %q does not say its vCenter left the config", err)
 	}
 }
+
+// A BIOS UUID that appears in a second vCenter is reported on its Node at
+// once (an Event), without waiting for a lookup to stumble on it.
+func TestTwinVMIsReportedOnItsNode(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
+	client := stateClient(node)
+	opts := f.options()
+	opts.RecoveryPoll = 20 * time.Millisecond
+	opts.Discovery.DuplicateScan = 20 * time.Millisecond
+	parsed, err := config.Parse([]byte(f.yaml("", "vcA", "vcB")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloud.New(parsed, opts)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); stopCloud(t, c) })
+	c.Start(client, stop)
+	time.Sleep(100 * time.Millisecond)
+	f["vcB"].Add(fakeVM("dc1", "vm-9", "clone-of-a", uuidA), nil)
+	eventually(t, "a DuplicateVMUUID Event on node-a", func() bool {
+		evs, err := client.CoreV1().Events("").List(ctxT(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == cloud.ReasonDuplicateUUID && e.InvolvedObject.Name == "node-a" && strings.Contains(e.Message, "vcB") {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -45,6 +45,9 @@ type Result struct {
 
 // String names the VM for messages.
 func (r *Result) String() string {
+	if r.VM.Ref.ID == "" { // known only from an inventory's UUID index
+		return fmt.Sprintf("vcenter %s (a VM of BIOS UUID %s in its inventory)", r.VCenter, r.VM.UUID)
+	}
 	return fmt.Sprintf("vcenter %s datacenter %s vm %q (%s)", r.VCenter, r.VM.Ref.Datacenter, r.VM.Name, r.VM.Ref.ID)
 }
 
@@ -58,6 +61,11 @@ type Options struct {
 	// ProbeInterval spaces the probes of a vCenter known down (see
 	// Backend.Reachability); default 1s.
 	ProbeInterval time.Duration
+	// DuplicateScan is how often the inventories' UUIDs are compared
+	// across vCenters; default 1s. OnDuplicate, when set, is told of each
+	// BIOS UUID newly held by VMs in several vCenters.
+	DuplicateScan time.Duration
+	OnDuplicate   func(uuid string, vcenters []string)
 }
 
 // Observer receives what a Discoverer does, for metrics.
@@ -75,6 +83,8 @@ type Discoverer struct {
 	vcenters  atomic.Pointer[[]*vcenter]
 	locations *cache.TTL[string, location]
 	history   atomic.Pointer[History]
+	// duplicates is fed by the inventories (watchDuplicates).
+	duplicates *duplicateIndex
 
 	// probes are the background probes of vCenters known down; lifetime
 	// ends them at Close.
@@ -107,14 +117,19 @@ func New(vcs []VCenter, opts Options) *Discoverer {
 	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = time.Second
 	}
-	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL)}
+	if opts.DuplicateScan == 0 {
+		opts.DuplicateScan = time.Second
+	}
+	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL), duplicates: newDuplicateIndex()}
 	d.lifetime, d.stop = context.WithCancel(context.Background())
 	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
+	d.probes.Go(func() { d.watchDuplicates(opts.DuplicateScan) })
 	return d
 }
 
-// Close stops the background probes and waits for them.
+// Close stops the background probes and the duplicate scan and waits for
+// them.
 func (d *Discoverer) Close() {
 	d.probeMu.Lock()
 	d.closed = true
@@ -420,6 +435,10 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		d.observe("duplicate")
 		return nil, &DuplicateError{What: what, Matches: found}
 	case len(found) == 1:
+		if err := d.twinError(found[0], what, answered); err != nil {
+			d.observe("duplicate")
+			return nil, err
+		}
 		if failed != nil {
 			// A duplicate in a vCenter that did not answer cannot be
 			// ruled out; the VM found is still the best-known answer.
@@ -579,11 +598,16 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):
 		// An inaccessible or orphaned VM has no readable UUID, but the
 		// object at a remembered reference (never reused) is still it.
+		res := &Result{VCenter: loc.vcenter, VM: *vm}
+		if err := d.twinError(res, key, []string{loc.vcenter}); err != nil {
+			d.observe("duplicate")
+			return cached{err: err}, true
+		}
 		if d.opts.Observer != nil {
 			d.opts.Observer.Cache(true)
 		}
 		d.observe("found")
-		return cached{result: &Result{VCenter: loc.vcenter, VM: *vm}}, true
+		return cached{result: res}, true
 	case err == nil || errors.Is(err, backends.ErrNotFound):
 		// Gone or changed: forget it and search everywhere.
 		d.locations.Delete(key)

@@ -2,6 +2,9 @@ package discovery_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +100,59 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The inventories' UUIDs are compared across vCenters: a twin is
+// reported once as soon as it appears, and a lookup that found a VM
+// without waiting for the vCenter holding its twin is a DuplicateError.
+func TestTwinsAreSeenFromTheInventories(t *testing.T) {
+	f := newFleet()
+	var mu sync.Mutex
+	reported := map[string][]string{}
+	calls := 0
+	d := discovery.New(nil, discovery.Options{DuplicateScan: 10 * time.Millisecond, OnDuplicate: func(uuid string, vcs []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported[uuid] = vcs
+		calls++
+	}})
+	var vcs []discovery.VCenter
+	for _, n := range f.names {
+		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+	}
+	d.SetVCenters(vcs)
+	t.Cleanup(d.Close)
+	ctx := ctxT(t)
+	orig := f.vms["vc1"][0]
+	twin := f.vms["vc3"][3]
+	twin.Ref.ID, twin.UUID = "vm-twin", orig.UUID
+	f.backends["vc3"].Add(twin, nil)
+	eventually(t, "the twin to be reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(reported[orig.UUID]) == "[vc1 vc3]"
+	})
+	// vc3 now connecting and hanging: the lookup does not wait for it, but
+	// its inventory's last word holds the twin.
+	f.backends["vc3"].Hang(true)
+	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
+	_, err := d.FindByUUID(ctx, orig.UUID)
+	var de *discovery.DuplicateError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "vcenter vc3") || !strings.Contains(err.Error(), "vcenter vc1") {
+		t.Fatalf("FindByUUID with vc3 not waited for: err = %v; want a DuplicateError naming vc1 and vc3", err)
+	}
+	time.Sleep(50 * time.Millisecond) // several scans
+	mu.Lock()
+	if calls != 1 {
+		t.Errorf("twin reported %d times, want once", calls)
+	}
+	mu.Unlock()
+	// The twin removed: the VM is served again.
+	f.backends["vc3"].Hang(false)
+	f.backends["vc3"].SetReachability(backends.ConnUp, nil)
+	f.backends["vc3"].Remove("vm-twin")
+	eventually(t, "the VM to be served once its twin is gone", func() bool {
+		res, err := d.FindByUUID(ctx, orig.UUID)
+		return err == nil && res != nil && res.VCenter == "vc1"
+	})
 }

@@ -35,6 +35,7 @@ type Backend struct {
 	reach       backends.Reachability
 	probes      atomic.Int64
 	closed      bool
+	version     uint64 // of the VMs held: changes with every Add and Remove
 }
 
 // Lag makes the VM with the given ref ID missing from the backend's
@@ -124,6 +125,7 @@ func (b *Backend) Add(vm backends.VM, tags map[string]string) {
 	defer b.mu.Unlock()
 	vm.UUID = strings.ToLower(vm.UUID)
 	b.vms[vm.Ref.ID] = vm
+	b.version++
 	b.tags[vm.Ref.ID] = tags
 }
 
@@ -133,6 +135,27 @@ func (b *Backend) Remove(id string) {
 	defer b.mu.Unlock()
 	delete(b.vms, id)
 	delete(b.tags, id)
+	b.version++
+}
+
+// UUIDs implements backends.Backend: the fake's inventory is everything
+// it holds, in service unless the backend fails.
+func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil || b.hang || b.closed {
+		return nil, 0, false
+	}
+	if b.version == unchangedSince {
+		return nil, b.version, true
+	}
+	out := make([]string, 0, len(b.vms))
+	for _, vm := range b.vms {
+		if vm.UUID != "" {
+			out = append(out, vm.UUID)
+		}
+	}
+	return out, b.version, true
 }
 
 // SetPower changes a VM's power state.
