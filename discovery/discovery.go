@@ -61,6 +61,9 @@ type Options struct {
 	// ProbeInterval spaces the probes of a vCenter known down (see
 	// Backend.Reachability); default 1s.
 	ProbeInterval time.Duration
+	// ConnectWait bounds how long a lookup waits for a vCenter that is not
+	// known up (its first connection attempt under way); default 1s.
+	ConnectWait time.Duration
 	// DuplicateScan is how often the inventories' UUIDs are compared
 	// across vCenters; default 1s. OnDuplicate, when set, is told of each
 	// BIOS UUID newly held by VMs in several vCenters.
@@ -116,6 +119,9 @@ func New(vcs []VCenter, opts Options) *Discoverer {
 	}
 	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = time.Second
+	}
+	if opts.ConnectWait == 0 {
+		opts.ConnectWait = time.Second
 	}
 	if opts.DuplicateScan == 0 {
 		opts.DuplicateScan = time.Second
@@ -485,12 +491,15 @@ type answer struct {
 // the configured ones are applied by the caller, so a VM outside them is
 // seen, not absent.
 //
-// With foundFast, once a VM is found in a served datacenter the lookup
-// stops waiting for vCenters that are not known up (connecting for the
-// first time, or down): their calls are cancelled and count as not
-// answered, which a found VM does not need. Absence still waits for every
-// answer, and a vCenter known up is always waited for, so a duplicate
-// there is seen.
+// It always waits for vCenters known up. One that is not (connecting for
+// the first time) is waited for at most ConnectWait, and not at all with
+// foundFast once a VM is found in a served datacenter: its call is
+// cancelled and counts as not answered — which a found VM does not need,
+// and which makes absence an error. A vCenter known down answers at once
+// (call). So a dead vCenter costs the others' lookups nothing, a
+// duplicate in a vCenter known up is always seen (and in the others the
+// inventories' duplicate index sees it), and absence still needs every
+// answer.
 func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, foundFast bool) []answer {
 	q.Datacenters = nil
 	ctx, cancel := context.WithCancel(ctx)
@@ -511,19 +520,45 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, 
 	for i := range vcs {
 		pending[i] = true
 	}
-	found := false
+	connectWait := time.NewTimer(d.opts.ConnectWait)
+	defer connectWait.Stop()
+	found, patient := false, true
+	var why error
 	for len(pending) > 0 {
-		i := <-done
-		delete(pending, i)
-		found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Ref.Datacenter) })
-		if foundFast && found && !waitingForUp(vcs, pending) {
+		select {
+		case i := <-done:
+			delete(pending, i)
+			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Ref.Datacenter) })
+		case <-connectWait.C:
+			patient = false
+		}
+		if waitingForUp(vcs, pending) {
+			continue
+		}
+		if foundFast && found {
+			why = errNotWaited
+			break
+		}
+		if !patient {
+			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, d.opts.ConnectWait)
 			break
 		}
 	}
 	cancel()
 	wg.Wait()
+	for i := range pending {
+		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
+	}
 	return answers
 }
+
+// ErrVCenterConnecting is a vCenter not waited for: its first connection
+// attempt had not ended within ConnectWait.
+var ErrVCenterConnecting = errors.New("vCenter still connecting")
+
+// errNotWaited is a vCenter not waited for because the VM was found
+// elsewhere and it is not known up.
+var errNotWaited = errors.New("not waited for: the VM was found elsewhere and this vCenter is not known up")
 
 // waitingForUp reports whether a pending vCenter is known up.
 func waitingForUp(vcs []*vcenter, pending map[int]bool) bool {

@@ -156,3 +156,30 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 		return err == nil && res != nil && res.VCenter == "vc1"
 	})
 }
+
+// A vCenter still connecting for the first time (a black hole from the
+// CCM's start) holds a lookup that found nothing elsewhere for at most
+// ConnectWait, not its whole request deadline: the lookup is an error,
+// never absence, and the Node is retried.
+func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
+	const timeout, connectWait = 2 * time.Second, 100 * time.Millisecond
+	f := newFleet()
+	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
+	var vcs []discovery.VCenter
+	for _, n := range f.names {
+		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+	}
+	d.SetVCenters(vcs)
+	t.Cleanup(d.Close)
+	f.backends["vc3"].Hang(true)
+	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
+	start := time.Now()
+	res, err := d.FindByUUID(ctxT(t), f.vms["vc3"][0].UUID)
+	took := time.Since(start)
+	if res != nil || !errors.Is(err, discovery.ErrVCenterConnecting) || !strings.Contains(err.Error(), "vcenter vc3") {
+		t.Fatalf("vc3 connecting: FindByUUID = %v, %v; want ErrVCenterConnecting naming vc3", res, err)
+	}
+	if took >= timeout/2 {
+		t.Fatalf("the lookup took %v: it waited on vc3's request deadline (%v), not ConnectWait (%v)", took, timeout, connectWait)
+	}
+}
