@@ -41,9 +41,7 @@ type candidate struct {
 
 // NodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
 func NodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
-	// The backend does not read extraConfig yet: no guestinfo.metadata, so
-	// no static addresses to prefer.
-	return nodeAddresses(vm, families, rules, "", "")
+	return nodeAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 }
 
 // nodeAddresses is CPI's selection. The guest host name comes first; then,
