@@ -52,6 +52,8 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
 	opts := cloud.Options{Metrics: metrics, EventObject: podReference()}
+	// CPI's switch: set at all (any value) means no Node is deleted.
+	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.
 	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
