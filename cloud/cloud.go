@@ -60,6 +60,9 @@ type Options struct {
 	// HistoryObject is the ConfigMap recording the vCenters served (see
 	// configHistory); default kube-system/DefaultHistoryObject.
 	HistoryObject types.NamespacedName
+	// NodeLabels are added to every Node at initialization (CPI's
+	// --node-labels).
+	NodeLabels map[string]string
 	// SkipNodeDeletion is CPI's SKIP_NODE_DELETION switch: a VM confirmed
 	// absent is reported as an error, so no Node is ever deleted.
 	SkipNodeDeletion bool

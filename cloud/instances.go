@@ -133,17 +133,24 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 		}
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
+	location := locationLabels(res)
 	meta := &cloudprovider.InstanceMetadata{
 		ProviderID:       discovery.ProviderID(vm.UUID),
 		InstanceType:     InstanceType(vm),
 		NodeAddresses:    addrs,
-		AdditionalLabels: locationLabels(res),
+		AdditionalLabels: map[string]string{},
+	}
+	for k, v := range c.opts.NodeLabels {
+		meta.AdditionalLabels[k] = v
+	}
+	for k, v := range location {
+		meta.AdditionalLabels[k] = v
 	}
 	meta.Zone, meta.Region, err = c.topology(ctx, node, res, cfg.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	c.backfillLabels(ctx, node, meta.AdditionalLabels)
+	c.backfillLabels(ctx, node, location)
 	return meta, nil
 }
 
