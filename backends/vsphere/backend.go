@@ -60,6 +60,10 @@ func New(opts Options) *Backend {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
+	log := klog.Background().WithValues("vcenter", opts.Config.Name)
+	if c := opts.Config; c.InsecureFlag && (c.Thumbprint != "" || c.CAFile != "") {
+		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
+	}
 	if !opts.Inventory {
 		close(b.done)
 		return b
@@ -72,7 +76,6 @@ func New(opts Options) *Backend {
 	if refresh <= 0 {
 		refresh = DefaultTagRefresh
 	}
-	log := klog.Background().WithValues("vcenter", opts.Config.Name)
 	b.inv = newInventory(b.sessions, heartbeat, log)
 	b.tagCache = &tagCache{refresh: refresh, lifetime: ctx, log: log}
 	go func() {

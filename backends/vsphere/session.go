@@ -118,6 +118,15 @@ func (s *sessions) url() *url.URL {
 	return &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
 }
 
+// insecure is whether to skip certificate verification: only when asked
+// and nothing to verify against is configured. A thumbprint or a CA file
+// always verifies: govmomi checks neither when told to skip, and the
+// password would go to whoever answers.
+func (s *sessions) insecure() bool {
+	c := s.opts.Config
+	return c.InsecureFlag && c.Thumbprint == "" && c.CAFile == ""
+}
+
 // client returns a logged-in SOAP client, connecting on first use.
 func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
 	c, err := s.current(ctx)
@@ -175,7 +184,7 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 // connect opens a new client and logs it in with creds.
 func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (*conn, error) {
 	u := s.url()
-	sc := soap.NewClient(u, s.opts.Config.InsecureFlag)
+	sc := soap.NewClient(u, s.insecure())
 	if tp := s.opts.Config.Thumbprint; tp != "" {
 		sc.SetThumbprint(u.Host, tp)
 	}
