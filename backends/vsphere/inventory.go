@@ -3,6 +3,7 @@ package vsphere
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -137,7 +138,7 @@ func (inv *inventory) run(ctx context.Context) {
 		err := inv.watch(ctx)
 		inv.setState(nil, time.Time{})
 		inv.endFirstAttempt()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, backends.ErrClosed) {
 			return
 		}
 		if time.Since(started) > time.Minute {
