@@ -560,10 +560,13 @@ func (b *Backend) Reachability() backends.Reachability { return b.sessions.reach
 func (b *Backend) Probe(ctx context.Context) error {
 	const op = "vsphere.Probe"
 	vc, err := b.sessions.client(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	if err == nil {
+		_, err = methods.GetCurrentTime(ctx, vc)
 	}
-	if _, err := methods.GetCurrentTime(ctx, vc); err != nil {
+	// No answer within ctx's deadline is Down too: that is what a probe
+	// asks (a login's own failure is recorded by the login).
+	b.sessions.observe(ctx, "probe", err)
+	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil

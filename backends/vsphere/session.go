@@ -90,34 +90,6 @@ type sessions struct {
 	reach   backends.Reachability
 }
 
-// setReachability records the outcome of a connection-level event.
-func (s *sessions) setReachability(err error) {
-	state := backends.ConnUp
-	if err != nil {
-		state = backends.ConnDown
-	}
-	s.reachMu.Lock()
-	defer s.reachMu.Unlock()
-	if s.reach.State != state {
-		s.reach.Since = time.Now()
-	}
-	s.reach.State, s.reach.Err = state, err
-}
-
-func (s *sessions) reachability() backends.Reachability {
-	s.reachMu.Lock()
-	defer s.reachMu.Unlock()
-	return s.reach
-}
-
-// recordLogin records a login flight's outcome, unless close ended it.
-func (s *sessions) recordLogin(err error) {
-	if err != nil && s.lifetime.Err() != nil {
-		return
-	}
-	s.setReachability(err)
-}
-
 func newSessions(opts Options) *sessions {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sessions{opts: opts, lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{}}
@@ -162,10 +134,15 @@ func (s *sessions) goLocked(fn func()) {
 	}()
 }
 
+// loginKey marks the requests of a login flight: the flight records their
+// outcome, not the transport (a rejected login is an HTTP answer, yet Down).
+type loginKey struct{}
+
 // loginContext is a flight's: not its first caller's, whose giving up
 // must not fail the login for the others.
 func (s *sessions) loginContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.lifetime, s.requestTimeout())
+	ctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
+	return context.WithValue(ctx, loginKey{}, true), cancel
 }
 
 // open reports ErrClosed once the sessions are closed.
@@ -260,7 +237,7 @@ func (s *sessions) firstLogin(f *flight) {
 	var c *conn
 	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
-		err = fmt.Errorf("credentials: %w", err)
+		err = &connError{what: "credentials", err: err}
 	} else {
 		c, err = s.connect(ctx, creds)
 	}
@@ -305,17 +282,17 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	}
 	if ca := s.opts.Config.CAFile; ca != "" {
 		if err := sc.SetRootCAs(ca); err != nil {
-			return nil, fmt.Errorf("caFile %s: %w", ca, err)
+			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	sc.Client.Transport = drainOnClose(sc.Client.Transport)
+	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
 	}
 	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, classify(fmt.Errorf("connect: %w", err))
 	}
 	vc.Client = sc // the REST client derives from it; NewClient only sets it for a bare soap.Client
 	idle := s.opts.KeepAlive
@@ -326,13 +303,14 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	relogin := &reloginRoundTripper{next: rt, sessions: s, conn: c}
 	// The keep-alive ping carries a deadline like every other call: the
 	// library's default would wait for ever on a vCenter that never
-	// answers.
+	// answers. Its outcome is a connection-level event.
 	ping := func() error {
 		pctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
 		defer cancel()
 		// Below re-login: a lost session stops the pings (the next lookup
 		// logs in again), and a ping never waits on a login.
 		_, err := methods.GetCurrentTime(pctx, rt)
+		s.observe(pctx, "keep-alive", err)
 		return err
 	}
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
@@ -348,9 +326,18 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 func (s *sessions) login(ctx context.Context, c *conn, creds credentials.Credentials) error {
 	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
 		// The fault says "incorrect user name or password"; it never echoes them.
-		return fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
+		return loginFailure(fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err))
 	}
 	return nil
+}
+
+// loginFailure names why a login failed: vCenter's answer is a rejection,
+// anything else a failure to reach it.
+func loginFailure(err error) error {
+	if noAnswer(err) {
+		return classify(err)
+	}
+	return &connError{what: "login rejected", err: err}
 }
 
 // relogin logs c in again with the current credentials, unless a login
@@ -382,7 +369,7 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 	defer cancel()
 	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
-		err = fmt.Errorf("credentials: %w", err)
+		err = &connError{what: "credentials", err: err}
 	} else {
 		// NotAuthenticated can come while the server still holds our
 		// session (a vCenter then refuses Login on it): end it first; an
@@ -480,6 +467,7 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 		}
 		if c.rest == nil {
 			c.rest = rest.NewClient(c.vim)
+			c.rest.Client.Transport = s.observed(c.rest.Client.Transport)
 			if s.opts.WrapTransport != nil {
 				c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
 			}
@@ -509,9 +497,16 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	defer cancel()
 	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
-		err = fmt.Errorf("credentials: %w", err)
+		err = &connError{what: "credentials", err: err}
 	} else if err = rc.Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
-		err = fmt.Errorf("REST login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
+		err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err))
+	}
+	// Only a failure to reach vCenter is Down: a REST login it refuses
+	// (the SOAP one, with the same credentials, succeeded) leaves the
+	// lookups that need no tags working.
+	var ce *connError
+	if err == nil || (errors.As(err, &ce) && ce.what != "login rejected") {
+		s.recordLogin(err)
 	}
 	s.mu.Lock()
 	c.restLogin = nil
