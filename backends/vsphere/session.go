@@ -285,6 +285,7 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
+	boundTLSDial(sc, s.requestTimeout())
 	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
