@@ -3,6 +3,7 @@ package config
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -155,7 +156,8 @@ func unquote(v string) (string, error) {
 			return b.String(), nil
 		case '\\':
 			if i+1 >= len(v) {
-				return "", fmt.Errorf("unfinished escape in %s", v)
+				// The value may be a password: never quoted.
+				return "", errors.New("unfinished escape at the end of a quoted value")
 			}
 			i++
 			switch v[i] {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,7 +81,7 @@ func Parse(data []byte) (*Config, error) {
 		}
 		root = *ini
 	} else if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, err
+		return nil, scrub(err)
 	}
 	var errs *multierror.Error
 	if len(root.Content) == 1 {
@@ -92,7 +93,7 @@ func Parse(data []byte) (*Config, error) {
 		// yaml.v3 only gives their lines.
 		var te *yaml.TypeError
 		if !errors.As(err, &te) || errs.ErrorOrNil() == nil {
-			errs = multierror.Append(errs, err)
+			errs = multierror.Append(errs, scrub(err))
 		}
 		return nil, format(errs)
 	}
@@ -150,7 +151,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 		}
 		seen[aliasVisit{n, t}] = true
 	}
-	if problem, leaf := checkLeaf(n, t); leaf {
+	if problem, leaf := checkLeaf(n, t, strings.HasSuffix(path, "password")); leaf {
 		if problem != "" {
 			errs = multierror.Append(errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
 		}
@@ -191,7 +192,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 			key := n.Content[i].Value
 			ft, ok := fields[key]
 			if !ok {
-				errs = multierror.Append(errs, fmt.Errorf("%s: unknown key (line %d)", join(path, key), n.Content[i].Line))
+				errs = multierror.Append(errs, fmt.Errorf("%s: unknown key (line %d)", join(path, shown(key)), n.Content[i].Line))
 				continue
 			}
 			errs = checkKeys(n.Content[i+1], ft, join(path, key), seen, errs)
@@ -203,7 +204,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 // checkLeaf reports whether t is a leaf type (a value, not a section) and,
 // if n cannot be decoded into it, what is wrong. (A scalar always decodes
 // into a string, so no password is ever quoted.)
-func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
+func checkLeaf(n *yaml.Node, t reflect.Type, secret bool) (problem string, leaf bool) {
 	var want string
 	switch t.Kind() {
 	case reflect.Bool:
@@ -222,6 +223,9 @@ func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 	if decode(n, reflect.New(t).Interface()) == nil {
 		return "", true
 	}
+	if secret && n.Kind == yaml.ScalarNode {
+		return want + ", got a value not shown (a password)", true
+	}
 	return want + ", got " + describe(n), true
 }
 
@@ -233,9 +237,50 @@ func describe(n *yaml.Node) string {
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.ScalarNode:
+		if mayHoldSecret(n.Value) {
+			return "a value (not shown: it may hold a password)"
+		}
 		return strconv.Quote(n.Value)
 	}
 	return "an alias"
+}
+
+// mayHoldSecret reports text that may carry a password: a line such as
+// "password:S3cr3t" (no space) is one scalar to YAML, and a key such as
+// "password S3cr3t" one key. Errors name its place, never quote it.
+func mayHoldSecret(s string) bool {
+	s = strings.ToLower(s)
+	return strings.Contains(s, "password") || strings.Contains(s, "passwd") || strings.Contains(s, "secret") || strings.Contains(s, "token")
+}
+
+// shown is key as an error may print it.
+func shown(key string) string {
+	if mayHoldSecret(key) && !knownSecretKey(key) {
+		return "<a key that may hold a password>"
+	}
+	return key
+}
+
+// knownSecretKey is a key name of the schema itself (no value in it).
+func knownSecretKey(key string) bool {
+	switch key {
+	case "password", "secretName", "secretNamespace", "secretsDirectory":
+		return true
+	}
+	return false
+}
+
+// backticked is how yaml.v3 quotes values in its messages.
+var backticked = regexp.MustCompile("`[^`]*`")
+
+// scrub removes the values yaml.v3 quotes in an error (it quotes any
+// scalar, a password included); the line it names stays.
+func scrub(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "`") {
+		return err
+	}
+	return errors.New(backticked.ReplaceAllString(msg, "(value not shown)"))
 }
 
 // isMerge reports whether k is the merge key <<.
