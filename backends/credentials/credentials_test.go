@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,4 +106,80 @@ func TestDirectorySource(t *testing.T) {
 	if s := fmt.Sprintf("%v %+v %#v", got, got, got); strings.Contains(s, "s3cret") {
 		t.Fatalf("credentials print their password: %s", s)
 	}
+}
+
+// A secrets directory holds what a Secret volume or a vault agent put
+// there. A FIFO, a link to a device or a huge file is not a credential:
+// an error naming the file, at once, and nothing read into memory. A
+// Secret volume's layout (each key a link through ..data) works.
+func TestDirectoryReadsOnlyRegularFiles(t *testing.T) {
+	const server = "vc.example.com"
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, path string)
+	}{
+		{"fifo", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+		}},
+		{"link to /dev/zero", func(t *testing.T, path string) {
+			if err := os.Symlink("/dev/zero", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"directory", func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"oversize", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte(strings.Repeat("S3cr3t", 20000)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, server+".username"), []byte("ccm\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tc.make(t, filepath.Join(dir, server+".password"))
+			done := make(chan error, 1)
+			go func() {
+				_, err := credentials.Directory{Dir: dir, Server: server}.Get(ctxT(t))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), server+".password") || strings.Contains(err.Error(), "S3cr3t") {
+					t.Fatalf("err = %v; want an error naming the file, not its content", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("reading the secrets directory hangs")
+			}
+		})
+	}
+	t.Run("secret volume layout", func(t *testing.T) {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "..2026_11_23_00_00_00.1")
+		if err := os.Mkdir(data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{server + ".username": "ccm", server + ".password": "pw\n"} {
+			if err := os.WriteFile(filepath.Join(data, k), []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := credentials.Directory{Dir: dir, Server: server}.Get(ctxT(t))
+		if err != nil || got.User != "ccm" || got.Password.Reveal() != "pw" {
+			t.Fatalf("Get = %+v, %v", got, err)
+		}
+	})
 }
