@@ -262,6 +262,30 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 	if c.watcher != nil {
 		c.watcher.setSecretsDirectory(cfg.SecretsDirectory)
 	}
+	if c.secrets != nil {
+		c.secrets.Watch(secretRefs(cfg))
+	}
+}
+
+// secretRefs are the Secrets cfg names.
+func secretRefs(cfg *config.Config) []credentials.SecretRef {
+	var out []credentials.SecretRef
+	for _, vc := range cfg.VCenters {
+		if r := (credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}); vc.SecretName != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WatchedSecrets lists the Secrets whose informers run.
+func (c *Cloud) WatchedSecrets() []credentials.SecretRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.secrets == nil {
+		return nil
+	}
+	return c.secrets.Watching()
 }
 
 // closeLater logs a retired backend out once lookups that started with it

@@ -409,3 +409,69 @@ func TestSkipNodeDeletionKeepsNodesOfDestroyedVMs(t *testing.T) {
 		t.Fatalf("error %q does not name the switch", err)
 	}
 }
+
+// Finding 9: a Secret renamed or dropped by a config edit stops being
+// watched, and a secretsDirectory changed by an edit is watched (before,
+// the directory named at start was watched for ever, and a later one never).
+func TestConfigEditsMoveWatches(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	secretFor := func(name string) *v1.Secret {
+		return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, Data: map[string][]byte{
+			"vcA.example.com.username": []byte("ccm"), "vcA.example.com.password": []byte("pw"),
+			"vcB.example.com.username": []byte("ccm"), "vcB.example.com.password": []byte("pw"),
+		}}
+	}
+	client := fake.NewClientset(secretFor("old-creds"), secretFor("new-creds"))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vsphere.conf")
+	withSecret := func(name string) string {
+		return "global:\n  secretName: " + name + "\n  secretNamespace: kube-system\nvcenter:\n  vcA:\n    server: vcA.example.com\n"
+	}
+	writeAtomically(t, path, withSecret("old-creds"))
+	c, err := cloud.NewFromFile(path, f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); stopCloud(t, c) })
+	c.Start(client, stop)
+	ctx := ctxT(t)
+	// A lookup reads the credentials through the Secret's informer.
+	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
+	c.Reload(ctx)
+	for _, src := range []string{"old-creds"} {
+		eventually(t, "the informer of "+src, func() bool { return strings.Contains(fmt.Sprint(c.WatchedSecrets()), src) })
+	}
+	writeAtomically(t, path, withSecret("new-creds"))
+	c.Reload(ctx)
+	if got := fmt.Sprint(c.WatchedSecrets()); strings.Contains(got, "old-creds") {
+		t.Fatalf("after the edit, watching %s: the old Secret's informer still runs", got)
+	}
+
+	// The secrets directory: an edit that names one is watched, so a
+	// rotated file is picked up without a restart.
+	secrets := filepath.Join(dir, "secrets")
+	if err := os.Mkdir(secrets, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomically(t, path, "global:\n  secretsDirectory: "+secrets+"\nvcenter:\n  vcA:\n    server: vcA.example.com\n")
+	c.Reload(ctx)
+	before := reloadsSeen(t, client)
+	if err := os.WriteFile(filepath.Join(secrets, "vcA.example.com.password"), []byte("rotated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a change in the new secrets directory to trigger a reload", func() bool { return reloadsSeen(t, client) > before })
+}
+
+// reloadsSeen counts the provider's reloads by their reads of its history
+// ConfigMap (every reload records the history).
+func reloadsSeen(t *testing.T, client *fake.Clientset) int {
+	t.Helper()
+	n := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "configmaps" {
+			n++
+		}
+	}
+	return n
+}

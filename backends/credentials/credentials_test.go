@@ -183,3 +183,51 @@ func TestDirectoryReadsOnlyRegularFiles(t *testing.T) {
 		}
 	})
 }
+
+// A Secret the config no longer names has its informer stopped (it
+// watched the API server for nothing, for ever); named again, it is
+// watched again.
+func TestWatchStopsInformersOfReleasedSecrets(t *testing.T) {
+	a := secret(map[string]string{"vc-a.username": "ccm", "vc-a.password": "pw-a"})
+	b := secret(map[string]string{"vc-b.username": "ccm", "vc-b.password": "pw-b"})
+	b.Name = "other-creds"
+	client := fake.NewClientset(a, b)
+	stop := make(chan struct{})
+	defer close(stop)
+	var changesB atomic.Int64
+	secrets := credentials.NewSecrets(client, stop, func(_, name string) {
+		if name == "other-creds" {
+			changesB.Add(1)
+		}
+	})
+	ctx := ctxT(t)
+	srcA := secrets.Source("kube-system", "vsphere-creds", "vc-a")
+	srcB := secrets.Source("kube-system", "other-creds", "vc-b")
+	for _, src := range []credentials.Source{srcA, srcB} {
+		if _, err := src.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(secrets.Watching()); got != "[kube-system/other-creds kube-system/vsphere-creds]" {
+		t.Fatalf("Watching = %s", got)
+	}
+	secrets.Watch([]credentials.SecretRef{{Namespace: "kube-system", Name: "vsphere-creds"}})
+	if got := fmt.Sprint(secrets.Watching()); got != "[kube-system/vsphere-creds]" {
+		t.Fatalf("after Watch, Watching = %s; want only vsphere-creds", got)
+	}
+	before := changesB.Load()
+	b2 := b.DeepCopy()
+	b2.Data["vc-b.password"] = []byte("pw-b2")
+	if _, err := client.CoreV1().Secrets("kube-system").Update(ctx, b2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if changesB.Load() != before {
+		t.Fatal("a released Secret is still watched")
+	}
+	// Named again: a fresh informer, current values.
+	got, err := srcB.Get(ctx)
+	if err != nil || got.Password.Reveal() != "pw-b2" {
+		t.Fatalf("released Secret read again: %v, %v", got, err)
+	}
+}

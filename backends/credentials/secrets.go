@@ -2,7 +2,10 @@ package credentials
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,67 +20,133 @@ import (
 // Secrets serves credentials from Kubernetes Secrets through one informer
 // per referenced Secret, each limited to that Secret by a field selector so
 // the CCM needs no cluster-wide (or even namespace-wide) read of Secrets.
+// Watch makes the set of watched Secrets the config's.
 type Secrets struct {
 	client   kubernetes.Interface
-	stop     <-chan struct{}
 	onChange func(namespace, name string)
 
 	mu       sync.Mutex
-	watching map[string]cache.SharedIndexInformer // namespace/name
+	closed   bool
+	watching map[SecretRef]*watchedSecret
 }
 
-// NewSecrets returns a Secret reader; informers stop when stop closes.
-// onChange, when set, is called after a watched Secret is added, updated or
-// deleted.
+// SecretRef names a Secret.
+type SecretRef struct{ Namespace, Name string }
+
+func (r SecretRef) String() string { return r.Namespace + "/" + r.Name }
+
+// watchedSecret is one Secret's informer and what stops it.
+type watchedSecret struct {
+	informer cache.SharedIndexInformer
+	factory  informers.SharedInformerFactory
+	stop     chan struct{}
+}
+
+// NewSecrets returns a Secret reader; every informer stops, and is waited
+// for, when stop closes. onChange, when set, is called after a watched
+// Secret is added, updated or deleted.
 func NewSecrets(client kubernetes.Interface, stop <-chan struct{}, onChange func(namespace, name string)) *Secrets {
-	return &Secrets{client: client, stop: stop, onChange: onChange, watching: map[string]cache.SharedIndexInformer{}}
+	s := &Secrets{client: client, onChange: onChange, watching: map[SecretRef]*watchedSecret{}}
+	go func() {
+		<-stop
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.Watch(nil)
+	}()
+	return s
 }
 
 // Source returns the credentials of server held in Secret namespace/name.
 func (s *Secrets) Source(namespace, name, server string) Source {
-	return &secretSource{secrets: s, namespace: namespace, name: name, server: server}
+	return &secretSource{secrets: s, ref: SecretRef{Namespace: namespace, Name: name}, server: server}
 }
 
-func (s *Secrets) informer(namespace, name string) cache.SharedIndexInformer {
-	key := namespace + "/" + name
+// Watch starts the informers of the Secrets in keep that have none, and
+// stops (and waits for) those of every other Secret: a Secret the config
+// names is watched from then on, so its changes are seen before the
+// first login; one it no longer names costs nothing. A later Source of a
+// released Secret starts a new informer.
+func (s *Secrets) Watch(keep []SecretRef) {
+	for _, ref := range keep {
+		_, _ = s.informer(ref)
+	}
+	s.mu.Lock()
+	var released []*watchedSecret
+	for ref, w := range s.watching {
+		if !slices.Contains(keep, ref) {
+			close(w.stop)
+			released = append(released, w)
+			delete(s.watching, ref)
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range released {
+		w.factory.Shutdown()
+	}
+}
+
+// Watching lists the Secrets with a running informer.
+func (s *Secrets) Watching() []SecretRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if inf, ok := s.watching[key]; ok {
-		return inf
+	out := make([]SecretRef, 0, len(s.watching))
+	for ref := range s.watching {
+		out = append(out, ref)
+	}
+	slices.SortFunc(out, func(a, b SecretRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+var errStopped = errors.New("the Secret reader has stopped")
+
+func (s *Secrets) informer(ref SecretRef) (cache.SharedIndexInformer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errStopped
+	}
+	if w, ok := s.watching[ref]; ok {
+		return w.informer, nil
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 10*time.Minute,
-		informers.WithNamespace(namespace),
+		informers.WithNamespace(ref.Namespace),
 		informers.WithTweakListOptions(func(o *v1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String()
 		}))
 	inf := factory.Core().V1().Secrets().Informer()
 	if s.onChange != nil {
-		notify := func(any) { s.onChange(namespace, name) }
+		notify := func(any) { s.onChange(ref.Namespace, ref.Name) }
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    notify,
 			UpdateFunc: func(_, obj any) { notify(obj) },
 			DeleteFunc: notify,
 		})
 	}
-	factory.Start(s.stop)
-	s.watching[key] = inf
-	return inf
+	w := &watchedSecret{informer: inf, factory: factory, stop: make(chan struct{})}
+	factory.Start(w.stop)
+	s.watching[ref] = w
+	return inf, nil
 }
 
 type secretSource struct {
-	secrets                 *Secrets
-	namespace, name, server string
+	secrets *Secrets
+	ref     SecretRef
+	server  string
 }
 
-func (s *secretSource) String() string { return "secret " + s.namespace + "/" + s.name }
+func (s *secretSource) String() string { return "secret " + s.ref.String() }
 
 func (s *secretSource) Get(ctx context.Context) (Credentials, error) {
 	const op = "credentials.Secret.Get"
-	inf := s.secrets.informer(s.namespace, s.name)
+	inf, err := s.secrets.informer(s.ref)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("%s: %s: %w", op, s, err)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return Credentials{}, fmt.Errorf("%s: %s: not synced: %w", op, s, ctx.Err())
 	}
-	obj, ok, err := inf.GetStore().GetByKey(s.namespace + "/" + s.name)
+	obj, ok, err := inf.GetStore().GetByKey(s.ref.String())
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %s: %w", op, s, err)
 	}
