@@ -150,6 +150,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	c.cfg.Store(cfg)
 	if opts.Metrics != nil {
 		opts.Metrics.setInventorySource(c.inventoryStatuses)
+		opts.Metrics.setHealthSource(c.discovery.Health)
 	}
 	return c
 }

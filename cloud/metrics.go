@@ -12,6 +12,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/component-base/metrics"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -41,17 +42,28 @@ type InventoryStatus struct {
 // inventoryCollector reads each vCenter's inventory at scrape time.
 type inventoryCollector struct {
 	metrics.BaseStableCollector
-	synced, vms, updates *metrics.Desc
-	source               atomic.Pointer[func() []InventoryStatus]
+	synced, vms, updates, up *metrics.Desc
+	source                   atomic.Pointer[func() []InventoryStatus]
+	health                   atomic.Pointer[func() []discovery.VCenterHealth]
 }
 
 func (c *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- c.synced
 	ch <- c.vms
 	ch <- c.updates
+	ch <- c.up
 }
 
 func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	if health := c.health.Load(); health != nil {
+		for _, h := range (*health)() {
+			v := 0.0
+			if h.Reachability.State == backends.ConnUp {
+				v = 1
+			}
+			ch <- metrics.NewLazyConstMetric(c.up, metrics.GaugeValue, v, h.Name)
+		}
+	}
 	src := c.source.Load()
 	if src == nil {
 		return
@@ -79,7 +91,7 @@ func NewMetrics() *Metrics {
 		}, []string{"vcenter", "operation"}),
 		requestErrors: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace: ns, Name: "api_request_errors_total",
-			Help:           "Failed vCenter calls, by vCenter, operation and reason (deadline, breaker_open, auth, connection, other).",
+			Help:           "Failed vCenter calls, by vCenter, operation and reason (vcenter_down, connecting, deadline, breaker_open, auth, connection, other).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "operation", "reason"}),
 		breakerState: metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -109,6 +121,9 @@ func NewMetrics() *Metrics {
 			vms: metrics.NewDesc(ns+"_inventory_vms",
 				"VMs held in the vCenter's inventory while it is in sync.",
 				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
+			up: metrics.NewDesc(ns+"_vcenter_up",
+				"1 while the vCenter's last connection-level event (connect, TLS, login, keep-alive, the inventory watch's poll) succeeded; 0 while it is down or not yet connected (lookups then answer at once for it).",
+				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
 			updates: metrics.NewDesc(ns+"_inventory_updates_total",
 				"Object updates the vCenter's inventory watch has applied, initial loads included, since this backend started.",
 				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
@@ -131,6 +146,9 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
 	return []metrics.StableCollector{m.inventory}
 }
+
+// setHealthSource tells the vcenter_up metric where to read from.
+func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) { m.inventory.health.Store(&f) }
 
 // setInventorySource tells the inventory metrics where to read from.
 func (m *Metrics) setInventorySource(f func() []InventoryStatus) { m.inventory.source.Store(&f) }
@@ -170,6 +188,10 @@ func (m *Metrics) Cache(hit bool) {
 // error text, so nothing secret can reach a label.
 func reason(err error) string {
 	switch {
+	case errors.Is(err, discovery.ErrVCenterDown):
+		return "vcenter_down"
+	case errors.Is(err, discovery.ErrVCenterConnecting):
+		return "connecting"
 	case errors.Is(err, discovery.ErrBreakerOpen):
 		return "breaker_open"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -628,6 +628,7 @@ func TestMetricsAfterLookupsAndOutage(t *testing.T) {
 		duration = "cloudprovider_vsphere_api_request_duration_seconds"
 		errs     = "cloudprovider_vsphere_api_request_errors_total"
 		breaker  = "cloudprovider_vsphere_breaker_state"
+		up       = "cloudprovider_vsphere_vcenter_up"
 		lookups  = "cloudprovider_vsphere_discovery_total"
 		cached   = "cloudprovider_vsphere_discovery_cache_total"
 	)
@@ -692,24 +693,26 @@ func TestMetricsAfterLookupsAndOutage(t *testing.T) {
 	t.Logf("healthy: %v find calls, %v lookups found, cache %v hits / %v misses",
 		val(duration+"_count", "operation", "find"), val(lookups, "result", "found"), val(cached, "result", "hit"), val(cached, "result", "miss"))
 
-	// vc2 goes down: connection errors, then its breaker opens.
-	must(t, env.Proxies["vc2"].SetMode(vcsim.Refuse))
-	scrapeUntil("showing vc2's breaker open", 20*time.Second, func(ss harness.Samples) bool {
-		v, _ := ss.Sum(breaker, "vcenter", "vc2")
-		return v == 2
-	})
-	if n := val(errs, "vcenter", "vc2", "reason", "connection"); n < 1 {
-		t.Errorf("%s{vcenter=vc2,reason=connection} = %v, want ≥ 1: %v", errs, n, ss.Find(errs))
+	if v := val(up, "vcenter", "vc2"); v != 1 {
+		t.Errorf("%s{vcenter=vc2} = %v while healthy, want 1", up, v)
 	}
-	scrapeUntil("counting calls refused by vc2's open breaker", 10*time.Second, func(ss harness.Samples) bool {
-		v, _ := ss.Sum(errs, "vcenter", "vc2", "reason", "breaker_open")
+	// vc2 goes down: it is known down from its first failed connect, and
+	// its lookups answer at once, counted as vcenter_down.
+	must(t, env.Proxies["vc2"].SetMode(vcsim.Refuse))
+	scrapeUntil("showing vc2 down", 20*time.Second, func(ss harness.Samples) bool {
+		v, ok := ss.Sum(up, "vcenter", "vc2")
+		return ok && v == 0
+	})
+	scrapeUntil("counting lookups answered at once for vc2", 20*time.Second, func(ss harness.Samples) bool {
+		v, _ := ss.Sum(errs, "vcenter", "vc2", "reason", "vcenter_down")
 		return v > 0
 	})
-	// Silent now: the half-open probe (after openTimeout 5s) times out.
+	// Silent now: its probes time out, it stays down.
 	must(t, env.Proxies["vc2"].SetMode(vcsim.Blackhole))
-	scrapeUntil("counting vc2 deadlines", 30*time.Second, func(ss harness.Samples) bool {
-		v, _ := ss.Sum(errs, "vcenter", "vc2", "reason", "deadline")
-		return v > 0
+	time.Sleep(3 * time.Second)
+	scrapeUntil("still showing vc2 down while silent", 10*time.Second, func(ss harness.Samples) bool {
+		v, ok := ss.Sum(up, "vcenter", "vc2")
+		return ok && v == 0
 	})
 	if v := val(breaker, "vcenter", "vc1"); v != 0 {
 		t.Errorf("%s{vcenter=vc1} = %v while only vc2 is down", breaker, v)
@@ -724,17 +727,18 @@ func TestMetricsAfterLookupsAndOutage(t *testing.T) {
 		t.Errorf("%s{result=not_found} = %v: no VM is gone", lookups, n)
 	}
 	for _, s := range ss.Find(errs) {
-		if r := s.Labels["reason"]; !slices.Contains([]string{"deadline", "breaker_open", "auth", "connection", "other"}, r) {
+		if r := s.Labels["reason"]; !slices.Contains([]string{"vcenter_down", "connecting", "deadline", "breaker_open", "auth", "connection", "other"}, r) {
 			t.Errorf("%s with reason %q", errs, r)
 		}
 	}
 	t.Logf("vc2 down: errors %v", ss.Find(errs))
 
-	// Back: the next probe closes the breaker.
+	// Back: a probe sees it.
 	must(t, env.Proxies["vc2"].SetMode(vcsim.Pass))
-	scrapeUntil("showing vc2's breaker closed again", 30*time.Second, func(ss harness.Samples) bool {
+	scrapeUntil("showing vc2 up again, its breaker closed", 30*time.Second, func(ss harness.Samples) bool {
+		u, _ := ss.Sum(up, "vcenter", "vc2")
 		v, _ := ss.Sum(breaker, "vcenter", "vc2")
-		return v == 0
+		return u == 1 && v == 0
 	})
 	if d := deletions.Deleted(nil); len(d) > 0 {
 		t.Fatalf("nodes deleted: %v", d)
