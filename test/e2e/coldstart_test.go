@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -103,37 +106,63 @@ func TestColdStartWithDeadVCenter(t *testing.T) {
 		mode              string
 		workers           int
 		healthy, baseline time.Duration
-		err               error
 	}
 	var results []result
 	for _, workers := range []int{1, 8} {
-		base, baseAll, err := w.run("baseline", nil, workers)
-		if err != nil {
-			t.Fatalf("baseline, %d workers: %v", workers, err)
+		limit := coldStartRatio8
+		if workers == 1 {
+			limit = coldStartRatio1
 		}
-		t.Logf("COLDSTART mode=baseline workers=%d healthy=%.1fs all=%.1fs", workers, base.Seconds(), baseAll.Seconds())
-		for _, m := range deadModes {
-			d, _, err := w.run(m.name, &m, workers)
-			results = append(results, result{mode: m.name, workers: workers, healthy: d, baseline: base, err: err})
+		// Each time is the least of its tries: noise (other tests share
+		// the 2 cores) only ever adds. The baseline is tried twice; a
+		// fault run once more only when it is over the limit by less
+		// than 3× (beyond, no noise explains it).
+		var base time.Duration
+		for try := 1; try <= 2; try++ {
+			b, all, err := w.run("baseline", nil, workers, try)
 			if err != nil {
-				t.Errorf("mode %s, %d workers: %v", m.name, workers, err)
-				continue
+				t.Fatalf("baseline, %d workers: %v", workers, err)
 			}
-			t.Logf("COLDSTART mode=%s workers=%d healthy=%.1fs baseline=%.1fs ratio=%.2f delta=%+.1fs",
-				m.name, workers, d.Seconds(), base.Seconds(), d.Seconds()/base.Seconds(), (d - base).Seconds())
+			t.Logf("COLDSTART mode=baseline workers=%d try=%d healthy=%.2fs all=%.2fs", workers, try, b.Seconds(), all.Seconds())
+			if base == 0 || b < base {
+				base = b
+			}
+		}
+		for _, m := range deadModes {
+			var best time.Duration
+			for try := 1; try <= 2; try++ {
+				d, _, err := w.run(m.name, &m, workers, try)
+				if err != nil {
+					t.Errorf("mode %s, %d workers: %v", m.name, workers, err)
+					best = 0
+					break
+				}
+				ratio := d.Seconds() / base.Seconds()
+				t.Logf("COLDSTART mode=%s workers=%d try=%d healthy=%.2fs baseline=%.2fs ratio=%.2f delta=%+.2fs",
+					m.name, workers, try, d.Seconds(), base.Seconds(), ratio, (d - base).Seconds())
+				if best == 0 || d < best {
+					best = d
+				}
+				if ratio <= limit || ratio > 3*limit {
+					break
+				}
+			}
+			if best > 0 {
+				results = append(results, result{mode: m.name, workers: workers, healthy: best, baseline: base})
+			}
 		}
 	}
 	// Judged at the end, so every number is logged whatever fails.
 	for _, r := range results {
-		if r.err != nil {
-			continue
-		}
 		limit := coldStartRatio8
 		if r.workers == 1 {
 			limit = coldStartRatio1
 		}
-		if ratio := r.healthy.Seconds() / r.baseline.Seconds(); ratio > limit {
-			t.Errorf("mode %s, %d workers: the healthy vCenters' Nodes took %.1fs, %.2f× the baseline's %.1fs (allowed %.1f×)",
+		ratio := r.healthy.Seconds() / r.baseline.Seconds()
+		t.Logf("COLDSTART summary mode=%s workers=%d healthy=%.2fs baseline=%.2fs ratio=%.2f limit=%.1f",
+			r.mode, r.workers, r.healthy.Seconds(), r.baseline.Seconds(), ratio, limit)
+		if ratio > limit {
+			t.Errorf("mode %s, %d workers: the healthy vCenters' Nodes took %.2fs, %.2f× the baseline's %.2fs (allowed %.1f×)",
 				r.mode, r.workers, r.healthy.Seconds(), ratio, r.baseline.Seconds(), limit)
 		}
 	}
@@ -142,11 +171,11 @@ func TestColdStartWithDeadVCenter(t *testing.T) {
 // run registers the 30 Nodes afresh (the CCM not running), makes vc2 dead
 // as dead says (nil: every vCenter healthy), starts the CCM with workers
 // node-sync workers, and returns how long after its start the healthy
-// vCenters' Nodes were all initialized, and every Node (baseline only).
-// With a dead vCenter it then checks that vc2's Nodes stay tainted after
-// the CCM's lookups for them failed, and in every run that no Node was
-// deleted. The CCM is killed before it returns.
-func (w *coldStart) run(label string, dead *deadMode, workers int) (healthy, all time.Duration, err error) {
+// vCenters' Nodes were all initialized, and every Node (baseline only),
+// as a watch saw them. With a dead vCenter it then checks that vc2's Nodes
+// stay tainted after the CCM's lookups for them failed; in every run, that
+// no Node was deleted. The CCM is killed before it returns.
+func (w *coldStart) run(label string, dead *deadMode, workers, try int) (healthy, all time.Duration, err error) {
 	t, env := w.t, w.env
 	ctx := t.Context()
 	uids, err := w.registerNodes(ctx)
@@ -167,67 +196,153 @@ func (w *coldStart) run(label string, dead *deadMode, workers int) (healthy, all
 		}
 	}()
 	before := proxy.Traffic()
+	watch, err := watchInitialization(ctx, env)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer watch.stop()
 
 	start := time.Now()
-	ccm, err := env.StartCCM(fmt.Sprintf("ccm-%s-%dw", label, workers), harness.CCMOptions{ConcurrentNodeSyncs: workers})
+	ccm, err := env.StartCCM(fmt.Sprintf("ccm-%s-%dw-%d", label, workers, try), harness.CCMOptions{ConcurrentNodeSyncs: workers})
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() { _ = ccm.Kill() }()
 
-	// Poll every 100ms: the measured times are a few seconds.
-	var healthyAt, allAt time.Time
-	var problem error
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	want := w.healthy
+	if dead == nil {
+		want = slices.Concat(w.healthy, w.down)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		if !ccm.Running() {
 			return false, fmt.Errorf("the CCM exited: %v", ccm.ExitErr())
 		}
-		list, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
+		if err := w.check(watch, dead != nil); err != nil {
+			return false, err
 		}
-		now := time.Now()
-		state := nodeStates(list.Items)
-		if problem = w.check(state, uids, dead != nil); problem != nil {
-			return false, problem
-		}
-		if healthyAt.IsZero() && allInitialized(state, w.healthy) {
-			healthyAt = now
-		}
-		if allAt.IsZero() && dead == nil && allInitialized(state, w.down) && !healthyAt.IsZero() {
-			allAt = now
-		}
-		return !healthyAt.IsZero() && (dead != nil || !allAt.IsZero()), nil
+		_, done := watch.last(want)
+		return done, nil
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s after the CCM started (healthy vCenters' Nodes initialized: %v): %w", time.Since(start).Round(time.Second), !healthyAt.IsZero(), err)
+		at, _ := watch.last(w.healthy)
+		return 0, 0, fmt.Errorf("%s after the CCM started (healthy vCenters' Nodes all initialized: %v): %w", time.Since(start).Round(time.Second), !at.IsZero(), err)
 	}
-	healthy = healthyAt.Sub(start)
+	healthyAt, _ := watch.last(w.healthy)
 	if dead == nil {
-		return healthy, allAt.Sub(start), nil
+		allAt, _ := watch.last(want)
+		return healthyAt.Sub(start), allAt.Sub(start), nil
 	}
 
 	// The CCM did look vc2's Nodes up and failed (an Event for this
 	// run's Nodes), and still they are tainted and nothing is deleted.
 	if err := w.waitLookupFailed(ctx, uids, time.Minute); err != nil {
-		return healthy, 0, err
+		return 0, 0, err
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		list, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err == nil {
-			if err := w.check(nodeStates(list.Items), uids, true); err != nil {
-				return healthy, 0, err
-			}
+	observeUntil := time.Now().Add(3 * time.Second)
+	for time.Now().Before(observeUntil) {
+		if err := w.check(watch, true); err != nil {
+			return 0, 0, err
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	if dead.tried != nil {
 		if err := dead.tried(proxy.Traffic().Sub(before)); err != nil {
-			return healthy, 0, err
+			return 0, 0, err
 		}
 	}
-	return healthy, 0, nil
+	return healthyAt.Sub(start), 0, nil
+}
+
+// initWatch records, from a Node informer, when each Node was first seen
+// initialized, the Nodes seen with the uninitialized taint gone or a
+// providerID (touched), and every Node deleted.
+type initWatch struct {
+	mu      sync.Mutex
+	initAt  map[string]time.Time
+	touched map[string]string // name → what was seen
+	deleted []string
+	stop    func()
+}
+
+func watchInitialization(ctx context.Context, env *harness.Env) (*initWatch, error) {
+	w := &initWatch{initAt: map[string]time.Time{}, touched: map[string]string{}}
+	wctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactory(env.Client, 0)
+	inf := factory.Core().V1().Nodes().Informer()
+	seen := func(obj any) {
+		now := time.Now()
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, ok := w.initAt[n.Name]; !ok && harness.Initialized(n) {
+			w.initAt[n.Name] = now
+		}
+		if _, ok := w.touched[n.Name]; !ok && (n.Spec.ProviderID != "" || !harness.HasTaint(n, harness.UninitializedTaint)) {
+			w.touched[n.Name] = fmt.Sprintf("providerID %q, uninitialized taint %v", n.Spec.ProviderID, harness.HasTaint(n, harness.UninitializedTaint))
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+		DeleteFunc: func(obj any) {
+			w.mu.Lock()
+			w.deleted = append(w.deleted, deletedNodeName(obj))
+			w.mu.Unlock()
+		},
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	w.stop = func() { cancel(); factory.Shutdown() }
+	factory.Start(wctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		w.stop()
+		return nil, fmt.Errorf("node informer did not sync")
+	}
+	return w, nil
+}
+
+// last is when the last of names was seen initialized; done is false while
+// one is not.
+func (w *initWatch) last(names []string) (at time.Time, done bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		t, ok := w.initAt[n]
+		if !ok {
+			return time.Time{}, false
+		}
+		if t.After(at) {
+			at = t
+		}
+	}
+	return at, true
+}
+
+// check is an error when a Node was deleted (nothing but the CCM deletes
+// Nodes while it runs), or, with vc2 dead, when one of vc2's Nodes was
+// seen with a providerID or without the uninitialized taint.
+func (w *coldStart) check(watch *initWatch, dead bool) error {
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	if len(watch.deleted) > 0 {
+		return fmt.Errorf("Nodes deleted: %v", watch.deleted)
+	}
+	if dead {
+		var initialized []string
+		for _, n := range w.down {
+			if what, ok := watch.touched[n]; ok {
+				initialized = append(initialized, n+" ("+what+")")
+			}
+		}
+		if len(initialized) > 0 {
+			return fmt.Errorf("Nodes of the dead vCenter vc2 (partly) initialized: %v", initialized)
+		}
+	}
+	return nil
 }
 
 // nodeStates indexes Nodes by name.
@@ -246,32 +361,6 @@ func allInitialized(state map[string]*corev1.Node, names []string) bool {
 		}
 	}
 	return true
-}
-
-// check is an error when a Node of this run is gone (deleted: nothing else
-// deletes Nodes while the CCM runs), or, with vc2 dead, when one of vc2's
-// Nodes lost its taint or got a providerID.
-func (w *coldStart) check(state map[string]*corev1.Node, uids map[string]types.UID, dead bool) error {
-	var missing, initialized []string
-	for name, uid := range uids {
-		n, ok := state[name]
-		if !ok || n.UID != uid {
-			missing = append(missing, name)
-			continue
-		}
-		if dead && slices.Contains(w.down, name) && (!harness.HasTaint(n, harness.UninitializedTaint) || n.Spec.ProviderID != "") {
-			initialized = append(initialized, fmt.Sprintf("%s (providerID %q)", name, n.Spec.ProviderID))
-		}
-	}
-	slices.Sort(missing)
-	slices.Sort(initialized)
-	switch {
-	case len(missing) > 0:
-		return fmt.Errorf("Nodes deleted: %v", missing)
-	case len(initialized) > 0:
-		return fmt.Errorf("Nodes of the dead vCenter vc2 initialized: %v", initialized)
-	}
-	return nil
 }
 
 // waitLookupFailed waits for a VMLookupFailed Event about one of this
