@@ -9,6 +9,7 @@ package e2e
 // come back.
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -85,14 +87,21 @@ func TestRecoveryAfterOutage(t *testing.T) {
 		must(t, o.proxy.SetMode(o.mode))
 		setReady(t, env, []*vcsim.VM{o.before}, false)
 	}
-	down := time.Now()
-	minOutage := recoveryOutage()
-	t.Logf("vc2 refuses connections, vc3 black-holes them, for at least %s", minOutage)
 	defer func() {
 		for _, o := range outages {
 			_ = o.proxy.SetMode(vcsim.Pass)
 		}
 	}()
+	// The CCM answers from a vCenter's inventory while it is in sync (up
+	// to heartbeat + requestTimeout after the vCenter goes silent): a Node
+	// registered before it leaves service may rightly be initialized.
+	token := metricsReaderToken(t, env)
+	for _, o := range outages {
+		waitInventoryOut(t, ccm, token, o.vc.Name, time.Minute)
+	}
+	down := time.Now()
+	minOutage := recoveryOutage()
+	t.Logf("vc2 refuses connections, vc3 black-holes them, both out of the CCM's inventory; the outage lasts at least %s from here", minOutage)
 
 	// One late Node of each down vCenter registers at 0s, 40s and 80s
 	// into the outage, and one of the healthy vc1 at 40s (it must
@@ -209,6 +218,24 @@ func TestRecoveryAfterOutage(t *testing.T) {
 	}
 	if d := deletions.Deleted(nil); len(d) > 0 {
 		t.Fatalf("Nodes deleted: %v", d)
+	}
+}
+
+// waitInventoryOut waits until the CCM reports vcenter's inventory out of
+// service (cloudprovider_vsphere_inventory_synced 0).
+func waitInventoryOut(t *testing.T, ccm *harness.CCMProcess, token, vcenter string, timeout time.Duration) {
+	t.Helper()
+	var synced float64
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ss, _, err := ccm.Scrape(ctx, token)
+		if err != nil {
+			return false, err
+		}
+		var ok bool
+		synced, ok = ss.Sum("cloudprovider_vsphere_inventory_synced", "vcenter", vcenter)
+		return ok && synced == 0, nil
+	}); err != nil {
+		t.Fatalf("%s's inventory still in service (synced %v) %s into its outage: %v", vcenter, synced, timeout, err)
 	}
 }
 
