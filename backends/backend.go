@@ -48,6 +48,12 @@ type Backend interface {
 	// under ctx: how a caller learns that a vCenter known down is back.
 	// Its outcome updates Reachability.
 	Probe(ctx context.Context) error
+	// UUIDs lists the BIOS UUIDs of the VMs its inventory holds, and the
+	// inventory's version, which changes whenever they may have; when the
+	// version is unchangedSince, uuids is nil. ok is false without an
+	// inventory in service. It feeds the cross-vCenter duplicate index, so
+	// a twin of a VM is seen as soon as it appears.
+	UUIDs(unchangedSince uint64) (uuids []string, version uint64, ok bool)
 	// Close releases sessions. A closed backend never connects again:
 	// every later call fails with ErrClosed.
 	Close(ctx context.Context) error

@@ -8,11 +8,13 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -55,6 +57,12 @@ type Options struct {
 	// EventObject is where Events about the configuration go; default the
 	// CCM's leader-election Lease, kube-system/cloud-controller-manager.
 	EventObject *v1.ObjectReference
+	// HistoryObject is the ConfigMap recording the vCenters served (see
+	// configHistory); default kube-system/DefaultHistoryObject.
+	HistoryObject types.NamespacedName
+	// RecoveryPoll is how often vCenters' health is checked to re-queue
+	// uninitialized Nodes when one comes back; default 1s.
+	RecoveryPoll time.Duration
 }
 
 // Cloud is the vsphere cloud provider.
@@ -68,12 +76,27 @@ type Cloud struct {
 
 	mu       sync.Mutex
 	started  bool
+	client   kubernetes.Interface // nil without a cluster (unit tests)
 	secrets  *credentials.Secrets
 	backends map[string]*vcenterBackend
 	recorder record.EventRecorder
-	// lastConfig is the file content applied last, or rejected last, so
-	// an unchanged file is neither re-applied nor re-reported.
-	lastConfig [32]byte
+	// applied is the file content applied last: an unchanged file is
+	// not applied again. rejected is the last rejection's content and
+	// error, so a file still rejected the same way is not reported again;
+	// a rejected file is validated again at every reload (validation
+	// reads outside state: a caFile may appear).
+	applied  [32]byte
+	rejected struct {
+		sum [32]byte
+		err string
+	}
+	// pendingDuplicates are BIOS UUIDs newly held in several vCenters,
+	// to report on their Nodes (watchNodes).
+	dupMu             sync.Mutex
+	pendingDuplicates map[string][]string
+	// historyKnown is set once the config history has been recorded.
+	historyKnown bool
+	watcher      *fileWatcher
 }
 
 // vcenterBackend is a backend and the settings it was built with.
@@ -99,15 +122,25 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.Metrics != nil && opts.Discovery.Observer == nil {
 		opts.Discovery.Observer = opts.Metrics
 	}
+	if opts.HistoryObject.Name == "" {
+		opts.HistoryObject.Name = DefaultHistoryObject
+	}
+	if opts.HistoryObject.Namespace == "" {
+		opts.HistoryObject.Namespace = "kube-system"
+	}
+	if opts.RecoveryPoll == 0 {
+		opts.RecoveryPoll = time.Second
+	}
 	if opts.EventObject == nil {
 		opts.EventObject = &v1.ObjectReference{
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
-	c := &Cloud{
-		opts: opts, backends: map[string]*vcenterBackend{}, discovery: discovery.New(nil, opts.Discovery),
-		reloads: make(chan struct{}, 1),
+	c := &Cloud{opts: opts, backends: map[string]*vcenterBackend{}, reloads: make(chan struct{}, 1)}
+	if opts.Discovery.OnDuplicate == nil {
+		opts.Discovery.OnDuplicate = c.noteDuplicate
 	}
+	c.discovery = discovery.New(nil, opts.Discovery)
 	c.cfg.Store(cfg)
 	if opts.Metrics != nil {
 		opts.Metrics.setInventorySource(c.inventoryStatuses)
@@ -147,7 +180,7 @@ func NewFromFile(path string, opts Options) (*Cloud, error) {
 	}
 	opts.ConfigPath = path
 	c := New(cfg, opts)
-	c.lastConfig = sha256.Sum256(data)
+	c.applied = sha256.Sum256(data)
 	return c, nil
 }
 
@@ -166,17 +199,25 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	}
 	c.started = true
 	if client != nil {
+		c.client = client
 		c.secrets = credentials.NewSecrets(client, stop, func(_, _ string) { c.RequestReload() })
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"})
 		go func() { <-stop; b.Shutdown() }()
+		// Until the record of the vCenters served before is read, a VM
+		// not found is not gone: one may have left the config meanwhile.
+		c.discovery.SetHistory(discovery.History{Why: "reading configmap " + c.opts.HistoryObject.String()})
+		go c.watchNodes(stop)
 	}
+	w, err := newFileWatcher(c.opts.ConfigPath, c.RequestReload)
+	if err != nil {
+		klog.Background().Error(err, "Watching the config file failed; edits will not be picked up")
+	}
+	c.watcher = w
 	c.applyLocked(c.cfg.Load())
 	go c.reloadLoop(stop)
-	if err := c.watchFiles(stop); err != nil {
-		klog.Background().Error(err, "Watching config and secrets directory failed; edits will not be picked up")
-	}
+	c.RequestReload() // records the history, retried until it is known
 }
 
 // applyLocked makes cfg current: a backend per vCenter (kept when its
@@ -197,10 +238,13 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
 	}
+	old := c.cfg.Load()
 	c.cfg.Store(cfg)
 	c.discovery.SetVCenters(vcs)
+	// Lookups in flight run under the deadlines of the config they began
+	// with: the old one's count too.
 	var grace time.Duration
-	for _, vc := range cfg.VCenters {
+	for _, vc := range append(slices.Clone(cfg.VCenters), old.VCenters...) {
 		grace = max(grace, vc.RequestTimeout)
 	}
 	for name, old := range c.backends {
@@ -209,6 +253,9 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 		}
 	}
 	c.backends = next
+	if c.watcher != nil {
+		c.watcher.setSecretsDirectory(cfg.SecretsDirectory)
+	}
 }
 
 // closeLater logs a retired backend out once lookups that started with it
@@ -263,10 +310,15 @@ func (c *Cloud) credentialsObject(vc config.VCenterConfig) *v1.ObjectReference {
 	return c.opts.EventObject
 }
 
-// Stop logs every vCenter session out.
+// Stop logs every vCenter session out and stops the background probes.
 func (c *Cloud) Stop(ctx context.Context) {
+	c.discovery.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.watcher != nil {
+		c.watcher.close()
+		c.watcher = nil
+	}
 	for name, b := range c.backends {
 		if err := b.Backend.Close(ctx); err != nil {
 			klog.FromContext(ctx).Info("Closing vCenter session failed", "vcenter", name, "err", err)

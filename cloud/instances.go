@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -23,26 +20,21 @@ const (
 	ReasonLookupFailed   = "VMLookupFailed"
 )
 
-// errNoIdentity refuses to judge existence by VM name alone: a Node name
-// that differs from its VM's name must never get the Node deleted.
-var errNoIdentity = errors.New("node has neither spec.providerID nor status.nodeInfo.systemUUID; existence is not judged by name")
-
-// locate finds node's VM: by providerID when set, else by the kubelet's
-// system UUID, else by VM name. byName tells the caller the weakest key was used.
-func (c *Cloud) locate(ctx context.Context, node *v1.Node) (res *discovery.Result, byName bool, err error) {
-	switch {
-	case node.Spec.ProviderID != "":
-		res, err = c.discovery.FindByProviderID(ctx, node.Spec.ProviderID)
-	case node.Status.NodeInfo.SystemUUID != "":
-		res, err = c.discovery.FindByUUID(ctx, node.Status.NodeInfo.SystemUUID)
-	default:
-		res, err = c.discovery.FindByName(ctx, node.Name)
-		byName = true
+// nodeKeys are what identifies node's VM, and where its labels claim it is.
+func nodeKeys(node *v1.Node) discovery.NodeKeys {
+	return discovery.NodeKeys{
+		Name: node.Name, ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID,
+		ClaimedVCenter: node.Labels[LabelVCenter], ClaimedDatacenter: node.Labels[LabelDatacenter],
 	}
+}
+
+// locate finds node's VM by its strongest key.
+func (c *Cloud) locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
+	res, err := c.discovery.Locate(ctx, nodeKeys(node))
 	if err != nil {
 		c.recordLookupError(node, err)
 	}
-	return res, byName, err
+	return res, err
 }
 
 func (c *Cloud) recordLookupError(node *v1.Node, err error) {
@@ -61,88 +53,33 @@ func (c *Cloud) recordLookupError(node *v1.Node, err error) {
 }
 
 // InstanceExists implements cloudprovider.InstancesV2. It answers false only
-// when every vCenter that could hold the VM answered that it does not.
+// when discovery concludes absence: every vCenter that could hold the VM
+// answered that it does not, with every guard applied (discovery.Exists).
 func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
-	res, byName, err := c.locate(ctx, node)
-	switch {
-	case err != nil:
+	res, err := c.discovery.Exists(ctx, nodeKeys(node))
+	if err != nil {
+		c.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
-	case res == nil && byName:
-		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, errNoIdentity)
-	case res == nil:
-		if err := c.leftConfig(node); err != nil {
-			return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
-		}
-		if err := c.unreadableNamesake(ctx, node); err != nil {
-			return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
-		}
-		klog.FromContext(ctx).Info("VM confirmed absent in every vCenter", "node", node.Name)
-		return false, nil
 	}
-	return true, nil
+	return res != nil, nil
 }
 
-// unreadableNamesake guards absence by UUID against a VM that exists but
-// whose UUID vCenter cannot read (inaccessible or orphaned: no config): if
-// a VM named like the Node is in that state, absence is not confirmed.
-func (c *Cloud) unreadableNamesake(ctx context.Context, node *v1.Node) error {
-	// Asked of vCenter itself: an inventory a moment behind could still
-	// show the VM readable.
-	res, err := c.discovery.FindByNameUncached(ctx, node.Name)
-	var dup *discovery.DuplicateError
-	switch {
-	case errors.As(err, &dup):
-		for _, m := range dup.Matches {
-			if m.VM.UUID == "" {
-				return fmt.Errorf("not found by UUID, and %s cannot be read (state %q); not deleting", m, m.VM.ConnectionState)
-			}
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("not found by UUID; checking for an unreadable VM of the same name failed: %w", err)
-	case res != nil && res.VM.UUID == "":
-		return fmt.Errorf("not found by UUID, and %s cannot be read (state %q); not deleting", res, res.VM.ConnectionState)
-	}
-	return nil
-}
-
-// Labels this provider adds to a Node at initialization, so that where its
-// VM lived outlasts a restart: a VM whose vCenter or datacenter has since
-// left the config is not reported deleted.
+// Labels this provider puts on a Node, so that where its VM lived
+// outlasts a restart: a Node whose labels name a vCenter or datacenter
+// that has left the config is not reported deleted. Values are
+// discovery.LabelValue of the names. Set at initialization and added to
+// initialized Nodes that lack them (Nodes initialized by CPI).
 const (
 	LabelVCenter    = "vsphere-federated-ccm.io/vcenter"
 	LabelDatacenter = "vsphere-federated-ccm.io/datacenter"
 )
 
-// leftConfig is an error when node's labels place its VM in a vCenter or
-// datacenter no longer configured.
-func (c *Cloud) leftConfig(node *v1.Node) error {
-	vcName, ok := node.Labels[LabelVCenter]
-	if !ok {
-		return nil
-	}
-	dc := node.Labels[LabelDatacenter]
-	for _, vc := range c.cfg.Load().VCenters {
-		if vc.Name != vcName {
-			continue
-		}
-		if len(vc.Datacenters) > 0 && dc != "" && !slices.Contains(vc.Datacenters, dc) {
-			return fmt.Errorf("its VM was in datacenter %s of vcenter %s, which is no longer configured; not deleting", dc, vcName)
-		}
-		return nil
-	}
-	return fmt.Errorf("its VM was in vcenter %s, which is no longer configured; not deleting", vcName)
-}
-
-// locationLabels are LabelVCenter and LabelDatacenter for res, when their
-// values are valid label values.
+// locationLabels are LabelVCenter and LabelDatacenter for res.
 func locationLabels(res *discovery.Result) map[string]string {
-	out := map[string]string{}
-	for k, v := range map[string]string{LabelVCenter: res.VCenter, LabelDatacenter: res.VM.Ref.Datacenter} {
-		if v != "" && len(validation.IsValidLabelValue(v)) == 0 {
-			out[k] = v
-		}
+	out := map[string]string{LabelVCenter: discovery.LabelValue(res.VCenter)}
+	if dc := res.VM.Ref.Datacenter; dc != "" {
+		out[LabelDatacenter] = discovery.LabelValue(dc)
 	}
 	return out
 }
@@ -151,7 +88,7 @@ func locationLabels(res *discovery.Result) map[string]string {
 // found powered off.
 func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
-	res, _, err := c.locate(ctx, node)
+	res, err := c.locate(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -162,7 +99,7 @@ func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, erro
 func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	const op = "cloud.InstanceMetadata"
 	cfg := c.cfg.Load() // one config for the whole answer, even if a reload lands meanwhile
-	res, _, err := c.locate(ctx, node)
+	res, err := c.locate(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -193,6 +130,7 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
+	c.backfillLabels(ctx, node, meta.AdditionalLabels)
 	return meta, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // Event reasons about configuration and credentials.
@@ -40,60 +41,116 @@ func (c *Cloud) RequestReload() {
 	}
 }
 
+// historyRetry spaces attempts to record the config history while the
+// API server cannot be read or written.
+const historyRetry = 5 * time.Second
+
 func (c *Cloud) reloadLoop(stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() { <-stop; cancel() }()
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-stop:
 			return
 		case <-c.reloads:
-			c.Reload(ctx)
+		case <-retry:
+		}
+		retry = nil
+		if !c.Reload(ctx) {
+			retry = time.After(historyRetry)
 		}
 	}
 }
 
 // Reload re-reads the config file (when the provider has one) and applies
-// it if it changed and is valid, then refreshes every vCenter's
-// credentials. An invalid file leaves the last good config serving.
-func (c *Cloud) Reload(ctx context.Context) {
+// it if it changed and is valid, records the vCenters served (see
+// configHistory), then refreshes every vCenter's credentials. An invalid
+// file leaves the last good config serving. It reports whether the
+// history is recorded (false: try again later).
+func (c *Cloud) Reload(ctx context.Context) bool {
 	log := klog.FromContext(ctx)
 	if path := c.opts.ConfigPath; path != "" {
-		if err := c.reloadConfig(ctx, path); err != nil {
+		if err, fresh := c.reloadConfig(ctx, path); err != nil {
 			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
 			c.observeReload("error")
-			c.event(c.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
-				fmt.Sprintf("%s rejected, the last good config keeps serving: %v", path, err))
+			if fresh {
+				c.event(c.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
+					fmt.Sprintf("%s rejected, the last good config keeps serving: %v", path, err))
+			}
 		}
 	}
+	recorded := c.recordHistory(ctx)
 	c.refreshCredentials(ctx)
+	return recorded
 }
 
-// reloadConfig applies the file at path if its content changed since it
-// was last applied or rejected.
-func (c *Cloud) reloadConfig(ctx context.Context, path string) error {
+// recordHistory folds the current config into the stored history and
+// hands it to discovery; false when the API server could not be asked.
+func (c *Cloud) recordHistory(ctx context.Context) bool {
+	if c.client == nil {
+		return true
+	}
+	cfg := c.cfg.Load()
+	rctx, cancel := context.WithTimeout(ctx, config.DefaultRequestTimeout)
+	defer cancel()
+	store := historyStore{client: c.client, object: c.opts.HistoryObject}
+	h, err := store.record(rctx, cfg, time.Now())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "The vCenters served before are not known; until they are, no VM is reported deleted")
+		if !c.historyKnownLocked() {
+			c.discovery.SetHistory(discovery.History{Why: err.Error()})
+		}
+		return false
+	}
+	// Only if no newer config was applied meanwhile (it records its own).
+	if c.cfg.Load() == cfg {
+		c.discovery.SetHistory(h.forDiscovery())
+		c.mu.Lock()
+		c.historyKnown = true
+		c.mu.Unlock()
+	}
+	return true
+}
+
+func (c *Cloud) historyKnownLocked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.historyKnown
+}
+
+// reloadConfig applies the file at path unless its content is the one
+// applied last. A rejected file is validated again at every call:
+// validation reads outside state (a caFile may appear after its
+// ConfigMap). fresh tells whether the rejection is news, to report once.
+func (c *Cloud) reloadConfig(ctx context.Context, path string) (err error, fresh bool) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return err, true
 	}
 	sum := sha256.Sum256(data)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if sum == c.lastConfig {
-		return nil
+	if sum == c.applied {
+		c.rejected.sum = [32]byte{}
+		return nil, false
 	}
-	c.lastConfig = sum
 	cfg, err := config.Parse(data)
 	if err != nil {
-		return err
+		fresh = sum != c.rejected.sum || err.Error() != c.rejected.err
+		c.rejected.sum, c.rejected.err = sum, err.Error()
+		return err, fresh
 	}
+	c.applied = sum
+	c.rejected.sum = [32]byte{}
 	old := c.cfg.Load()
 	c.applyLocked(cfg)
 	c.observeReload("success")
 	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
 	c.event(c.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
-	return nil
+	return nil, false
 }
 
 // describeChange names the vCenters added, removed or changed.
@@ -179,54 +236,89 @@ func (c *Cloud) event(obj *v1.ObjectReference, eventType, reason, msg string) {
 	}
 }
 
-// watchFiles requests a reload when the config file or the secrets
+// fileWatcher requests a reload when the config file or the secrets
 // directory changes. It watches directories, not files: a mounted
 // ConfigMap or Secret swaps a "..data" symlink, and editors replace files
-// by renaming, both of which a watch on the file itself would miss.
-func (c *Cloud) watchFiles(stop <-chan struct{}) error {
-	var dirs []string
-	if c.opts.ConfigPath != "" {
-		dirs = append(dirs, filepath.Dir(c.opts.ConfigPath))
-	}
-	if d := c.cfg.Load().SecretsDirectory; d != "" {
-		dirs = append(dirs, d)
-	}
-	if len(dirs) == 0 {
-		return nil
-	}
+// by renaming, both of which a watch on the file itself would miss. The
+// secrets directory follows the config (setSecretsDirectory).
+type fileWatcher struct {
+	w         *fsnotify.Watcher
+	configDir string
+	done      chan struct{}
+
+	mu         sync.Mutex
+	secretsDir string
+}
+
+func newFileWatcher(configPath string, reload func()) (*fileWatcher, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, d := range dirs {
-		if err := w.Add(d); err != nil {
+	fw := &fileWatcher{w: w, done: make(chan struct{})}
+	if configPath != "" {
+		fw.configDir = filepath.Dir(configPath)
+		if err := w.Add(fw.configDir); err != nil {
 			_ = w.Close()
-			return fmt.Errorf("watch %s: %w", d, err)
+			return nil, fmt.Errorf("watch %s: %w", fw.configDir, err)
 		}
 	}
-	go func() {
-		defer w.Close()
-		var timer *time.Timer
-		for {
-			select {
-			case <-stop:
-				return
-			case _, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if timer == nil {
-					timer = time.AfterFunc(debounce, c.RequestReload)
-				} else {
-					timer.Reset(debounce)
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				klog.Background().Error(err, "File watch error")
-			}
+	go fw.run(reload)
+	return fw, nil
+}
+
+func (fw *fileWatcher) run(reload func()) {
+	defer close(fw.done)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
 	}()
-	return nil
+	for {
+		select {
+		case _, ok := <-fw.w.Events:
+			if !ok {
+				return
+			}
+			if timer == nil {
+				timer = time.AfterFunc(debounce, reload)
+			} else {
+				timer.Reset(debounce)
+			}
+		case err, ok := <-fw.w.Errors:
+			if !ok {
+				return
+			}
+			klog.Background().Error(err, "File watch error")
+		}
+	}
+}
+
+// setSecretsDirectory watches dir instead of the previous secrets
+// directory (none when empty).
+func (fw *fileWatcher) setSecretsDirectory(dir string) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if dir == fw.secretsDir {
+		return
+	}
+	if fw.secretsDir != "" && fw.secretsDir != fw.configDir {
+		_ = fw.w.Remove(fw.secretsDir)
+	}
+	fw.secretsDir = ""
+	if dir == "" {
+		return
+	}
+	if err := fw.w.Add(dir); err != nil {
+		klog.Background().Error(err, "Watching the secrets directory failed; rotated files are read at the next login", "dir", dir)
+		return
+	}
+	fw.secretsDir = dir
+}
+
+// close stops the watch and waits for it.
+func (fw *fileWatcher) close() {
+	_ = fw.w.Close()
+	<-fw.done
 }

@@ -133,7 +133,7 @@ func TestConfigEditsApplyInPlace(t *testing.T) {
 		return err != nil
 	})
 	var re *discovery.RetiredError
-	if _, err := c.InstanceExists(ctx, nodeVC2); !errors.As(err, &re) || re.VCenter != "vc2" {
+	if _, err := c.InstanceExists(ctx, nodeVC2); !errors.As(err, &re) || re.LastSeen == nil || re.LastSeen.VCenter != "vc2" {
 		t.Fatalf("err = %v, want RetiredError naming vc2", err)
 	}
 	// Known only from its labels (as after a restart): still not deleted.

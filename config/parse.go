@@ -294,6 +294,7 @@ func (f *File) resolve() (*Config, []error) {
 	g := f.Global.VCenter
 	globalTimeout, ok := parseDuration(g.RequestTimeout, DefaultRequestTimeout, "global.requestTimeout", add)
 	_ = ok
+	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
 	globalBreaker := resolveBreaker(g.Breaker, BreakerConfig{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
 
 	names := make([]string, 0, len(vcs))

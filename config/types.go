@@ -45,6 +45,10 @@ type Global struct {
 	VCenter `yaml:",inline"`
 	// SecretsDirectory holds credential files named like Secret keys.
 	SecretsDirectory string `yaml:"secretsDirectory"`
+	// RetiredVCenterRetention is how long a vCenter or datacenter removed
+	// from the config keeps the Nodes of VMs not found elsewhere (Go
+	// duration; default 168h).
+	RetiredVCenterRetention string `yaml:"retiredVCenterRetention"`
 	// APIDisable and APIBinding are CPI's; accepted so its configs load, unused.
 	APIDisable *bool  `yaml:"apiDisable"`
 	APIBinding string `yaml:"apiBinding"`
@@ -79,6 +83,8 @@ type Config struct {
 	SecretsDirectory string
 	Labels           Labels
 	Nodes            AddressRules
+	// RetiredRetention: see Global.RetiredVCenterRetention.
+	RetiredRetention time.Duration
 }
 
 // VCenterConfig is everything needed to talk to one vCenter.
@@ -127,6 +133,7 @@ const (
 	DefaultConsecutiveFailures = 5
 	DefaultOpenTimeout         = 30 * time.Second
 	DefaultRoundTripCount      = 3
+	DefaultRetiredRetention    = 7 * 24 * time.Hour
 	IPv4                       = "ipv4"
 	IPv6                       = "ipv6"
 )

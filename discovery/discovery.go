@@ -45,6 +45,9 @@ type Result struct {
 
 // String names the VM for messages.
 func (r *Result) String() string {
+	if r.VM.Ref.ID == "" { // known only from an inventory's UUID index
+		return fmt.Sprintf("vcenter %s (a VM of BIOS UUID %s in its inventory)", r.VCenter, r.VM.UUID)
+	}
 	return fmt.Sprintf("vcenter %s datacenter %s vm %q (%s)", r.VCenter, r.VM.Ref.Datacenter, r.VM.Name, r.VM.Ref.ID)
 }
 
@@ -55,6 +58,17 @@ type Options struct {
 	LocationTTL time.Duration
 	// Observer, when set, is told about each vCenter call and breaker change.
 	Observer Observer
+	// ProbeInterval spaces the probes of a vCenter known down (see
+	// Backend.Reachability); default 1s.
+	ProbeInterval time.Duration
+	// ConnectWait bounds how long a lookup waits for a vCenter that is not
+	// known up (its first connection attempt under way); default 1s.
+	ConnectWait time.Duration
+	// DuplicateScan is how often the inventories' UUIDs are compared
+	// across vCenters; default 1s. OnDuplicate, when set, is told of each
+	// BIOS UUID newly held by VMs in several vCenters.
+	DuplicateScan time.Duration
+	OnDuplicate   func(uuid string, vcenters []string)
 }
 
 // Observer receives what a Discoverer does, for metrics.
@@ -71,6 +85,17 @@ type Discoverer struct {
 	opts      Options
 	vcenters  atomic.Pointer[[]*vcenter]
 	locations *cache.TTL[string, location]
+	history   atomic.Pointer[History]
+	// duplicates is fed by the inventories (watchDuplicates).
+	duplicates *duplicateIndex
+
+	// probes are the background probes of vCenters known down; lifetime
+	// ends them at Close.
+	lifetime context.Context
+	stop     context.CancelFunc
+	probeMu  sync.Mutex // orders probes.Go after Close's Wait
+	closed   bool
+	probes   sync.WaitGroup
 }
 
 type location struct {
@@ -81,6 +106,10 @@ type location struct {
 type vcenter struct {
 	VCenter
 	breaker *gobreaker.CircuitBreaker[any]
+	// probing is set while a probe of this vCenter runs; lastProbe is
+	// when the last one started (unix nanoseconds).
+	probing   atomic.Bool
+	lastProbe atomic.Int64
 }
 
 // New returns a Discoverer over vcs.
@@ -88,9 +117,31 @@ func New(vcs []VCenter, opts Options) *Discoverer {
 	if opts.LocationTTL == 0 {
 		opts.LocationTTL = 30 * time.Minute
 	}
-	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL)}
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = time.Second
+	}
+	if opts.ConnectWait == 0 {
+		opts.ConnectWait = time.Second
+	}
+	if opts.DuplicateScan == 0 {
+		opts.DuplicateScan = time.Second
+	}
+	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL), duplicates: newDuplicateIndex()}
+	d.lifetime, d.stop = context.WithCancel(context.Background())
+	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
+	d.probes.Go(func() { d.watchDuplicates(opts.DuplicateScan) })
 	return d
+}
+
+// Close stops the background probes and the duplicate scan and waits for
+// them.
+func (d *Discoverer) Close() {
+	d.probeMu.Lock()
+	d.closed = true
+	d.probeMu.Unlock()
+	d.stop()
+	d.probes.Wait()
 }
 
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
@@ -153,9 +204,24 @@ func (e *VCenterError) Unwrap() error { return e.Err }
 // breaker is open.
 var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures")
 
-// call runs fn against v under the breaker and v's request deadline.
+// ErrVCenterDown is returned, without a network call, for a vCenter whose
+// backend's last connection-level event failed; a background probe tells
+// when it is back.
+var ErrVCenterDown = errors.New("vCenter known down")
+
+// call runs fn against v under the breaker and v's request deadline. A
+// vCenter known down answers at once with ErrVCenterDown.
 func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
+	var zero T
 	start := time.Now()
+	if r := v.Backend.Reachability(); r.State == backends.ConnDown {
+		d.probeLater(v)
+		err := fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err)
+		if d.opts.Observer != nil {
+			d.opts.Observer.Call(v.Name, op, time.Since(start), err)
+		}
+		return zero, &VCenterError{VCenter: v.Name, Err: err}
+	}
 	out, err := v.breaker.Execute(func() (any, error) {
 		cctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
 		defer cancel()
@@ -168,11 +234,11 @@ func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn f
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		err = ErrBreakerOpen
 	}
-	if d.opts.Observer != nil {
+	// A call the lookup stopped waiting for says nothing about the vCenter.
+	if d.opts.Observer != nil && !errors.Is(err, context.Canceled) {
 		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
 	}
 	if err != nil {
-		var zero T
 		return zero, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	return out.(T), nil
@@ -231,31 +297,58 @@ func errorStrings(errs []error) []string {
 	return out
 }
 
-// FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
-// byte-swapped form too. It returns (nil, nil) only when every vCenter
-// answered that no such VM exists.
-func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, error) {
-	const op = "discovery.FindByUUID"
+// lookup is one search: the query, its location cache key and its name
+// in messages.
+type lookup struct {
+	q        backends.Query
+	key      string
+	what     string
+	nameOnly bool // by VM name: the weakest key, never grounds for absence
+}
+
+func uuidLookup(uuid string) (lookup, error) {
 	u, err := NormalizeUUID(uuid)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return lookup{}, err
 	}
 	values := []string{u}
 	if s := SwapByteOrder(u); s != u {
 		values = append(values, s)
 	}
-	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: values}, "uuid:"+u, fmt.Sprintf("uuid %q", u))
+	return lookup{q: backends.Query{By: backends.ByUUID, Values: values}, key: "uuid:" + u, what: fmt.Sprintf("uuid %q", u)}, nil
+}
+
+func biosLookup(uuid string) (lookup, error) {
+	u, err := NormalizeUUID(uuid)
+	if err != nil {
+		return lookup{}, err
+	}
+	return lookup{q: backends.Query{By: backends.ByUUID, Values: []string{u}}, key: "bios:" + u, what: fmt.Sprintf("bios uuid %q", u)}, nil
+}
+
+func nameLookup(name string) lookup {
+	return lookup{q: backends.Query{By: backends.ByName, Values: []string{name}}, key: "name:" + name, what: fmt.Sprintf("vm name %q", name), nameOnly: true}
+}
+
+// FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
+// byte-swapped form too. It returns (nil, nil) only when every vCenter
+// answered that no such VM exists.
+func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, error) {
+	l, err := uuidLookup(uuid)
+	if err != nil {
+		return nil, fmt.Errorf("discovery.FindByUUID: %w", err)
+	}
+	return d.find(ctx, l)
 }
 
 // FindByBIOSUUID locates the VM whose BIOS UUID is exactly uuid, as in a
 // providerID; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByBIOSUUID(ctx context.Context, uuid string) (*Result, error) {
-	const op = "discovery.FindByBIOSUUID"
-	u, err := NormalizeUUID(uuid)
+	l, err := biosLookup(uuid)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("discovery.FindByBIOSUUID: %w", err)
 	}
-	return d.find(ctx, backends.Query{By: backends.ByUUID, Values: []string{u}}, "bios:"+u, fmt.Sprintf("bios uuid %q", u))
+	return d.find(ctx, l)
 }
 
 // FindByProviderID locates the VM of a "vsphere://<uuid>" providerID.
@@ -269,19 +362,12 @@ func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (*
 
 // FindByName locates the VM named name; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, error) {
-	return d.find(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, "name:"+name, fmt.Sprintf("vm name %q", name))
-}
-
-// FindByNameUncached is FindByName asked of every vCenter itself, past
-// remembered locations and inventories: for checks that guard a
-// conclusion of absence, which must not rest on a copy a moment old.
-func (d *Discoverer) FindByNameUncached(ctx context.Context, name string) (*Result, error) {
-	return d.findUncached(ctx, backends.Query{By: backends.ByName, Values: []string{name}}, fmt.Sprintf("vm name %q", name))
+	return d.find(ctx, nameLookup(name))
 }
 
 // FindByIP locates the VM with a guest IP ip; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
-	return d.find(ctx, backends.Query{By: backends.ByIP, Values: []string{ip}}, "ip:"+ip, fmt.Sprintf("ip %q", ip))
+	return d.find(ctx, lookup{q: backends.Query{By: backends.ByIP, Values: []string{ip}}, key: "ip:" + ip, what: fmt.Sprintf("ip %q", ip)})
 }
 
 // searched returns the vCenters a lookup asks; none is an error, so that
@@ -294,12 +380,12 @@ func (d *Discoverer) searched(what string) ([]*vcenter, error) {
 	return vcs, nil
 }
 
-func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what string) (*Result, error) {
-	vcs, err := d.searched(what)
+func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
+	vcs, err := d.searched(l.what)
 	if err != nil {
 		return nil, err
 	}
-	if res, ok := d.fromCache(ctx, vcs, q, key); ok {
+	if res, ok := d.fromCache(ctx, vcs, l.q, l.key); ok {
 		return res.result, res.err
 	}
 	if d.opts.Observer != nil {
@@ -308,8 +394,9 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 	// First from the backends' inventories where they have one; if that
 	// finds nothing anywhere, again from vCenter itself: an inventory's
 	// "none known" is not absence.
+	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, vcs, q)
+	answers := d.ask(ctx, vcs, q, true)
 	if nothingFound(answers) {
 		var again []*vcenter
 		for _, v := range vcs {
@@ -319,20 +406,12 @@ func (d *Discoverer) find(ctx context.Context, q backends.Query, key, what strin
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, again, q) {
+			for _, a := range d.ask(ctx, again, q, true) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
 	}
-	return d.judge(ctx, vcs, answers, key, what)
-}
-
-func (d *Discoverer) findUncached(ctx context.Context, q backends.Query, what string) (*Result, error) {
-	vcs, err := d.searched(what)
-	if err != nil {
-		return nil, err
-	}
-	return d.judge(ctx, vcs, d.ask(ctx, vcs, q), "", what)
+	return d.judge(ctx, vcs, answers, l.key, l.what)
 }
 
 // judge turns every vCenter's answer into the lookup's; key, when set,
@@ -349,7 +428,7 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		answered = append(answered, a.vc.Name)
 		for _, vm := range a.vms {
 			r := &Result{VCenter: a.vc.Name, VM: vm}
-			if len(a.vc.Datacenters) > 0 && !slices.Contains(a.vc.Datacenters, vm.Ref.Datacenter) {
+			if !a.vc.serves(vm.Ref.Datacenter) {
 				outside = append(outside, r)
 				continue
 			}
@@ -362,14 +441,16 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		d.observe("duplicate")
 		return nil, &DuplicateError{What: what, Matches: found}
 	case len(found) == 1:
+		if err := d.twinError(found[0], what, answered); err != nil {
+			d.observe("duplicate")
+			return nil, err
+		}
 		if failed != nil {
 			// A duplicate in a vCenter that did not answer cannot be
 			// ruled out; the VM found is still the best-known answer.
 			log.V(2).Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
 		}
-		if key != "" {
-			d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
-		}
+		d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
 		d.observe("found")
 		return found[0], nil
 	case failed != nil:
@@ -381,20 +462,23 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		d.observe("error")
 		return nil, &OutsideError{What: what, Matches: outside}
 	default:
-		if loc, ok := d.locations.Get(key); key != "" && ok && !configured(vcs, loc) {
+		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
 			// Last seen in a vCenter or datacenter that has left the
 			// config: leaving the config is not the VM being deleted.
 			// Refreshed, so it lasts as long as someone asks.
 			d.locations.Set(key, loc)
 			d.observe("error")
-			return nil, &RetiredError{What: what, VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}
+			return nil, &RetiredError{What: what, LastSeen: &Retired{VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}}
 		}
-		if key != "" {
-			d.locations.Delete(key)
-		}
+		d.locations.Delete(key)
 		d.observe("not_found")
 		return nil, nil
 	}
+}
+
+// serves reports whether v's configured datacenters include dc.
+func (v *vcenter) serves(dc string) bool {
+	return len(v.Datacenters) == 0 || slices.Contains(v.Datacenters, dc)
 }
 
 type answer struct {
@@ -406,9 +490,22 @@ type answer struct {
 // ask puts q to every vCenter in parallel. Every datacenter is searched;
 // the configured ones are applied by the caller, so a VM outside them is
 // seen, not absent.
-func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query) []answer {
+//
+// It always waits for vCenters known up. One that is not (connecting for
+// the first time) is waited for at most ConnectWait, and not at all with
+// foundFast once a VM is found in a served datacenter: its call is
+// cancelled and counts as not answered — which a found VM does not need,
+// and which makes absence an error. A vCenter known down answers at once
+// (call). So a dead vCenter costs the others' lookups nothing, a
+// duplicate in a vCenter known up is always seen (and in the others the
+// inventories' duplicate index sees it), and absence still needs every
+// answer.
+func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, foundFast bool) []answer {
 	q.Datacenters = nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	answers := make([]answer, len(vcs))
+	done := make(chan int, len(vcs))
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		wg.Go(func() {
@@ -416,10 +513,61 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query) 
 				return b.Find(ctx, q)
 			})
 			answers[i] = answer{vc: v, vms: vms, err: err}
+			done <- i
 		})
 	}
+	pending := map[int]bool{}
+	for i := range vcs {
+		pending[i] = true
+	}
+	connectWait := time.NewTimer(d.opts.ConnectWait)
+	defer connectWait.Stop()
+	found, patient := false, true
+	var why error
+	for len(pending) > 0 {
+		select {
+		case i := <-done:
+			delete(pending, i)
+			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Ref.Datacenter) })
+		case <-connectWait.C:
+			patient = false
+		}
+		if waitingForUp(vcs, pending) {
+			continue
+		}
+		if foundFast && found {
+			why = errNotWaited
+			break
+		}
+		if !patient {
+			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, d.opts.ConnectWait)
+			break
+		}
+	}
+	cancel()
 	wg.Wait()
+	for i := range pending {
+		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
+	}
 	return answers
+}
+
+// ErrVCenterConnecting is a vCenter not waited for: its first connection
+// attempt had not ended within ConnectWait.
+var ErrVCenterConnecting = errors.New("vCenter still connecting")
+
+// errNotWaited is a vCenter not waited for because the VM was found
+// elsewhere and it is not known up.
+var errNotWaited = errors.New("not waited for: the VM was found elsewhere and this vCenter is not known up")
+
+// waitingForUp reports whether a pending vCenter is known up.
+func waitingForUp(vcs []*vcenter, pending map[int]bool) bool {
+	for i := range pending {
+		if vcs[i].Backend.Reachability().State == backends.ConnUp {
+			return true
+		}
+	}
+	return false
 }
 
 // nothingFound reports answers that would be taken for absence: every
@@ -451,17 +599,7 @@ func (e *OutsideError) Error() string {
 // configured reports whether loc's vCenter and datacenter are searched.
 func configured(vcs []*vcenter, loc location) bool {
 	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
-	return i >= 0 && (len(vcs[i].Datacenters) == 0 || slices.Contains(vcs[i].Datacenters, loc.ref.Datacenter))
-}
-
-// RetiredError is a lookup for a VM last seen in a vCenter or datacenter
-// that is no longer configured: it cannot be asked, so the VM is not gone.
-type RetiredError struct {
-	What, VCenter, Datacenter string
-}
-
-func (e *RetiredError) Error() string {
-	return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.VCenter, e.Datacenter)
+	return i >= 0 && vcs[i].serves(loc.ref.Datacenter)
 }
 
 func (d *Discoverer) observe(result string) {
@@ -495,11 +633,16 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):
 		// An inaccessible or orphaned VM has no readable UUID, but the
 		// object at a remembered reference (never reused) is still it.
+		res := &Result{VCenter: loc.vcenter, VM: *vm}
+		if err := d.twinError(res, key, []string{loc.vcenter}); err != nil {
+			d.observe("duplicate")
+			return cached{err: err}, true
+		}
 		if d.opts.Observer != nil {
 			d.opts.Observer.Cache(true)
 		}
 		d.observe("found")
-		return cached{result: &Result{VCenter: loc.vcenter, VM: *vm}}, true
+		return cached{result: res}, true
 	case err == nil || errors.Is(err, backends.ErrNotFound):
 		// Gone or changed: forget it and search everywhere.
 		d.locations.Delete(key)

@@ -31,9 +31,11 @@ type Backend struct {
 	inventoried bool
 	directErr   error // returned by Find calls that do not allow a cached answer
 	cachedCalls atomic.Int64
+	byErr       map[backends.By]error // returned by Find calls of that kind
 	reach       backends.Reachability
 	probes      atomic.Int64
 	closed      bool
+	version     uint64 // of the VMs held: changes with every Add and Remove
 }
 
 // Lag makes the VM with the given ref ID missing from the backend's
@@ -63,6 +65,17 @@ func (b *Backend) FailDirect(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.directErr = err
+}
+
+// FailQuery makes Find calls of kind by return err (nil heals), as a
+// vCenter whose searches of one kind time out while others answer.
+func (b *Backend) FailQuery(by backends.By, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byErr == nil {
+		b.byErr = map[backends.By]error{}
+	}
+	b.byErr[by] = err
 }
 
 // CachedCalls counts the Find calls that allowed a cached answer.
@@ -112,6 +125,7 @@ func (b *Backend) Add(vm backends.VM, tags map[string]string) {
 	defer b.mu.Unlock()
 	vm.UUID = strings.ToLower(vm.UUID)
 	b.vms[vm.Ref.ID] = vm
+	b.version++
 	b.tags[vm.Ref.ID] = tags
 }
 
@@ -121,6 +135,27 @@ func (b *Backend) Remove(id string) {
 	defer b.mu.Unlock()
 	delete(b.vms, id)
 	delete(b.tags, id)
+	b.version++
+}
+
+// UUIDs implements backends.Backend: the fake's inventory is everything
+// it holds, in service unless the backend fails.
+func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil || b.hang || b.closed {
+		return nil, 0, false
+	}
+	if b.version == unchangedSince {
+		return nil, b.version, true
+	}
+	out := make([]string, 0, len(b.vms))
+	for _, vm := range b.vms {
+		if vm.UUID != "" {
+			out = append(out, vm.UUID)
+		}
+	}
+	return out, b.version, true
 }
 
 // SetPower changes a VM's power state.
@@ -177,6 +212,9 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, er
 	defer b.mu.Unlock()
 	if !q.AllowCached && b.directErr != nil {
 		return nil, b.directErr
+	}
+	if err := b.byErr[q.By]; err != nil {
+		return nil, err
 	}
 	var out []backends.VM
 	for _, vm := range b.vms {

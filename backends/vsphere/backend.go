@@ -112,6 +112,14 @@ func (b *Backend) InventoryStatus() InventoryStatus {
 	return st
 }
 
+// UUIDs implements backends.Backend.
+func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
+	if b.inv == nil {
+		return nil, 0, false
+	}
+	return b.inv.uuids(unchangedSince)
+}
+
 // Inventoried implements backends.Backend.
 func (b *Backend) Inventoried() bool { return b.inv != nil }
 

@@ -581,6 +581,26 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	return out, true
 }
 
+// uuids lists the BIOS UUIDs held while in service, with the update
+// count as version (nil uuids when it equals unchangedSince).
+func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	s := inv.current()
+	if s == nil {
+		return nil, 0, false
+	}
+	version := inv.updates.Load()
+	if version == unchangedSince {
+		return nil, version, true
+	}
+	out := make([]string, 0, len(s.byUUID))
+	for u := range s.byUUID {
+		out = append(out, u)
+	}
+	return out, version, true
+}
+
 // synced reports whether the inventory currently answers.
 func (inv *inventory) synced() bool {
 	inv.mu.RLock()

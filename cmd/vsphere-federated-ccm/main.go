@@ -51,7 +51,10 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	metrics := cloud.NewMetrics()
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	provider, err := cloud.NewFromFile(shared.CloudConfigFile, cloud.Options{Metrics: metrics, EventObject: podReference()})
+	opts := cloud.Options{Metrics: metrics, EventObject: podReference()}
+	// The record of the vCenters served lives beside the Pod.
+	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
+	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)

@@ -191,7 +191,7 @@ func TestRemoveVCenterDeletesNoNode(t *testing.T) {
 		}
 		return nil
 	})
-	if !logHas(p.Log(), regexp.MustCompile(`vcenter vc2, which is no longer configured|last seen in vcenter vc2`)) {
+	if !logHas(p.Log(), regexp.MustCompile(`vcenter vc2 \(by its label\), which is no longer configured|last seen in vcenter vc2|vcenter vc2 \(left the config`)) {
 		t.Fatalf("the CCM never said why it kept vc2's Nodes")
 	}
 	sameProcess(t, p, pid)

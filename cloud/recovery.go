@@ -1,0 +1,149 @@
+package cloud
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// AnnotationLookupRetry is set on a Node that is still uninitialized when a
+// vCenter comes back: any update of a Node re-queues it in the cloud-node
+// controller, which otherwise retries a Node that failed with exponential
+// backoff (up to 1000 s) or at its kubelet's next status report.
+const AnnotationLookupRetry = "vsphere-federated-ccm.io/lookup-retry"
+
+// watchNodes runs what this provider does to Nodes on its own, from one
+// Node informer, polling every RecoveryPoll:
+//   - when a vCenter comes back (known down or behind an open breaker,
+//     then healthy), it touches every Node still carrying the
+//     uninitialized taint so it is looked up again at once;
+//   - when discovery reports a BIOS UUID newly held in several vCenters,
+//     it records a DuplicateVMUUID Event on each Node of that UUID.
+func (c *Cloud) watchNodes(stop <-chan struct{}) {
+	factory := informers.NewSharedInformerFactory(c.client, 0)
+	nodes := factory.Core().V1().Nodes()
+	lister := nodes.Lister()
+	nodes.Informer() // registered before Start
+	factory.Start(stop)
+	defer factory.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-stop; cancel() }()
+
+	healthy := map[string]bool{}
+	tick := time.NewTicker(c.opts.RecoveryPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		c.reportDuplicates(lister)
+		var back []string
+		for _, h := range c.discovery.Health() {
+			was, seen := healthy[h.Name]
+			healthy[h.Name] = h.Healthy()
+			if seen && !was && h.Healthy() {
+				back = append(back, h.Name)
+			}
+		}
+		if len(back) == 0 {
+			continue
+		}
+		all, err := lister.List(labels.Everything())
+		if err != nil {
+			continue
+		}
+		log := klog.FromContext(ctx).WithValues("vcenters", back)
+		touched := 0
+		for _, n := range all {
+			if !uninitialized(n) {
+				continue
+			}
+			if err := c.touch(ctx, n.Name); err != nil {
+				log.Error(err, "Re-queueing an uninitialized Node failed; the controller retries it with backoff", "node", n.Name)
+				continue
+			}
+			touched++
+		}
+		log.Info("vCenters back: uninitialized Nodes re-queued", "nodes", touched)
+	}
+}
+
+func uninitialized(n *v1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
+			return true
+		}
+	}
+	return false
+}
+
+// touch sets AnnotationLookupRetry on a Node.
+func (c *Cloud) touch(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationLookupRetry, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err := c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// noteDuplicate is discovery's OnDuplicate: reported at the next poll.
+func (c *Cloud) noteDuplicate(uuid string, vcenters []string) {
+	klog.Background().Info("A BIOS UUID is held by VMs in several vCenters; lookups of its Nodes fail until one is changed", "uuid", uuid, "vcenters", vcenters)
+	c.dupMu.Lock()
+	defer c.dupMu.Unlock()
+	if c.pendingDuplicates == nil {
+		c.pendingDuplicates = map[string][]string{}
+	}
+	c.pendingDuplicates[uuid] = vcenters
+}
+
+// reportDuplicates records an Event on every Node of each UUID noted.
+func (c *Cloud) reportDuplicates(lister corelisters.NodeLister) {
+	c.dupMu.Lock()
+	pending := c.pendingDuplicates
+	c.pendingDuplicates = nil
+	c.dupMu.Unlock()
+	if len(pending) == 0 || c.recorder == nil {
+		return
+	}
+	all, err := lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, n := range all {
+		for _, u := range nodeUUIDs(n) {
+			if vcs, ok := pending[u]; ok {
+				c.recorder.Event(n, v1.EventTypeWarning, ReasonDuplicateUUID,
+					fmt.Sprintf("BIOS UUID %s is held by VMs in vcenters %v; the Node is not served until one is changed", u, vcs))
+				break
+			}
+		}
+	}
+}
+
+// nodeUUIDs are the BIOS UUIDs a Node may stand for: its providerID's, and
+// its system UUID in both byte orders.
+func nodeUUIDs(n *v1.Node) []string {
+	var out []string
+	if u, err := discovery.ParseProviderID(n.Spec.ProviderID); err == nil {
+		out = append(out, u)
+	}
+	if u, err := discovery.NormalizeUUID(n.Status.NodeInfo.SystemUUID); err == nil {
+		out = append(out, u, discovery.SwapByteOrder(u))
+	}
+	return out
+}

@@ -1,0 +1,388 @@
+package cloud_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// fakeFleet is in-memory vCenters by name, for the decisions of the
+// provider itself (what counts as absence), not the wire.
+type fakeFleet map[string]*memory.Backend
+
+func newFakeFleet(names ...string) fakeFleet {
+	f := fakeFleet{}
+	for _, n := range names {
+		f[n] = memory.New()
+	}
+	return f
+}
+
+// yaml is a config naming the given vCenters of the fleet (inline
+// credentials, short deadline) plus extra global keys.
+func (f fakeFleet) yaml(extraGlobal string, names ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "global:\n  user: ccm\n  password: pw\n  requestTimeout: 2s\n%s", extraGlobal)
+	b.WriteString("vcenter:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %s:\n    server: %s.example.com\n", n, n)
+	}
+	return b.String()
+}
+
+func (f fakeFleet) options() cloud.Options {
+	return cloud.Options{NewBackend: func(vc config.VCenterConfig, _ credentials.Source) backends.Backend {
+		return f[vc.Name]
+	}}
+}
+
+// startFake starts a provider over f with cfg; client may be nil.
+func (f fakeFleet) start(t *testing.T, cfg string, client kubernetes.Interface) *cloud.Cloud {
+	t.Helper()
+	parsed, err := config.Parse([]byte(cfg))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, cfg)
+	}
+	c := cloud.New(parsed, f.options())
+	stop := make(chan struct{})
+	c.Start(client, stop)
+	t.Cleanup(func() {
+		close(stop)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.Stop(ctx)
+	})
+	return c
+}
+
+func fakeVM(dc, id, name, uuid string) backends.VM {
+	return backends.VM{
+		Ref: backends.VMRef{Datacenter: dc, ID: id}, Name: name, UUID: uuid,
+		PowerState: backends.PoweredOn, ConnectionState: "connected", GuestHostName: name,
+		NICs: []backends.NIC{{Network: "VM Network", IPs: []string{"10.0.0.5"}, DeviceConfigID: 4000}},
+	}
+}
+
+// inaccessible is a VM whose configuration vCenter cannot read: no UUID,
+// so a search by UUID misses it, though it exists.
+func inaccessible(dc, id, name string) backends.VM {
+	return backends.VM{Ref: backends.VMRef{Datacenter: dc, ID: id}, Name: name, ConnectionState: "inaccessible"}
+}
+
+// requireKept fails unless InstanceExists answers an error: the Node is
+// kept and retried, never deleted.
+func requireKept(t *testing.T, c *cloud.Cloud, node *v1.Node, why string) error {
+	t.Helper()
+	ok, err := c.InstanceExists(ctxT(t), node)
+	if err == nil {
+		t.Fatalf("%s: InstanceExists(%s) = %v, nil; want an error (the Node kept)", why, node.Name, ok)
+	}
+	return err
+}
+
+const (
+	uuidA = "42000001-0000-4000-8000-000000000001"
+	uuidB = "42000002-0000-4000-8000-000000000002"
+	uuidC = "42000003-0000-4000-8000-000000000003"
+)
+
+// Finding 1: the check for an unreadable VM of the Node's name must not
+// accept a partial answer. The Node's VM is inaccessible in vcB, so the
+// UUID lookup is empty; the name search finds a readable namesake in vcA
+// while vcB fails it. Before the fix the found namesake passed the guard
+// and InstanceExists said (false, nil): the Node was deleted.
+func TestNamesakeCheckWithAFailedVCenterKeepsTheNode(t *testing.T) {
+	timeout := errors.New("no answer within requestTimeout 2s: context deadline exceeded")
+	for _, tc := range []struct {
+		name  string
+		setup func(f fakeFleet)
+	}{
+		{"namesake found in one vCenter, another failed", func(f fakeFleet) {
+			f["vcA"].Add(fakeVM("dc0", "vm-1", "node-1", uuidA), nil)
+		}},
+		{"namesakes found in two vCenters, another failed", func(f fakeFleet) {
+			f["vcA"].Add(fakeVM("dc0", "vm-1", "node-1", uuidA), nil)
+			f["vcC"].Add(fakeVM("dc0", "vm-3", "node-1", uuidC), nil)
+		}},
+		{"no namesake elsewhere, the vCenter holding it failed", func(fakeFleet) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet("vcA", "vcB", "vcC")
+			tc.setup(f)
+			f["vcB"].Add(inaccessible("dc0", "vm-7", "node-1"), nil)
+			f["vcB"].FailQuery(backends.ByName, timeout)
+			c := f.start(t, f.yaml("", "vcA", "vcB", "vcC"), nil)
+			node := kubeletNode("node-1", uuidB)
+			err := requireKept(t, c, node, "name search failed in vcB")
+			if !strings.Contains(err.Error(), "vcB") {
+				t.Fatalf("error %q does not name the vCenter that did not answer", err)
+			}
+			f["vcB"].FailQuery(backends.ByName, nil)
+			err = requireKept(t, c, node, "inaccessible VM of the Node's name in vcB")
+			if !strings.Contains(err.Error(), "inaccessible") {
+				t.Fatalf("error %q does not say the namesake is inaccessible", err)
+			}
+			f["vcB"].Remove("vm-7")
+			if ok, err := c.InstanceExists(ctxT(t), node); ok || err != nil {
+				t.Fatalf("every vCenter answered, no such VM: InstanceExists = %v, %v; want false, nil", ok, err)
+			}
+		})
+	}
+}
+
+// Finding 3: validation depends on outside state (a caFile must exist),
+// so a rejected config is checked again at every trigger, not only when
+// its content changes. Before the fix the identical file was never parsed
+// again and the new vCenter stayed unconfigured.
+func TestRejectedConfigIsRetriedWhenItsFilesAppear(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	vm := fakeVM("dc0", "vm-2", "node-b", uuidB)
+	f["vcB"].Add(vm, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vsphere.conf")
+	writeAtomically(t, path, f.yaml("", "vcA"))
+	opts := f.options()
+	c, err := cloud.NewFromFile(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c.Start(nil, stop)
+	ctx := ctxT(t)
+	ca := filepath.Join(dir, "ca.pem")
+	writeAtomically(t, path, f.yaml("", "vcA")+"  vcB:\n    server: vcB.example.com\n    caFile: "+ca+"\n")
+	c.Reload(ctx) // rejected: the CA file is not there yet
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
+	if ok, err := c.InstanceExists(ctx, node); ok || err != nil {
+		t.Fatalf("before the edit applies: InstanceExists = %v, %v; want false, nil (vcB not configured)", ok, err)
+	}
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Reload(ctx) // same content, its CA file now there
+	if ok, err := c.InstanceExists(ctx, node); !ok || err != nil {
+		t.Fatalf("after the CA file appeared: InstanceExists = %v, %v; want true (vcB configured)", ok, err)
+	}
+}
+
+// stateClient is a fake API server holding the Nodes given.
+func stateClient(nodes ...*v1.Node) *fake.Clientset {
+	objs := make([]runtime.Object, 0, len(nodes))
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	return fake.NewClientset(objs...)
+}
+
+// Finding 2: a vCenter removed from the config keeps its Nodes across a
+// restart, whatever their labels say: Nodes initialized by CPI have none
+// of ours, and a kubelet can write them.
+func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	inA := fakeVM("dc0", "vm-1", "node-a", uuidA)
+	inB := fakeVM("dc0", "vm-2", "node-b", uuidB)
+	f["vcA"].Add(inA, nil)
+	f["vcB"].Add(inB, nil)
+	cpiNode := func(name, uuid string, labels map[string]string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuid}}
+	}
+	plain := cpiNode("node-b", uuidB, nil)
+	relabelled := cpiNode("node-b2", uuidB, map[string]string{cloud.LabelVCenter: "vcA"})
+	client := stateClient(plain, relabelled)
+
+	first := f.start(t, f.yaml("", "vcA", "vcB"), client)
+	ctx := ctxT(t)
+	waitHistory(t, client, `"vcB"`)
+	if ok, err := first.InstanceExists(ctx, plain); !ok || err != nil {
+		t.Fatalf("both vCenters configured: %v, %v", ok, err)
+	}
+	stopCloud(t, first)
+
+	// The CCM restarts with vcB removed from its config (new backends:
+	// the old process logged out).
+	f2 := newFakeFleet("vcA", "vcB") // vcB is never asked again
+	f2["vcA"].Add(inA, nil)
+	second := f2.start(t, f2.yaml("", "vcA"), client)
+	// Until the record is read absence is an error too; then the error
+	// names what could hold the VM.
+	waitHistory(t, client, `"retired"`)
+	for _, n := range []*v1.Node{plain, relabelled} {
+		eventually(t, "the error to name the removed vCenter", func() bool {
+			return strings.Contains(requireKept(t, second, n, "vcB removed from the config before a restart").Error(), "vcenter vcB (left the config")
+		})
+	}
+	if f2["vcB"].Calls() != 0 {
+		t.Fatal("a removed vCenter was asked")
+	}
+	// A VM this process saw in a vCenter still configured, destroyed
+	// there: its absence is proven, so its Node goes.
+	nodeA := cpiNode("node-a", uuidA, nil)
+	if ok, err := second.InstanceExists(ctx, nodeA); !ok || err != nil {
+		t.Fatalf("VM in vcA: %v, %v", ok, err)
+	}
+	f2["vcA"].Remove("vm-1")
+	if ok, err := second.InstanceExists(ctx, nodeA); ok || err != nil {
+		t.Fatalf("VM seen in vcA and destroyed there: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// waitHistory waits until the provider's record of the vCenters it served
+// holds want.
+func waitHistory(t *testing.T, client kubernetes.Interface, want string) {
+	t.Helper()
+	eventually(t, "the config history to hold "+want, func() bool {
+		cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctxT(t), cloud.DefaultHistoryObject, metav1.GetOptions{})
+		return err == nil && strings.Contains(cm.Data["vcenters.json"], want)
+	})
+}
+
+// stopCloud stops c as a process exit would (its Start's stop channel
+// stays open until the test ends; Stop logs out).
+func stopCloud(t *testing.T, c *cloud.Cloud) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c.Stop(ctx)
+}
+
+// A Node that failed its lookup while its vCenter was down is retried as
+// soon as the vCenter is back, not at the controller's next backoff step:
+// every Node still uninitialized is touched (an annotation), which
+// re-queues it in the cloud-node controller.
+func TestUninitializedNodesAreRequeuedWhenAVCenterComesBack(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
+	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
+	tainted := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "waiting"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+		{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule},
+	}}}
+	ready := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "initialized"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
+	client := stateClient(tainted, ready)
+	opts := f.options()
+	opts.RecoveryPoll = 20 * time.Millisecond
+	parsed, err := config.Parse([]byte(f.yaml("", "vcA", "vcB")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloud.New(parsed, opts)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); stopCloud(t, c) })
+	c.Start(client, stop)
+	annotation := func(name string) string {
+		n, err := client.CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Annotations[cloud.AnnotationLookupRetry]
+	}
+	time.Sleep(200 * time.Millisecond) // ten polls with vcB down
+	if a := annotation("waiting"); a != "" {
+		t.Fatalf("re-queued while vcB is still down (%s)", a)
+	}
+	f["vcB"].Fail(nil)
+	f["vcB"].SetReachability(backends.ConnUp, nil)
+	eventually(t, "the uninitialized Node to be re-queued", func() bool { return annotation("waiting") != "" })
+	if a := annotation("initialized"); a != "" {
+		t.Fatalf("an initialized Node was touched: %s", a)
+	}
+}
+
+// Location labels name every vCenter, also one whose name is no valid
+// label value (an INI section named by an IPv6 server, a long name), and
+// are added to initialized Nodes that lack them (initialized by CPI).
+func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
+	const v6 = "fd00::10"
+	long := strings.Repeat("vcenter-", 9) // 72 characters
+	f := fakeFleet{v6: memory.New(), long: memory.New()}
+	f[v6].Add(fakeVM("DC 1", "vm-1", "node-6", uuidA), nil)
+	f[long].Add(fakeVM("dc0", "vm-2", "node-l", uuidB), nil)
+	cpiInitialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-6"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
+	client := stateClient(cpiInitialized)
+	c := f.start(t, "global:\n  user: u\n  password: p\nvcenter:\n  \""+v6+"\":\n    server: \""+v6+"\"\n  "+long+":\n    server: long.example.com\n", client)
+	ctx := ctxT(t)
+	md, err := c.InstanceMetadata(ctx, cpiInitialized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range md.AdditionalLabels {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Fatalf("label %s=%q is not a valid label value: %v", k, v, errs)
+		}
+	}
+	if md.AdditionalLabels[cloud.LabelVCenter] == "" || md.AdditionalLabels[cloud.LabelDatacenter] == "" {
+		t.Fatalf("labels %v: want both location labels", md.AdditionalLabels)
+	}
+	got, err := client.CoreV1().Nodes().Get(ctx, "node-6", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range md.AdditionalLabels {
+		if got.Labels[k] != v {
+			t.Fatalf("initialized Node's labels %v: want %s=%s backfilled", got.Labels, k, v)
+		}
+	}
+	md, err = c.InstanceMetadata(ctx, kubeletNode("node-l", uuidB))
+	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] == "" || len(validation.IsValidLabelValue(md.AdditionalLabels[cloud.LabelVCenter])) > 0 {
+		t.Fatalf("long vCenter name: labels %v, %v", md, err)
+	}
+	// The encoded label still protects: with the vCenter gone from the
+	// config, the Node it names is kept.
+	gone := newFakeFleet("vcA")
+	c2 := gone.start(t, gone.yaml("", "vcA"), nil)
+	if err := requireKept(t, c2, got, "its label names a vCenter no longer configured"); !strings.Contains(err.Error(), "no longer configured") {
+		t.Fatalf("error %q does not say its vCenter left the config", err)
+	}
+}
+
+// A BIOS UUID that appears in a second vCenter is reported on its Node at
+// once (an Event), without waiting for a lookup to stumble on it.
+func TestTwinVMIsReportedOnItsNode(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
+	client := stateClient(node)
+	opts := f.options()
+	opts.RecoveryPoll = 20 * time.Millisecond
+	opts.Discovery.DuplicateScan = 20 * time.Millisecond
+	parsed, err := config.Parse([]byte(f.yaml("", "vcA", "vcB")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloud.New(parsed, opts)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); stopCloud(t, c) })
+	c.Start(client, stop)
+	time.Sleep(100 * time.Millisecond)
+	f["vcB"].Add(fakeVM("dc1", "vm-9", "clone-of-a", uuidA), nil)
+	eventually(t, "a DuplicateVMUUID Event on node-a", func() bool {
+		evs, err := client.CoreV1().Events("").List(ctxT(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == cloud.ReasonDuplicateUUID && e.InvolvedObject.Name == "node-a" && strings.Contains(e.Message, "vcB") {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -1,0 +1,308 @@
+package discovery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/sony/gobreaker/v2"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// NodeKeys identify a Node's VM, strongest first: providerID, the
+// kubelet's system UUID, the Node's name.
+type NodeKeys struct {
+	Name       string
+	ProviderID string
+	SystemUUID string
+	// ClaimedVCenter and ClaimedDatacenter are the Node's location labels
+	// (LabelValue-encoded names). A kubelet can write them, so they only
+	// ever keep a Node: one that names a vCenter or datacenter not
+	// configured makes absence an error; one that names a configured
+	// vCenter proves nothing.
+	ClaimedVCenter, ClaimedDatacenter string
+}
+
+func (k NodeKeys) lookup() (lookup, error) {
+	switch {
+	case k.ProviderID != "":
+		u, err := ParseProviderID(k.ProviderID)
+		if err != nil {
+			return lookup{}, err
+		}
+		return biosLookup(u)
+	case k.SystemUUID != "":
+		return uuidLookup(k.SystemUUID)
+	default:
+		return nameLookup(k.Name), nil
+	}
+}
+
+// Locate finds the VM of a Node by its strongest key. (nil, nil) means
+// every vCenter answered that it has no such VM; that is not yet grounds
+// to delete the Node (see Exists).
+func (d *Discoverer) Locate(ctx context.Context, k NodeKeys) (*Result, error) {
+	l, err := k.lookup()
+	if err != nil {
+		return nil, fmt.Errorf("discovery.Locate: node %s: %w", k.Name, err)
+	}
+	return d.find(ctx, l)
+}
+
+// ErrNameOnly refuses to judge existence by VM name alone: a Node name
+// that differs from its VM's name must never get the Node deleted.
+var ErrNameOnly = errors.New("node has neither spec.providerID nor status.nodeInfo.systemUUID; existence is not judged by name")
+
+// Exists decides whether a Node's VM still exists: (res, nil) found, an
+// error when that cannot be decided, and (nil, nil) — the Node may be
+// deleted — only when every vCenter that could hold the VM answered that
+// it does not, and every guard agrees:
+//   - the Node is known by providerID or system UUID, not by name alone;
+//   - its location labels name no vCenter or datacenter that has left
+//     the config;
+//   - no vCenter or datacenter that could hold it has left the config
+//     (History), unless this process last saw the VM in one still
+//     configured, which has now answered that it is gone;
+//   - no VM of the Node's name exists whose UUID vCenter cannot read
+//     (inaccessible, orphaned), asked of every vCenter itself: any one
+//     that does not answer makes it an error.
+//
+// This is the only place absence is concluded.
+func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
+	const op = "discovery.Exists"
+	l, err := k.lookup()
+	if err != nil {
+		return nil, fmt.Errorf("%s: node %s: %w", op, k.Name, err)
+	}
+	vcs, err := d.searched(l.what)
+	if err != nil {
+		return nil, err
+	}
+	// Read before the lookup, which forgets a location found empty.
+	last, seen := d.locations.Get(l.key)
+	res, err := d.find(ctx, l)
+	if err != nil || res != nil {
+		return res, err
+	}
+	if l.nameOnly {
+		return nil, ErrNameOnly
+	}
+	if err := checkClaim(vcs, k); err != nil {
+		return nil, err
+	}
+	if err := d.checkRetired(l.what, seen && configured(vcs, last)); err != nil {
+		return nil, err
+	}
+	if err := d.checkNamesake(ctx, vcs, k.Name); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("VM confirmed absent in every vCenter", "node", k.Name, "lookup", l.what)
+	return nil, nil
+}
+
+// checkClaim is an error when the Node's labels place its VM in a vCenter
+// or datacenter that is not configured.
+func checkClaim(vcs []*vcenter, k NodeKeys) error {
+	if k.ClaimedVCenter == "" {
+		return nil
+	}
+	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return LabelValue(v.Name) == k.ClaimedVCenter })
+	if i < 0 {
+		return fmt.Errorf("its VM was in vcenter %s (by its label), which is no longer configured; not deleting", k.ClaimedVCenter)
+	}
+	v := vcs[i]
+	if k.ClaimedDatacenter == "" || len(v.Datacenters) == 0 {
+		return nil
+	}
+	if !slices.ContainsFunc(v.Datacenters, func(dc string) bool { return LabelValue(dc) == k.ClaimedDatacenter }) {
+		return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels), which is no longer configured; not deleting", k.ClaimedDatacenter, v.Name)
+	}
+	return nil
+}
+
+// checkRetired is an error while the history of the config is unknown,
+// or while a vCenter or datacenter that left it is remembered, unless
+// proven: the VM was last seen, by this process, where it was now asked.
+func (d *Discoverer) checkRetired(what string, proven bool) error {
+	h := d.history.Load()
+	if !h.Known {
+		return fmt.Errorf("%s: not found, but which vCenters this CCM served before is not known yet (%s); not deleting", what, h.Why)
+	}
+	if proven {
+		return nil
+	}
+	now := time.Now()
+	var live []Retired
+	for _, r := range h.Retired {
+		if r.Until.IsZero() || now.Before(r.Until) {
+			live = append(live, r)
+		}
+	}
+	if len(live) > 0 {
+		return &RetiredError{What: what, Remembered: live}
+	}
+	return nil
+}
+
+// checkNamesake looks, in every vCenter itself, for a VM of the Node's
+// name whose UUID cannot be read: a search by UUID misses such a VM
+// though it exists. Any vCenter that does not answer makes it an error,
+// whatever the others found: the one that did not answer may hold it.
+func (d *Discoverer) checkNamesake(ctx context.Context, vcs []*vcenter, name string) error {
+	what := fmt.Sprintf("vm name %q (looking for an unreadable VM of the Node's name)", name)
+	var failed *multierror.Error
+	var answered []string
+	for _, a := range d.ask(ctx, vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false) {
+		if a.err != nil {
+			failed = multierror.Append(failed, a.err)
+			continue
+		}
+		answered = append(answered, a.vc.Name)
+		for _, vm := range a.vms {
+			if vm.UUID == "" {
+				r := &Result{VCenter: a.vc.Name, VM: vm}
+				return fmt.Errorf("not found by UUID, and %s cannot be read (state %q); not deleting", r, vm.ConnectionState)
+			}
+		}
+	}
+	if failed != nil {
+		return &LookupError{What: what, Answered: answered, Failed: failed}
+	}
+	return nil
+}
+
+// History is what the config held before: the vCenters and datacenters
+// that have left it (and are remembered for a while), so that their VMs'
+// Nodes are not deleted after a restart.
+type History struct {
+	// Known is false until the record has been read; absence is then an
+	// error. Why says what is missing.
+	Known bool
+	Why   string
+	// Retired are remembered until their Until (zero: for ever).
+	Retired []Retired
+}
+
+// Retired is a vCenter, or a datacenter of one, that has left the config.
+type Retired struct {
+	VCenter string
+	// Datacenter is empty for the whole vCenter; "*" for every datacenter
+	// but those now listed (an empty list narrowed to some).
+	Datacenter string
+	Since      time.Time
+	Until      time.Time
+}
+
+func (r Retired) String() string {
+	where := "vcenter " + r.VCenter
+	switch r.Datacenter {
+	case "":
+	case "*":
+		where = "the datacenters no longer listed of " + where
+	default:
+		where = "datacenter " + r.Datacenter + " of " + where
+	}
+	if !r.Since.IsZero() {
+		where += fmt.Sprintf(" (left the config %s", r.Since.UTC().Format(time.RFC3339))
+		if !r.Until.IsZero() {
+			where += ", remembered until " + r.Until.UTC().Format(time.RFC3339)
+		}
+		where += ")"
+	}
+	return where
+}
+
+// SetHistory replaces what is known of the config's past.
+func (d *Discoverer) SetHistory(h History) { d.history.Store(&h) }
+
+// RetiredError is a lookup that found nothing while a vCenter or
+// datacenter that left the config could hold the VM: it cannot be asked,
+// so the VM is not gone.
+type RetiredError struct {
+	What string
+	// LastSeen, when set, is where this process last saw the VM.
+	LastSeen *Retired
+	// Remembered are the retired places that could hold it.
+	Remembered []Retired
+}
+
+func (e *RetiredError) Error() string {
+	if e.LastSeen != nil {
+		return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Datacenter)
+	}
+	where := make([]string, len(e.Remembered))
+	for i, r := range e.Remembered {
+		where[i] = r.String()
+	}
+	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting", e.What, strings.Join(where, " and "))
+}
+
+// LabelValue is name as a label value: itself when valid, else
+// "sha256-" and 40 hex digits of its digest (an IPv6 server's colons, a
+// name over 63 characters), so every vCenter and datacenter can be named.
+func LabelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "sha256-" + hex.EncodeToString(sum[:20])
+}
+
+// VCenterHealth is what a Discoverer knows of one vCenter's health.
+type VCenterHealth struct {
+	Name         string
+	Reachability backends.Reachability
+	BreakerOpen  bool // open or half-open: lookups fail fast or probe
+}
+
+// Healthy reports whether lookups reach the vCenter normally.
+func (h VCenterHealth) Healthy() bool {
+	return h.Reachability.State != backends.ConnDown && !h.BreakerOpen
+}
+
+// Health lists the configured vCenters' health.
+func (d *Discoverer) Health() []VCenterHealth {
+	vcs := *d.vcenters.Load()
+	out := make([]VCenterHealth, len(vcs))
+	for i, v := range vcs {
+		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Reachability(), BreakerOpen: v.breaker.State() != gobreaker.StateClosed}
+	}
+	return out
+}
+
+// probeLater starts a probe of v in the background unless one runs or
+// ran within ProbeInterval: lookups fail fast for a vCenter known down,
+// so something else must notice when it is back.
+func (d *Discoverer) probeLater(v *vcenter) {
+	now := time.Now().UnixNano()
+	if now-v.lastProbe.Load() < int64(d.opts.ProbeInterval) || !v.probing.CompareAndSwap(false, true) {
+		return
+	}
+	v.lastProbe.Store(now)
+	d.probeMu.Lock()
+	defer d.probeMu.Unlock()
+	if d.closed {
+		v.probing.Store(false)
+		return
+	}
+	d.probes.Go(func() {
+		defer v.probing.Store(false)
+		ctx, cancel := context.WithTimeout(d.lifetime, v.RequestTimeout)
+		defer cancel()
+		log := klog.FromContext(ctx).WithValues("vcenter", v.Name)
+		if err := v.Backend.Probe(ctx); err != nil {
+			log.V(2).Info("vCenter still down", "err", err)
+			return
+		}
+		log.Info("vCenter is reachable again")
+	})
+}

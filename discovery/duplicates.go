@@ -1,0 +1,150 @@
+package discovery
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// duplicateIndex knows, from the backends' inventories, which BIOS UUIDs
+// are held by VMs in more than one vCenter. A lookup that found a VM
+// without waiting for a vCenter not known up (found-fast) checks it, so a
+// twin there is not missed; and a twin is reported (Options.OnDuplicate)
+// as soon as it appears, not only when a lookup happens to ask.
+//
+// A vCenter whose inventory is out of service keeps its last known UUIDs:
+// its VMs still exist as far as anyone knows.
+type duplicateIndex struct {
+	mu       sync.Mutex
+	held     map[string]heldUUIDs // by vCenter
+	twins    map[string][]string  // UUID -> vCenters holding it, sorted
+	reported map[string]bool      // twins already reported
+}
+
+type heldUUIDs struct {
+	version uint64
+	uuids   map[string]struct{}
+}
+
+func newDuplicateIndex() *duplicateIndex {
+	return &duplicateIndex{held: map[string]heldUUIDs{}, twins: map[string][]string{}, reported: map[string]bool{}}
+}
+
+// refresh reads every configured vCenter's inventory UUIDs (when they
+// changed) and returns the twins not reported before.
+func (x *duplicateIndex) refresh(vcs []*vcenter) map[string][]string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	changed := false
+	configured := map[string]bool{}
+	for _, v := range vcs {
+		configured[v.Name] = true
+		prev, had := x.held[v.Name]
+		uuids, version, ok := v.Backend.UUIDs(prev.version)
+		if !ok || (had && version == prev.version) {
+			continue
+		}
+		set := make(map[string]struct{}, len(uuids))
+		for _, u := range uuids {
+			set[u] = struct{}{}
+		}
+		x.held[v.Name] = heldUUIDs{version: version, uuids: set}
+		changed = true
+	}
+	for name := range x.held {
+		if !configured[name] {
+			delete(x.held, name)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	holders := map[string][]string{}
+	for name, h := range x.held {
+		for u := range h.uuids {
+			holders[u] = append(holders[u], name)
+		}
+	}
+	x.twins = map[string][]string{}
+	fresh := map[string][]string{}
+	for u, names := range holders {
+		if len(names) < 2 {
+			continue
+		}
+		slices.Sort(names)
+		x.twins[u] = names
+		if !x.reported[u] {
+			fresh[u] = names
+		}
+	}
+	for u := range x.reported {
+		if _, ok := x.twins[u]; !ok {
+			delete(x.reported, u)
+		}
+	}
+	for u := range fresh {
+		x.reported[u] = true
+	}
+	return fresh
+}
+
+// elsewhere lists the vCenters other than vc whose inventory holds uuid.
+func (x *duplicateIndex) elsewhere(uuid, vc string) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []string
+	for _, name := range x.twins[uuid] {
+		if name != vc {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// watchDuplicates refreshes the index every interval until the
+// Discoverer closes, reporting new twins.
+func (d *Discoverer) watchDuplicates(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		d.scanDuplicates()
+		select {
+		case <-d.lifetime.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Discoverer) scanDuplicates() {
+	fresh := d.duplicates.refresh(*d.vcenters.Load())
+	if d.opts.OnDuplicate == nil {
+		return
+	}
+	for u, vcs := range fresh {
+		d.opts.OnDuplicate(u, vcs)
+	}
+}
+
+// twinError is a DuplicateError when the index holds res's UUID in a
+// vCenter whose answer the lookup does not have (answered lists those it
+// has: their answers are current): a VM found without every vCenter's
+// answer is not trusted over an inventory that holds its twin.
+func (d *Discoverer) twinError(res *Result, what string, answered []string) error {
+	if res.VM.UUID == "" {
+		return nil
+	}
+	var matches []*Result
+	for _, vc := range d.duplicates.elsewhere(res.VM.UUID, res.VCenter) {
+		if !slices.Contains(answered, vc) {
+			matches = append(matches, &Result{VCenter: vc, VM: backends.VM{UUID: res.VM.UUID}})
+		}
+	}
+	if len(matches) == 0 {
+		return nil
+	}
+	return &DuplicateError{What: what, Matches: append([]*Result{res}, matches...)}
+}
