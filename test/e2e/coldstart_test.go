@@ -224,8 +224,7 @@ func (w *coldStart) run(label string, dead *deadMode, workers, try int) (healthy
 		return done, nil
 	})
 	if err != nil {
-		at, _ := watch.last(w.healthy)
-		return 0, 0, fmt.Errorf("%s after the CCM started (healthy vCenters' Nodes all initialized: %v): %w", time.Since(start).Round(time.Second), !at.IsZero(), err)
+		return 0, 0, fmt.Errorf("%s after the CCM started, Nodes not initialized: %v: %w", time.Since(start).Round(time.Second), watch.pending(want), err)
 	}
 	healthyAt, _ := watch.last(w.healthy)
 	if dead == nil {
@@ -320,6 +319,19 @@ func (w *initWatch) last(names []string) (at time.Time, done bool) {
 		}
 	}
 	return at, true
+}
+
+// pending lists the Nodes of names not seen initialized.
+func (w *initWatch) pending(names []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, n := range names {
+		if _, ok := w.initAt[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // check is an error when a Node was deleted (nothing but the CCM deletes
