@@ -213,7 +213,9 @@ func (w *coldStart) run(label string, dead *deadMode, workers, try int) (healthy
 	if dead == nil {
 		want = slices.Concat(w.healthy, w.down)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+	// 90s is far beyond any allowed ratio (and 3× what the CCM took
+	// before found-fast lookups): enough to report a number.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 		if !ccm.Running() {
 			return false, fmt.Errorf("the CCM exited: %v", ccm.ExitErr())
 		}
