@@ -28,12 +28,20 @@ import (
 )
 
 // Allowed ratios of the healthy vCenters' initialization time with a dead
-// vCenter to the same without one (targets: 1 worker, at most 5 s later
-// than the baseline; 8 workers, 1.2×). The margins are for a shared 2-core
-// CI machine running other e2e tests at the same time (see the measured
-// spread in the commit that chose them).
+// vCenter to the same without one, each the least of its tries. The
+// product's targets: at 1 worker no later than 5 s after the baseline, at
+// 8 workers 1.2× the baseline.
+//
+// The 1-worker target is additive, so as a ratio it depends on the
+// baseline: here (30 Nodes, the manifests' API rate limits) the baseline
+// measured 0.75–1.8 s on a 2-core machine, alone or beside the rest of the
+// suite, where +5 s is 3.8–7.7×. 8× lets a CCM that meets the target pass
+// at the smallest baseline measured; the CCM before found-fast lookups
+// measured 22–26× (blackhole and TLS hang), so the test still tells them
+// apart. At 8 workers the baselines of two tries differed by up to 1.4×
+// beside the rest of the suite, hence the least of two tries and 1.5×.
 const (
-	coldStartRatio1 = 2.5 // --concurrent-node-syncs=1
+	coldStartRatio1 = 8.0 // --concurrent-node-syncs=1
 	coldStartRatio8 = 1.5 // --concurrent-node-syncs=8, the manifests' value
 )
 

@@ -31,7 +31,7 @@ const (
 	// least recoveryBackoffGap after the heal.
 	recoveryTarget     = 10 * time.Second
 	recoveryLimit      = 30 * time.Second
-	recoveryBackoffGap = 60 * time.Second
+	recoveryBackoffGap = recoveryLimit + 15*time.Second
 	// recoveryWait is how long after the heal the test keeps looking, to
 	// report a number even when it is over the limit.
 	recoveryWait = 90 * time.Second
