@@ -167,6 +167,12 @@ type VM struct {
 	GuestID         string
 	GuestHostName   string
 	NICs            []NIC
+	// GuestInfoMetadata and GuestInfoMetadataEncoding are the raw values of
+	// the extraConfig keys guestinfo.metadata and guestinfo.metadata.encoding
+	// (cloud-init's network config; CPI prefers its static addresses);
+	// empty when absent.
+	GuestInfoMetadata         string
+	GuestInfoMetadataEncoding string
 	// Host is the ID of the ESXi host running the VM, where the zone and
 	// region walk starts; empty when unknown.
 	Host string

@@ -1,77 +1,101 @@
 package cloud
 
 import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
 
+	yaml "go.yaml.in/yaml/v2"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
+// Errors of NodeAddresses, in CPI's words (the texts its users search for).
+// Each is returned where CPI's DiscoverNode fails, so the Node stays tainted,
+// or keeps the addresses it has, as under CPI.
+var (
+	ErrGuestHostNameEmpty = errors.New("VM Guest hostname is empty")
+	ErrGuestNICsEmpty     = errors.New("VM GuestNicInfo is empty")
+	ErrNoSuitableIP       = errors.New("unable to find suitable IP address for node")
+	ErrGuestInfoMetadata  = errors.New("cannot read guestinfo.metadata")
+)
+
 // candidate is one guest IP and the VM network it is on.
 type candidate struct {
-	ip      netip.Addr
+	// raw is the IP as VMware Tools wrote it: CPI puts it on the Node and
+	// matches static addresses against it unchanged.
+	raw     string
+	ip      netip.Addr // unmapped, for family and subnet tests
 	network string
 }
 
-// NodeAddresses selects a VM's addresses by CPI's rules: the guest host name
-// always; then, for each IP family in order, an InternalIP and ExternalIP
-// chosen by subnet, else by VM network name, never from an excluded subnet;
-// when no rule selects either, the first usable IP serves as both.
-// Loopback, link-local, multicast and unspecified IPs and NICs that are not
-// virtual devices (DeviceConfigID -1) are never used.
+// NodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
 func NodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
-	var out []v1.NodeAddress
-	if vm.GuestHostName != "" {
-		out = append(out, v1.NodeAddress{Type: v1.NodeHostName, Address: vm.GuestHostName})
+	return nodeAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
+}
+
+// nodeAddresses is CPI's selection. The guest host name comes first; then,
+// for each IP family in order, an InternalIP and an ExternalIP, each chosen
+// among the family's IPs outside its own exclude list: by subnet (in the
+// order of the list), else by VM network name; if neither finds either
+// address, the first IP outside each exclude list. IPs statically
+// configured in the cloud-init metadata (guestinfo.metadata, encoded as
+// encoding says) are tried first. The checks before any selection, and
+// their order, are CPI's: each is an error.
+func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string) ([]v1.NodeAddress, error) {
+	if vm.GuestHostName == "" {
+		return nil, fmt.Errorf("vm %q: %w: VMware Tools not running, or no host name yet", vm.Name, ErrGuestHostNameEmpty)
 	}
-	var all []candidate
-	for _, nic := range vm.NICs {
-		if nic.DeviceConfigID == -1 {
-			continue
-		}
-		for _, s := range nic.IPs {
-			ip, err := netip.ParseAddr(s)
-			if err != nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-				ip.IsMulticast() || ip.IsUnspecified() {
-				continue
-			}
-			all = append(all, candidate{ip: ip.Unmap(), network: nic.Network})
+	// Counted before NICs without a device are dropped, as CPI does.
+	if len(vm.NICs) == 0 {
+		return nil, fmt.Errorf("vm %q: %w: VMware Tools reports no network adapter", vm.Name, ErrGuestNICsEmpty)
+	}
+	var nics []backends.NIC
+	for _, n := range vm.NICs {
+		if n.DeviceConfigID != -1 { // -1: not a virtual device (docker0, a VPN…)
+			nics = append(nics, n)
 		}
 	}
+	// Only when both names are set, and even if subnets would match: CPI's check.
+	in, ex := rules.InternalNetworkName, rules.ExternalNetworkName
+	if in != "" && ex != "" && !onNetwork(nics, in) && !onNetwork(nics, ex) {
+		return nil, fmt.Errorf("vm %q: %w: no network adapter on VM network %q or %q", vm.Name, ErrNoSuitableIP, in, ex)
+	}
+	cands := usableIPs(nics)
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("vm %q: %w after filtering out localhost IPs", vm.Name, ErrNoSuitableIP)
+	}
+	static, err := staticAddresses(metadata, encoding)
+	if err != nil {
+		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
+	}
+	preferStatic(cands, static)
+
+	out := []v1.NodeAddress{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
 	add := func(t v1.NodeAddressType, c *candidate) {
-		a := v1.NodeAddress{Type: t, Address: c.ip.String()}
+		a := v1.NodeAddress{Type: t, Address: c.raw}
 		if !slices.Contains(out, a) {
 			out = append(out, a)
 		}
 	}
 	for _, fam := range families {
-		var ofFamily []candidate
-		for _, c := range all {
-			if (fam == config.IPv4) == c.ip.Is4() {
-				ofFamily = append(ofFamily, c)
-			}
-		}
-		if len(ofFamily) == 0 {
-			continue
-		}
-		internal := pickAddress(ofFamily, rules.ExcludeInternalSubnets, rules.InternalSubnets, rules.InternalNetworkName)
-		external := pickAddress(ofFamily, rules.ExcludeExternalSubnets, rules.ExternalSubnets, rules.ExternalNetworkName)
+		internal, external, n := pickAddresses(cands, fam, rules)
 		if internal == nil && external == nil {
-			// No rule selected anything: the first IP not excluded by either.
-			for i, c := range ofFamily {
-				if !inAny(c.ip, rules.ExcludeInternalSubnets) && !inAny(c.ip, rules.ExcludeExternalSubnets) {
-					internal, external = &ofFamily[i], &ofFamily[i]
-					break
-				}
+			why := fmt.Sprintf("no usable %s address on its network adapters", fam)
+			if n > 0 {
+				why = fmt.Sprintf("each %s address is excluded both as internal and as external", fam)
 			}
-		}
-		if internal == nil && external == nil {
-			return nil, fmt.Errorf("vm %q: no usable %s address: every guest IP of that family is excluded", vm.Name, fam)
+			return nil, fmt.Errorf("vm %q: %w with IP family %s: %s", vm.Name, ErrNoSuitableIP, fam, why)
 		}
 		if internal != nil {
 			add(v1.NodeInternalIP, internal)
@@ -83,30 +107,251 @@ func NodeAddresses(vm *backends.VM, families []string, rules config.AddressRules
 	return out, nil
 }
 
-// pickAddress returns the first candidate outside exclude that is in one of
-// subnets, else the first on a VM network named network.
-func pickAddress(cands []candidate, exclude, subnets []netip.Prefix, network string) *candidate {
-	for i, c := range cands {
-		if !inAny(c.ip, exclude) && inAny(c.ip, subnets) {
-			return &cands[i]
+// usableIPs lists the NICs' IPs in order, without unparsable, unspecified,
+// link-local and loopback ones: exactly CPI's filter (so a multicast IP
+// outside the link-local block stays, as in CPI). net.ParseIP, not
+// netip.ParseAddr, because it is CPI's parser: it refuses zones.
+func usableIPs(nics []backends.NIC) []candidate {
+	var out []candidate
+	for _, n := range nics {
+		for _, s := range n.IPs {
+			ip := net.ParseIP(s)
+			if ip == nil || ip.IsUnspecified() || ip.IsLinkLocalMulticast() || ip.IsLinkLocalUnicast() || ip.IsLoopback() {
+				continue
+			}
+			a, _ := netip.AddrFromSlice(ip)
+			out = append(out, candidate{raw: s, ip: a.Unmap(), network: n.Network})
 		}
 	}
+	return out
+}
+
+// pickAddresses is one IP family's choice; n counts the family's IPs.
+func pickAddresses(cands []candidate, family string, r config.AddressRules) (internal, external *candidate, n int) {
+	var ofFamily []candidate
+	for _, c := range cands {
+		if (family == config.IPv4 && c.ip.Is4()) || (family == config.IPv6 && c.ip.Is6()) {
+			ofFamily = append(ofFamily, c)
+		}
+	}
+	// Each address has its own exclude list: an IP excluded from one may
+	// still be the other.
+	in := outside(ofFamily, r.ExcludeInternalSubnets)
+	ex := outside(ofFamily, r.ExcludeExternalSubnets)
+	internal = bySubnet(in, r.InternalSubnets)
+	external = bySubnet(ex, r.ExternalSubnets)
+	if internal == nil {
+		internal = byNetwork(in, r.InternalNetworkName)
+	}
+	if external == nil {
+		external = byNetwork(ex, r.ExternalNetworkName)
+	}
+	// Only when no rule chose either: one found address means the other
+	// is left out, as in CPI.
+	if internal == nil && external == nil {
+		if len(in) > 0 {
+			internal = &in[0]
+		}
+		if len(ex) > 0 {
+			external = &ex[0]
+		}
+	}
+	return internal, external, len(ofFamily)
+}
+
+func outside(cands []candidate, exclude []netip.Prefix) []candidate {
+	var out []candidate
+	for _, c := range cands {
+		if !slices.ContainsFunc(exclude, func(p netip.Prefix) bool { return p.Contains(c.ip) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// bySubnet tries the subnets in their configured order: the first subnet
+// holding any candidate wins, not the first candidate in any subnet.
+func bySubnet(cands []candidate, subnets []netip.Prefix) *candidate {
+	for _, p := range subnets {
+		for i := range cands {
+			if p.Contains(cands[i].ip) {
+				return &cands[i]
+			}
+		}
+	}
+	return nil
+}
+
+func byNetwork(cands []candidate, network string) *candidate {
 	if network == "" {
 		return nil
 	}
-	for i, c := range cands {
-		if !inAny(c.ip, exclude) && strings.EqualFold(c.network, network) {
+	for i := range cands {
+		if strings.EqualFold(cands[i].network, network) {
 			return &cands[i]
 		}
 	}
 	return nil
 }
 
-func inAny(ip netip.Addr, prefixes []netip.Prefix) bool {
-	for _, p := range prefixes {
-		if p.Contains(ip) {
-			return true
+func onNetwork(nics []backends.NIC, network string) bool {
+	return slices.ContainsFunc(nics, func(n backends.NIC) bool { return strings.EqualFold(n.Network, network) })
+}
+
+// preferStatic moves the IPs configured statically to the front, in their
+// order in the metadata; the others keep theirs.
+func preferStatic(cands []candidate, static map[string]int) {
+	if len(static) == 0 {
+		return
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		ai, aok := static[a.raw]
+		bi, bok := static[b.raw]
+		switch {
+		case aok && bok:
+			return cmp.Compare(ai, bi)
+		case aok:
+			return -1
+		case bok:
+			return 1
+		}
+		return 0
+	})
+}
+
+// maxNetworkConfig bounds a gunzipped network config: a real one is a few
+// KiB, and a gzip bomb in one VM's extraConfig must not take the CCM down.
+const maxNetworkConfig = 8 << 20
+
+// cloud-init network config (netplan v2): only the static addresses matter.
+type (
+	ethernet struct {
+		Addresses []string `yaml:"addresses"`
+		// Read only so that a set-name CPI cannot read fails here too.
+		SetName string `yaml:"set-name"`
+	}
+	networkConfig struct {
+		Ethernets map[string]ethernet `yaml:"ethernets"`
+	}
+	// ethernetOrder is the same document read for its ethernets' order.
+	ethernetOrder struct {
+		Ethernets yaml.MapSlice `yaml:"ethernets"`
+	}
+)
+
+// staticAddresses reads the static IPs of a VM's cloud-init metadata
+// (extraConfig guestinfo.metadata, with guestinfo.metadata.encoding) and
+// returns each IP's rank, as CPI does. CPI's rules: the metadata is read
+// only when its encoding is exactly "base64" (gzip+base64 metadata is
+// ignored, though cloud-init accepts it); the network config is either the
+// metadata's network key, or, if network.encoding is base64/b64 or
+// gzip+base64/gz+b64, that key's encoded value; an address is its text
+// before any "/", in canonical form ("<nil>" if not an IP). A metadata CPI
+// cannot read is an error.
+//
+// Ranks follow CPI's bookkeeping: each entry sets its IP's rank to the
+// number of distinct IPs seen so far, so an IP listed twice ranks at its
+// later place (possibly tied with the next, which then keep NIC order).
+// Ethernets are taken in document order: CPI walks a Go map, in random
+// order, so with several ethernets CPI's ranks change from one call to the
+// next; document order is one of its outcomes, and the one its comment
+// promises.
+func staticAddresses(metadata, encoding string) (map[string]int, error) {
+	if metadata == "" || encoding != "base64" {
+		return nil, nil
+	}
+	doc, err := base64.StdEncoding.DecodeString(metadata)
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Encoding string `yaml:"network.encoding"`
+	}
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		return nil, err
+	}
+	var (
+		cfg   networkConfig
+		order ethernetOrder
+	)
+	switch head.Encoding {
+	case "base64", "b64", "gzip+base64", "gz+b64":
+		var enc struct {
+			Network string `yaml:"network"`
+		}
+		if err := yaml.Unmarshal(doc, &enc); err != nil {
+			return nil, err
+		}
+		raw, err := base64.StdEncoding.DecodeString(enc.Network)
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(head.Encoding, "gz") {
+			if raw, err = gunzip(raw); err != nil {
+				return nil, err
+			}
+		}
+		if err := yaml.Unmarshal(raw, &cfg); err != nil {
+			return nil, err
+		}
+		_ = yaml.Unmarshal(raw, &order) // order only: on error, sorted
+	default: // the network config as it is
+		var plain struct {
+			Network networkConfig `yaml:"network"`
+		}
+		if err := yaml.Unmarshal(doc, &plain); err != nil {
+			return nil, err
+		}
+		cfg = plain.Network
+		var plainOrder struct {
+			Network ethernetOrder `yaml:"network"`
+		}
+		_ = yaml.Unmarshal(doc, &plainOrder) // order only: on error, sorted
+		order = plainOrder.Network
+	}
+	rank := map[string]int{}
+	for _, name := range ethernetNames(cfg.Ethernets, order.Ethernets) {
+		for _, a := range cfg.Ethernets[name].Addresses {
+			ip, _, _ := strings.Cut(a, "/")
+			rank[net.ParseIP(ip).String()] = len(rank)
 		}
 	}
-	return false
+	return rank, nil
+}
+
+// ethernetNames lists the ethernets in document order; a key the ordered
+// read spells differently (a non-string key) goes last, in sorted order.
+func ethernetNames(eths map[string]ethernet, order yaml.MapSlice) []string {
+	names := make([]string, 0, len(eths))
+	seen := map[string]bool{}
+	for _, item := range order {
+		name, ok := item.Key.(string)
+		if _, known := eths[name]; ok && known && !seen[name] {
+			names = append(names, name)
+			seen[name] = true
+		}
+	}
+	var rest []string
+	for name := range eths {
+		if !seen[name] {
+			rest = append(rest, name)
+		}
+	}
+	slices.Sort(rest)
+	return append(names, rest...)
+}
+
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxNetworkConfig+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxNetworkConfig {
+		return nil, fmt.Errorf("network config larger than %d bytes once gunzipped", maxNetworkConfig)
+	}
+	return out, zr.Close()
 }

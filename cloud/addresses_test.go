@@ -1,6 +1,7 @@
 package cloud_test
 
 import (
+	"errors"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -94,18 +95,34 @@ func TestNodeAddresses(t *testing.T) {
 			want:     addrs(both("10.0.0.5")),
 		},
 		{
-			name: "loopback, link-local, multicast, unspecified and junk dropped",
+			name: "loopback, link-local, unspecified and junk dropped",
 			vm: addrVM(vnic("VM Network",
-				"127.0.0.1", "169.254.10.1", "0.0.0.0", "224.0.0.251", "not-an-ip", "",
-				"::1", "fe80::250:56ff:fe00:1", "::", "ff02::1", "10.0.0.7")),
+				"127.0.0.1", "169.254.10.1", "0.0.0.0", "224.0.0.251", "not-an-ip", "", " 10.0.0.1",
+				"::1", "fe80::250:56ff:fe00:1", "::", "ff02::1", "::ffff:127.0.0.1", "fd00::1%eth0",
+				"10.0.0.7", "2001:db8::7")),
 			families: dualStack,
-			want:     addrs(both("10.0.0.7")),
+			want:     addrs(both("10.0.0.7"), both("2001:db8::7")),
 		},
 		{
-			name:     "IPv4-mapped IPv6 counts as IPv4",
+			// CPI drops only link-local multicast.
+			name:     "other multicast kept, as CPI",
+			vm:       addrVM(vnic("VM Network", "239.1.2.3", "10.0.0.7")),
+			families: ipv4Only,
+			want:     addrs(both("239.1.2.3")),
+		},
+		{
+			// Matched as IPv4, written as VMware Tools wrote it, as CPI.
+			name:     "IPv4-mapped IPv6 counts as IPv4, kept as written",
 			vm:       addrVM(vnic("VM Network", "::ffff:10.0.0.8")),
-			families: dualStack,
-			want:     addrs(both("10.0.0.8")),
+			families: ipv4Only,
+			rules:    config.AddressRules{InternalSubnets: prefixes("10.0.0.0/24")},
+			want:     addrs(internalAddr("::ffff:10.0.0.8")),
+		},
+		{
+			name:     "IPv6 kept as written",
+			vm:       addrVM(vnic("VM Network", "2001:DB8:0::5")),
+			families: ipv6Only,
+			want:     addrs(both("2001:DB8:0::5")),
 		},
 		{
 			name: "internal and external by subnet",
@@ -170,14 +187,53 @@ func TestNodeAddresses(t *testing.T) {
 			want: addrs(internalAddr("10.0.0.6")),
 		},
 		{
-			name:     "exclude applied to the default choice",
+			// Each default is the first IP outside its own exclude list.
+			name:     "exclude applied to each default choice",
 			vm:       addrVM(vnic("VM Network", "192.1.2.3", "10.0.0.5", "10.0.0.9")),
 			families: ipv4Only,
 			rules: config.AddressRules{
 				ExcludeInternalSubnets: prefixes("10.0.0.5/32"),
 				ExcludeExternalSubnets: prefixes("192.1.2.0/24"),
 			},
-			want: addrs(both("10.0.0.9")),
+			want: addrs(internalAddr("192.1.2.3"), externalAddr("10.0.0.5")),
+		},
+		{
+			name:     "internal excluded everywhere: the default is external only",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "10.0.0.6", "2001:db8::5")),
+			families: ipv4Only,
+			rules:    config.AddressRules{ExcludeInternalSubnets: prefixes("10.0.0.0/24")},
+			want:     addrs(externalAddr("10.0.0.5")),
+		},
+		{
+			name:     "external excluded everywhere in one family only",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "2001:db8::5")),
+			families: dualStack,
+			rules: config.AddressRules{
+				InternalNetworkName:    "nowhere",
+				ExcludeExternalSubnets: prefixes("2001:db8::/32"),
+			},
+			want: addrs(both("10.0.0.5"), internalAddr("2001:db8::5")),
+		},
+		{
+			// The first subnet listed that holds an IP wins, whatever the
+			// IPs' order.
+			name:     "subnets tried in the configured order",
+			vm:       addrVM(vnic("a", "10.1.0.1"), vnic("b", "10.2.0.1")),
+			families: ipv4Only,
+			rules: config.AddressRules{
+				InternalSubnets: prefixes("10.2.0.0/16", "10.1.0.0/16"),
+				ExternalSubnets: prefixes("10.9.0.0/16", "10.1.0.0/16", "10.2.0.0/16"),
+			},
+			want: addrs(internalAddr("10.2.0.1"), externalAddr("10.1.0.1")),
+		},
+		{
+			// CPI's network check needs both names; then a subnet match
+			// does not save the Node (see TestNodeAddressesErrors).
+			name:     "one network name absent: no check",
+			vm:       addrVM(vnic("net-a", "10.1.0.1")),
+			families: ipv4Only,
+			rules:    config.AddressRules{InternalNetworkName: "nowhere"},
+			want:     addrs(both("10.1.0.1")),
 		},
 		{
 			name:     "only internal found: only InternalIP",
@@ -225,15 +281,9 @@ func TestNodeAddresses(t *testing.T) {
 			want:     addrs(both("2001:db8::5")),
 		},
 		{
-			name:     "family without IPs skipped",
+			name:     "no family configured: hostname only",
 			vm:       addrVM(vnic("VM Network", "10.0.0.5")),
-			families: v6First,
-			want:     addrs(both("10.0.0.5")),
-		},
-		{
-			name:     "no NICs: hostname only",
-			vm:       addrVM(),
-			families: dualStack,
+			families: nil,
 			want:     addrs(),
 		},
 		{
@@ -259,7 +309,7 @@ func TestNodeAddresses(t *testing.T) {
 func TestNodeAddressesHostnameFirst(t *testing.T) {
 	vm := addrVM(vnic("VM Network", "10.0.0.5"))
 	vm.GuestHostName = "guest-name"
-	got, err := cloud.NodeAddresses(vm, dualStack, config.AddressRules{})
+	got, err := cloud.NodeAddresses(vm, ipv4Only, config.AddressRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,30 +323,67 @@ func TestNodeAddressesHostnameFirst(t *testing.T) {
 	}
 }
 
-func TestNodeAddressesAllExcluded(t *testing.T) {
+// Where CPI's DiscoverNode fails, NodeAddresses fails: no addresses, an
+// error with CPI's words, the VM's name and a sentinel for the caller.
+func TestNodeAddressesErrors(t *testing.T) {
 	tests := []struct {
 		name     string
 		vm       *backends.VM
 		families []string
 		rules    config.AddressRules
-		family   string
+		is       error
+		text     []string
 	}{
 		{
-			name:     "ipv4 excluded",
-			vm:       addrVM(vnic("VM Network", "10.0.0.5", "10.0.0.6", "2001:db8::5")),
-			families: dualStack,
-			rules:    config.AddressRules{ExcludeInternalSubnets: prefixes("10.0.0.0/24")},
-			family:   "ipv4",
+			name:     "no guest host name",
+			vm:       &backends.VM{Name: "node-1", NICs: []backends.NIC{vnic("VM Network", "10.0.0.5")}},
+			families: ipv4Only,
+			is:       cloud.ErrGuestHostNameEmpty,
+			text:     []string{"VM Guest hostname is empty"},
 		},
 		{
-			name:     "ipv6 excluded after a good ipv4",
-			vm:       addrVM(vnic("VM Network", "10.0.0.5", "2001:db8::5")),
-			families: dualStack,
+			name:     "no NICs",
+			vm:       addrVM(),
+			families: ipv4Only,
+			is:       cloud.ErrGuestNICsEmpty,
+			text:     []string{"VM GuestNicInfo is empty"},
+		},
+		{
+			name:     "only loopback and link-local",
+			vm:       addrVM(vnic("VM Network", "127.0.0.1", "fe80::1")),
+			families: ipv4Only,
+			is:       cloud.ErrNoSuitableIP,
+			text:     []string{"unable to find suitable IP address for node after filtering out localhost IPs"},
+		},
+		{
+			name:     "neither named network present, though a subnet matches",
+			vm:       addrVM(vnic("VM Network", "192.0.2.5")),
+			families: ipv4Only,
 			rules: config.AddressRules{
-				InternalNetworkName:    "nowhere",
-				ExcludeExternalSubnets: prefixes("2001:db8::/32"),
+				InternalSubnets:     prefixes("192.0.2.0/24"),
+				InternalNetworkName: "internal",
+				ExternalNetworkName: "external",
 			},
-			family: "ipv6",
+			is:   cloud.ErrNoSuitableIP,
+			text: []string{"unable to find suitable IP address for node", `"internal"`, `"external"`},
+		},
+		{
+			name:     "a listed family without IPs",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5")),
+			families: v6First,
+			is:       cloud.ErrNoSuitableIP,
+			text:     []string{"unable to find suitable IP address for node with IP family ipv6", "no usable ipv6 address"},
+		},
+		{
+			name:     "ipv4 excluded on both sides, ipv6 fine",
+			vm:       addrVM(vnic("VM Network", "10.0.0.5", "10.0.0.6", "2001:db8::5")),
+			families: v6First,
+			rules: config.AddressRules{
+				ExcludeInternalSubnets: prefixes("10.0.0.0/24"),
+				ExcludeExternalSubnets: prefixes("10.0.0.0/8"),
+			},
+			is:   cloud.ErrNoSuitableIP,
+			text: []string{"with IP family ipv4", "each ipv4 address is excluded both as internal and as external"},
 		},
 		{
 			name:     "excluded on both sides though a subnet matches",
@@ -308,7 +395,8 @@ func TestNodeAddressesAllExcluded(t *testing.T) {
 				ExcludeInternalSubnets: prefixes("192.0.2.0/24"),
 				ExcludeExternalSubnets: prefixes("192.0.2.0/25"),
 			},
-			family: "ipv4",
+			is:   cloud.ErrNoSuitableIP,
+			text: []string{"with IP family ipv4"},
 		},
 	}
 	for _, tt := range tests {
@@ -320,8 +408,13 @@ func TestNodeAddressesAllExcluded(t *testing.T) {
 			if got != nil {
 				t.Errorf("NodeAddresses returned %v with its error", got)
 			}
-			if msg := err.Error(); !strings.Contains(msg, tt.family) || !strings.Contains(msg, tt.vm.Name) {
-				t.Errorf("error %q does not name family %s and VM %s", msg, tt.family, tt.vm.Name)
+			if !errors.Is(err, tt.is) {
+				t.Errorf("error %q is not %q", err, tt.is)
+			}
+			for _, want := range append(tt.text, tt.vm.Name) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
 			}
 		})
 	}

@@ -18,6 +18,10 @@ const (
 	ReasonZoneTagMissing = "ZoneTagMissing"
 	ReasonDuplicateUUID  = "DuplicateVMUUID"
 	ReasonLookupFailed   = "VMLookupFailed"
+	// ReasonNoNodeAddress: the VM's guest networking gives no address by
+	// CPI's rules (no host name, no NICs, a listed IP family without an
+	// address, the named VM networks absent); the Node stays tainted.
+	ReasonNoNodeAddress = "NoSuitableNodeAddress"
 )
 
 // nodeKeys are what identifies node's VM, and where its labels claim it is.
@@ -118,6 +122,9 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 	}
 	addrs, err := NodeAddresses(vm, families, cfg.Nodes)
 	if err != nil {
+		if c.recorder != nil {
+			c.recorder.Event(node, v1.EventTypeWarning, ReasonNoNodeAddress, err.Error())
+		}
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	meta := &cloudprovider.InstanceMetadata{

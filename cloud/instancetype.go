@@ -24,7 +24,9 @@ func GuestOSShortName(guestID string) string {
 }
 
 // guestOSShort is built from guestOSGroups: short name, then the guestIds
-// that map to it (space-separated).
+// that map to it (space-separated). It is CPI's GuestOSLookup
+// (pkg/cloudprovider/vsphere/types.go), no more and no less: an id CPI does
+// not know is "unknown" there, so it must be here.
 var guestOSShort = func() map[string]string {
 	m := map[string]string{}
 	for _, g := range guestOSGroups {
@@ -82,6 +84,9 @@ var guestOSGroups = [][2]string{
 	{"rhel5", "rhel5Guest rhel5_64Guest"},
 	{"rhel6", "rhel6Guest rhel6_64Guest"},
 	{"rhel7", "rhel7Guest rhel7_64Guest"},
+	{"rhel8", "rhel8_64Guest"},
+	{"rhel9", "rhel9_64Guest"},
+	{"rhel10", "rhel10_64Guest"},
 	{"sjds", "sjdsGuest"},
 	{"sles", "slesGuest"},
 	{"sles64", "sles64Guest"},

@@ -88,6 +88,40 @@ var vmProperties = []string{
 	"config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB", "config.guestId",
 	"runtime.powerState", "runtime.connectionState", "runtime.host",
 	"guest.hostName", "guest.net",
+	propGuestInfoMetadata, propGuestInfoEncoding,
+}
+
+// The two extraConfig keys read, by keyed property path: the whole
+// extraConfig can be large (cloud-init user data).
+const (
+	propGuestInfoMetadata = `config.extraConfig["guestinfo.metadata"]`
+	propGuestInfoEncoding = `config.extraConfig["guestinfo.metadata.encoding"]`
+)
+
+// extraConfigString is the string value of an extraConfig option, "" for
+// any other value (CPI ignores them too).
+func extraConfigString(v any) (key, value string) {
+	var o *types.OptionValue
+	switch x := v.(type) {
+	case types.OptionValue:
+		o = &x
+	case *types.OptionValue:
+		o = x
+	default:
+		return "", ""
+	}
+	s, _ := o.Value.(string)
+	return o.Key, s
+}
+
+// setGuestInfo records an extraConfig option the CCM reads.
+func setGuestInfo(vm *backends.VM, key, value string) {
+	switch key {
+	case "guestinfo.metadata":
+		vm.GuestInfoMetadata = value
+	case "guestinfo.metadata.encoding":
+		vm.GuestInfoMetadataEncoding = value
+	}
 }
 
 // InventoryStatus is what the inventory of a backend shows of itself.
@@ -290,6 +324,10 @@ func toVM(o mo.VirtualMachine, dc string) backends.VM {
 		vm.NumCPU = c.Hardware.NumCPU
 		vm.MemoryMB = c.Hardware.MemoryMB
 		vm.GuestID = c.GuestId
+		for _, o := range c.ExtraConfig {
+			k, v := extraConfigString(o)
+			setGuestInfo(&vm, k, v)
+		}
 	}
 	if g := o.Guest; g != nil {
 		vm.GuestHostName = g.HostName

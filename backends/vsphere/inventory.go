@@ -386,6 +386,10 @@ func (r *vmRecord) set(c types.PropertyChange) {
 		vm.Host = refVal(c.Val, removed).Value
 	case "guest.hostName":
 		vm.GuestHostName = str()
+	case propGuestInfoMetadata:
+		_, vm.GuestInfoMetadata = extraConfigString(c.Val)
+	case propGuestInfoEncoding:
+		_, vm.GuestInfoMetadataEncoding = extraConfigString(c.Val)
 	case "guest.net":
 		vm.NICs = nil
 		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok && !removed {

@@ -426,6 +426,14 @@ func (vc *VCenter) Destroy(ctx context.Context, vm *VM) error {
 	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.Destroy(ctx) })
 }
 
+// SetExtraConfig sets one extraConfig option of a VM, as cloud-init's
+// guestinfo datasource is configured (guestinfo.metadata and its encoding).
+func (vc *VCenter) SetExtraConfig(ctx context.Context, vm *VM, key, value string) error {
+	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) {
+		return o.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: key, Value: value}}})
+	})
+}
+
 func (vc *VCenter) vmTask(ctx context.Context, vm *VM, fn func(*object.VirtualMachine) (*object.Task, error)) error {
 	c, err := vc.Client(ctx)
 	if err != nil {
