@@ -62,6 +62,7 @@ type outage struct {
 	healedAt  time.Time
 	doneAt    time.Time
 	backoffAt time.Time // lower bound of the controller's next retry when healed; zero: unknown
+	predicted time.Time // when the log was last read for the next retry
 }
 
 func TestRecoveryAfterOutage(t *testing.T) {
@@ -128,7 +129,6 @@ func TestRecoveryAfterOutage(t *testing.T) {
 	var healthyRegistered time.Time
 	healthyLate := harness.NodeName(healthy.VMs[1])
 
-	var lastPrediction time.Time
 	for {
 		now := time.Now()
 		for len(plan) > 0 && now.Sub(down) >= plan[0].at {
@@ -166,10 +166,10 @@ func TestRecoveryAfterOutage(t *testing.T) {
 						t.Fatalf("%s initialized while %s is down (providerID %q)", n.Name, o.vc.Name, n.Spec.ProviderID)
 					}
 				}
-				if now.Sub(down) < minOutage || len(plan) > 0 || now.Sub(lastPrediction) < time.Second {
+				if now.Sub(down) < minOutage || len(plan) > 0 || now.Sub(o.predicted) < time.Second {
 					continue
 				}
-				lastPrediction = now
+				o.predicted = now
 				// Heal when the controller's next backoff retry of every
 				// late Node is at least recoveryBackoffGap away, so that a
 				// quick initialization cannot be that retry; after 3 more
