@@ -60,6 +60,12 @@ type Options struct {
 	// HistoryObject is the ConfigMap recording the vCenters served (see
 	// configHistory); default kube-system/DefaultHistoryObject.
 	HistoryObject types.NamespacedName
+	// NodeLabels are added to every Node at initialization (CPI's
+	// --node-labels).
+	NodeLabels map[string]string
+	// SkipNodeDeletion is CPI's SKIP_NODE_DELETION switch: a VM confirmed
+	// absent is reported as an error, so no Node is ever deleted.
+	SkipNodeDeletion bool
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration

@@ -24,6 +24,9 @@ const (
 	ReasonNoNodeAddress = "NoSuitableNodeAddress"
 )
 
+// errSkipNodeDeletion keeps a Node whose VM is gone while CPI's switch is set.
+var errSkipNodeDeletion = errors.New("its VM was not found in any vCenter, and SKIP_NODE_DELETION is set: not deleting")
+
 // nodeKeys are what identifies node's VM, and where its labels claim it is.
 func nodeKeys(node *v1.Node) discovery.NodeKeys {
 	return discovery.NodeKeys{
@@ -62,6 +65,9 @@ func (c *Cloud) recordLookupError(node *v1.Node, err error) {
 func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
 	res, err := c.discovery.Exists(ctx, nodeKeys(node))
+	if err == nil && res == nil && c.opts.SkipNodeDeletion {
+		err = errSkipNodeDeletion
+	}
 	if err != nil {
 		c.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -127,17 +133,24 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 		}
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
+	location := locationLabels(res)
 	meta := &cloudprovider.InstanceMetadata{
 		ProviderID:       discovery.ProviderID(vm.UUID),
 		InstanceType:     InstanceType(vm),
 		NodeAddresses:    addrs,
-		AdditionalLabels: locationLabels(res),
+		AdditionalLabels: map[string]string{},
+	}
+	for k, v := range c.opts.NodeLabels {
+		meta.AdditionalLabels[k] = v
+	}
+	for k, v := range location {
+		meta.AdditionalLabels[k] = v
 	}
 	meta.Zone, meta.Region, err = c.topology(ctx, node, res, cfg.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	c.backfillLabels(ctx, node, meta.AdditionalLabels)
+	c.backfillLabels(ctx, node, location)
 	return meta, nil
 }
 

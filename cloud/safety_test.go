@@ -386,3 +386,26 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 		return false
 	})
 }
+
+// CPI's SKIP_NODE_DELETION: a VM confirmed absent keeps its Node.
+func TestSkipNodeDeletionKeepsNodesOfDestroyedVMs(t *testing.T) {
+	f := newFakeFleet("vcA")
+	parsed, err := config.Parse([]byte(f.yaml("", "vcA")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := kubeletNode("gone", uuidA)
+	plain := f.start(t, f.yaml("", "vcA"), nil)
+	if ok, err := plain.InstanceExists(ctxT(t), node); ok || err != nil {
+		t.Fatalf("without the switch: InstanceExists = %v, %v; want false, nil", ok, err)
+	}
+	opts := f.options()
+	opts.SkipNodeDeletion = true
+	c := cloud.New(parsed, opts)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c.Start(nil, stop)
+	if err := requireKept(t, c, node, "SKIP_NODE_DELETION set"); !strings.Contains(err.Error(), "SKIP_NODE_DELETION") {
+		t.Fatalf("error %q does not name the switch", err)
+	}
+}

@@ -53,13 +53,17 @@ type Backend struct {
 // the inventory watch when Options.Inventory is set.
 func New(opts Options) *Backend {
 	b := &Backend{
-		sessions:   &sessions{opts: opts},
+		sessions:   newSessions(opts),
 		tags:       cache.NewTTL[string, tags.Tag](tagTTL),
 		categories: cache.NewTTL[string, string](tagTTL),
 		done:       make(chan struct{}),
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
+	log := klog.Background().WithValues("vcenter", opts.Config.Name)
+	if c := opts.Config; c.InsecureFlag && (c.Thumbprint != "" || c.CAFile != "") {
+		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
+	}
 	if !opts.Inventory {
 		close(b.done)
 		return b
@@ -72,7 +76,6 @@ func New(opts Options) *Backend {
 	if refresh <= 0 {
 		refresh = DefaultTagRefresh
 	}
-	log := klog.Background().WithValues("vcenter", opts.Config.Name)
 	b.inv = newInventory(b.sessions, heartbeat, log)
 	b.tagCache = &tagCache{refresh: refresh, lifetime: ctx, log: log}
 	go func() {
@@ -160,6 +163,9 @@ func (b *Backend) Inventoried() bool { return b.inv != nil }
 // Find implements backends.Backend.
 func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
 	const op = "vsphere.Find"
+	if err := b.sessions.open(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	if b.inv != nil && q.AllowCached {
 		b.inv.awaitFirstAttempt(ctx)
 		if vms, ok := b.inv.find(q); ok {
@@ -263,6 +269,9 @@ func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Re
 // Get implements backends.Backend.
 func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
 	const op = "vsphere.Get"
+	if err := b.sessions.open(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	if b.inv != nil {
 		b.inv.awaitFirstAttempt(ctx)
 		// Held in memory: current. Not held: vCenter decides.
@@ -413,6 +422,9 @@ func datacenterOf(objs map[types.ManagedObjectReference]any, ref types.ManagedOb
 // for again in vCenter itself, so a tag just attached is seen at once.
 func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
 	const op = "vsphere.Tags"
+	if err := b.sessions.open(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	if len(categories) == 0 {
 		return map[string]string{}, nil
 	}
@@ -549,22 +561,34 @@ func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag
 
 // RefreshCredentials implements backends.CredentialRefresher.
 func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (bool, error) {
+	const op = "vsphere.RefreshCredentials"
+	if err := b.sessions.open(); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
 	rotated, err := b.sessions.refresh(ctx, grace)
 	if err != nil {
-		return false, fmt.Errorf("vsphere.RefreshCredentials: %w", err)
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	return rotated, nil
 }
 
-// Close implements backends.Backend.
+// Close implements backends.Backend: from its start every call fails with
+// ErrClosed and nothing connects again; it returns once the watch, the
+// background tag refresh and the sessions' own goroutines have ended and
+// the sessions are logged out, or when ctx ends.
 func (b *Backend) Close(ctx context.Context) error {
+	const op = "vsphere.Close"
+	b.sessions.shut()
 	b.stop()
 	select {
 	case <-b.done:
 	case <-ctx.Done():
 	}
+	if b.tagCache != nil {
+		b.tagCache.wait(ctx)
+	}
 	if err := b.sessions.close(ctx); err != nil {
-		return fmt.Errorf("vsphere.Close: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -582,10 +606,13 @@ func (b *Backend) Reachability() backends.Reachability { return b.sessions.reach
 func (b *Backend) Probe(ctx context.Context) error {
 	const op = "vsphere.Probe"
 	vc, err := b.sessions.client(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	if err == nil {
+		_, err = methods.GetCurrentTime(ctx, vc)
 	}
-	if _, err := methods.GetCurrentTime(ctx, vc); err != nil {
+	// No answer within ctx's deadline is Down too: that is what a probe
+	// asks (a login's own failure is recorded by the login).
+	b.sessions.observe(ctx, "probe", err)
+	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil

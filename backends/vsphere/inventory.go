@@ -3,6 +3,7 @@ package vsphere
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -136,8 +137,11 @@ func (inv *inventory) run(ctx context.Context) {
 		started := time.Now()
 		err := inv.watch(ctx)
 		inv.setState(nil, time.Time{})
+		// Its connect or a poll got no answer (or a fault: an answer): a
+		// connection-level event, also before any lookup was made.
+		inv.sessions.observe(ctx, "inventory watch", err)
 		inv.endFirstAttempt()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, backends.ErrClosed) {
 			return
 		}
 		if time.Since(started) > time.Minute {

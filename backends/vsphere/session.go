@@ -6,6 +6,7 @@ package vsphere
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,47 +60,115 @@ const (
 	DefaultTagRefresh = 5 * time.Minute
 )
 
-// sessions holds the SOAP and REST sessions of one vCenter. Logins are
-// serialised by mu; the generation counter lets a request that saw
-// NotAuthenticated tell whether someone else already logged in again.
+// sessions holds the SOAP and REST sessions of one vCenter.
+//
+// Logins are single-flight and never hold mu across the network: the
+// first caller that needs one starts a flight, a goroutine of the
+// sessions' own under the request timeout and the sessions' lifetime, and
+// every caller, the first included, waits for its outcome or its own
+// context, whichever ends first. A caller that gives up does not cancel a
+// login others wait for; close does. The generation counter lets a
+// request that saw NotAuthenticated tell whether someone else already
+// logged in again.
 type sessions struct {
 	opts Options
 
+	// lifetime ends at close: logins, pings and probes under way end with it.
+	lifetime context.Context
+	cancel   context.CancelFunc
+
 	mu         sync.Mutex
+	closed     bool
 	cur        *conn
 	generation uint64
-	reach      backends.Reachability // under mu
+	connecting *flight // the first login, under way
+	// tasks are the goroutines the sessions started (logins, logouts),
+	// each closing its channel when it returns: close waits for them.
+	tasks map[chan struct{}]struct{}
+
+	reachMu sync.Mutex
+	reach   backends.Reachability
 }
 
-// setReachability records the outcome of a connection-level event.
-func (s *sessions) setReachability(err error) {
-	state := backends.ConnUp
-	if err != nil {
-		state = backends.ConnDown
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reach.State != state {
-		s.reach.Since = time.Now()
-	}
-	s.reach.State, s.reach.Err = state, err
+func newSessions(opts Options) *sessions {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sessions{opts: opts, lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{}}
 }
 
-func (s *sessions) reachability() backends.Reachability {
+// flight is a login under way; err is set before done is closed.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+func newFlight() *flight { return &flight{done: make(chan struct{})} }
+
+// wait returns the flight's outcome, or ctx's error if ctx ends first.
+func (f *flight) wait(ctx context.Context, what string) error {
+	select {
+	case <-f.done:
+		return f.err
+	default:
+	}
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the %s under way: %w", what, ctx.Err())
+	}
+}
+
+// goLocked runs fn in a goroutine that close waits for. The caller holds
+// s.mu and has seen s open.
+func (s *sessions) goLocked(fn func()) {
+	done := make(chan struct{})
+	s.tasks[done] = struct{}{}
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.tasks, done)
+			s.mu.Unlock()
+			close(done)
+		}()
+		fn()
+	}()
+}
+
+// loginKey marks the requests of a login flight: the flight records their
+// outcome, not the transport (a rejected login is an HTTP answer, yet Down).
+type loginKey struct{}
+
+// loginContext is a flight's: not its first caller's, whose giving up
+// must not fail the login for the others.
+func (s *sessions) loginContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
+	return context.WithValue(ctx, loginKey{}, true), cancel
+}
+
+// open reports ErrClosed once the sessions are closed.
+func (s *sessions) open() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reach
+	if s.closed {
+		return backends.ErrClosed
+	}
+	return nil
 }
 
 // conn is one logged-in client pair. Rotating credentials builds a new conn
 // beside the old one and swaps it in, so no lookup sees a gap.
 type conn struct {
-	vim         *vim25.Client
-	raw         soap.RoundTripper // below re-login and keep-alive
-	keepalive   *keepalive.HandlerSOAP
+	vim       *vim25.Client
+	raw       soap.RoundTripper // below re-login and keep-alive
+	keepalive *keepalive.HandlerSOAP
+
+	// Under sessions.mu.
+	fingerprint [32]byte // of the credentials it logged in with; never logged
 	rest        *rest.Client
 	restValid   bool
-	fingerprint [32]byte // of the credentials it logged in with; never logged
+	relogging   *flight // a re-login under way
+	restLogin   *flight // a REST login under way
+	closed      bool    // no login starts on it any more
 }
 
 func fingerprint(c credentials.Credentials) [32]byte {
@@ -118,6 +187,15 @@ func (s *sessions) url() *url.URL {
 	return &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
 }
 
+// insecure is whether to skip certificate verification: only when asked
+// and nothing to verify against is configured. A thumbprint or a CA file
+// always verifies: govmomi checks neither when told to skip, and the
+// password would go to whoever answers.
+func (s *sessions) insecure() bool {
+	c := s.opts.Config
+	return c.InsecureFlag && c.Thumbprint == "" && c.CAFile == ""
+}
+
 // client returns a logged-in SOAP client, connecting on first use.
 func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
 	c, err := s.current(ctx)
@@ -128,36 +206,59 @@ func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
 }
 
 func (s *sessions) current(ctx context.Context) (*conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur != nil {
-		return s.cur, nil
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, backends.ErrClosed
+		}
+		if c := s.cur; c != nil {
+			s.mu.Unlock()
+			return c, nil
+		}
+		f := s.connecting
+		if f == nil {
+			f = newFlight()
+			s.connecting = f
+			s.goLocked(func() { s.firstLogin(f) })
+		}
+		s.mu.Unlock()
+		if err := f.wait(ctx, "login"); err != nil {
+			return nil, err
+		}
+		// Logged in: the new conn is current, unless closed meanwhile.
 	}
-	creds, err := s.opts.Credentials.Get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
-	}
-	c, err := s.connect(ctx, creds)
-	s.reach = reachAfter(s.reach, err)
-	if err != nil {
-		return nil, err
-	}
-	s.cur = c
-	s.generation++
-	return c, nil
 }
 
-// reachAfter is r after a connection attempt that ended with err.
-func reachAfter(r backends.Reachability, err error) backends.Reachability {
-	state := backends.ConnUp
+// firstLogin is flight f: credentials, connect and login of the first conn.
+func (s *sessions) firstLogin(f *flight) {
+	ctx, cancel := s.loginContext()
+	defer cancel()
+	var c *conn
+	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
-		state = backends.ConnDown
+		err = &connError{what: "credentials", err: err}
+	} else {
+		c, err = s.connect(ctx, creds)
 	}
-	if r.State != state {
-		r.Since = time.Now()
+	s.recordLogin(err)
+	s.mu.Lock()
+	s.connecting = nil
+	var orphan *conn
+	switch {
+	case err != nil:
+	case s.closed:
+		orphan, err = c, backends.ErrClosed
+	default:
+		s.cur = c
+		s.generation++
 	}
-	r.State, r.Err = state, err
-	return r
+	f.err = err
+	s.mu.Unlock()
+	close(f.done)
+	if orphan != nil {
+		_ = s.logout(orphan)
+	}
 }
 
 // withRetries makes each request try up to attempts times while it fails
@@ -175,23 +276,24 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 // connect opens a new client and logs it in with creds.
 func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (*conn, error) {
 	u := s.url()
-	sc := soap.NewClient(u, s.opts.Config.InsecureFlag)
+	sc := soap.NewClient(u, s.insecure())
 	if tp := s.opts.Config.Thumbprint; tp != "" {
 		sc.SetThumbprint(u.Host, tp)
 	}
 	if ca := s.opts.Config.CAFile; ca != "" {
 		if err := sc.SetRootCAs(ca); err != nil {
-			return nil, fmt.Errorf("caFile %s: %w", ca, err)
+			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	sc.Client.Transport = drainOnClose(sc.Client.Transport)
+	boundTLSDial(sc, s.requestTimeout())
+	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
 	}
 	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, classify(fmt.Errorf("connect: %w", err))
 	}
 	vc.Client = sc // the REST client derives from it; NewClient only sets it for a bare soap.Client
 	idle := s.opts.KeepAlive
@@ -201,13 +303,15 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	c := &conn{vim: vc, raw: rt}
 	relogin := &reloginRoundTripper{next: rt, sessions: s, conn: c}
 	// The keep-alive ping carries a deadline like every other call: the
-	// library's default would wait for ever on a vCenter that never answers.
+	// library's default would wait for ever on a vCenter that never
+	// answers. Its outcome is a connection-level event.
 	ping := func() error {
-		pctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
+		pctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
 		defer cancel()
 		// Below re-login: a lost session stops the pings (the next lookup
 		// logs in again), and a ping never waits on a login.
 		_, err := methods.GetCurrentTime(pctx, rt)
+		s.observe(pctx, "keep-alive", err)
 		return err
 	}
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
@@ -216,42 +320,77 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 		c.keepalive.Stop()
 		return nil, err
 	}
+	c.fingerprint = fingerprint(creds) // c is not shared yet
 	return c, nil
 }
 
 func (s *sessions) login(ctx context.Context, c *conn, creds credentials.Credentials) error {
 	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
 		// The fault says "incorrect user name or password"; it never echoes them.
-		return fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
+		return loginFailure(fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err))
 	}
-	c.fingerprint = fingerprint(creds)
-	c.restValid = false
 	return nil
 }
 
+// loginFailure names why a login failed: vCenter's answer is a rejection,
+// anything else a failure to reach it.
+func loginFailure(err error) error {
+	if noAnswer(err) {
+		return classify(err)
+	}
+	return &connError{what: "login rejected", err: err}
+}
+
 // relogin logs c in again with the current credentials, unless a login
-// happened since generation seen or c was swapped out.
+// happened since generation seen or c was swapped out. Concurrent callers
+// share one re-login, each waiting at most until its own ctx ends.
 func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.generation != seen || s.cur != c {
+	if s.closed {
+		s.mu.Unlock()
+		return backends.ErrClosed
+	}
+	if s.generation != seen || s.cur != c || c.closed {
+		s.mu.Unlock()
 		return nil
 	}
+	f := c.relogging
+	if f == nil {
+		f = newFlight()
+		c.relogging = f
+		s.goLocked(func() { s.reloginFlight(c, f) })
+	}
+	s.mu.Unlock()
+	return f.wait(ctx, "re-login")
+}
+
+// reloginFlight is flight f: c's re-login.
+func (s *sessions) reloginFlight(c *conn, f *flight) {
+	ctx, cancel := s.loginContext()
+	defer cancel()
 	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
-		return fmt.Errorf("credentials: %w", err)
+		err = &connError{what: "credentials", err: err}
+	} else {
+		// NotAuthenticated can come while the server still holds our
+		// session (a vCenter then refuses Login on it): end it first; an
+		// error only means it was already gone.
+		if sm := c.vim.ServiceContent.SessionManager; sm != nil {
+			_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
+		}
+		err = s.login(ctx, c, creds)
 	}
-	// NotAuthenticated can come while the server still holds our session
-	// (a vCenter then refuses Login on it): end it first; an error only
-	// means it was already gone.
-	if sm := c.vim.ServiceContent.SessionManager; sm != nil {
-		_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
+	s.recordLogin(err)
+	s.mu.Lock()
+	c.relogging = nil
+	if err == nil {
+		c.fingerprint = fingerprint(creds)
+		c.restValid = false
+		s.generation++
 	}
-	if err := s.login(ctx, c, creds); err != nil {
-		return err
-	}
-	s.generation++
-	return nil
+	f.err = err
+	s.mu.Unlock()
+	close(f.done)
 }
 
 func (s *sessions) currentGeneration() uint64 {
@@ -270,55 +409,114 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		return false, fmt.Errorf("credentials: %w", err)
 	}
 	s.mu.Lock()
-	cur := s.cur
+	if s.closed {
+		s.mu.Unlock()
+		return false, backends.ErrClosed
+	}
+	unchanged := s.cur == nil || s.cur.fingerprint == fingerprint(creds)
 	s.mu.Unlock()
-	if cur == nil || cur.fingerprint == fingerprint(creds) {
+	if unchanged {
 		return false, nil
 	}
+	// Not a flight: the caller rotates on its own schedule and waits for
+	// the outcome. A rejection here is not Down (the current session
+	// serves); the transport still records whether vCenter answered.
 	next, err := s.connect(ctx, creds)
 	if err != nil {
 		return false, fmt.Errorf("new credentials rejected, keeping the current session: %w", err)
 	}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = s.logout(next)
+		return false, backends.ErrClosed
+	}
 	old := s.cur
 	s.cur = next
 	s.generation++
-	s.mu.Unlock()
 	if old != nil {
-		time.AfterFunc(grace, func() {
-			lctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
-			defer cancel()
-			old.close(lctx)
+		s.goLocked(func() {
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-s.lifetime.Done(): // closing: at once
+			}
+			_ = s.logout(old)
 		})
 	}
+	s.mu.Unlock()
 	return true, nil
 }
 
-// restClient returns a logged-in vAPI REST client.
+// restClient returns a logged-in vAPI REST client. Concurrent callers
+// share one REST login, each waiting at most until its own ctx ends.
 func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
-	c, err := s.current(ctx)
+	for {
+		c, err := s.current(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, backends.ErrClosed
+		}
+		if s.cur != c {
+			s.mu.Unlock()
+			continue // swapped by a rotation meanwhile
+		}
+		if c.rest == nil {
+			c.rest = rest.NewClient(c.vim)
+			c.rest.Client.Transport = s.observed(c.rest.Client.Transport)
+			if s.opts.WrapTransport != nil {
+				c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
+			}
+		}
+		rc := c.rest
+		if c.restValid {
+			s.mu.Unlock()
+			return rc, nil
+		}
+		f := c.restLogin
+		if f == nil {
+			f = newFlight()
+			c.restLogin = f
+			s.goLocked(func() { s.restLoginFlight(c, rc, f) })
+		}
+		s.mu.Unlock()
+		if err := f.wait(ctx, "REST login"); err != nil {
+			return nil, err
+		}
+		return rc, nil
+	}
+}
+
+// restLoginFlight is flight f: the REST login of c.
+func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
+	ctx, cancel := s.loginContext()
+	defer cancel()
+	creds, err := s.opts.Credentials.Get(ctx)
 	if err != nil {
-		return nil, err
+		err = &connError{what: "credentials", err: err}
+	} else if err = rc.Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
+		err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err))
+	}
+	// Only a failure to reach vCenter is Down: a REST login it refuses
+	// (the SOAP one, with the same credentials, succeeded) leaves the
+	// lookups that need no tags working.
+	var ce *connError
+	if err == nil || (errors.As(err, &ce) && ce.what != "login rejected") {
+		s.recordLogin(err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.rest == nil {
-		c.rest = rest.NewClient(c.vim)
-		if s.opts.WrapTransport != nil {
-			c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
-		}
-	}
-	if !c.restValid {
-		creds, err := s.opts.Credentials.Get(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("credentials: %w", err)
-		}
-		if err := c.rest.Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
-			return nil, fmt.Errorf("REST login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err)
-		}
+	c.restLogin = nil
+	if err == nil {
 		c.restValid = true
 	}
-	return c.rest, nil
+	f.err = err
+	s.mu.Unlock()
+	close(f.done)
 }
 
 // restUnauthorized marks the REST session as lost.
@@ -330,22 +528,67 @@ func (s *sessions) restUnauthorized() {
 	}
 }
 
-// close logs the current sessions out.
+// shut makes every later call fail with ErrClosed and ends the logins,
+// pings and probes under way; close then logs out.
+func (s *sessions) shut() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// close shuts the sessions, logs the current ones out and waits for the
+// goroutines the sessions started (old sessions are logged out at once).
 func (s *sessions) close(ctx context.Context) error {
+	s.shut()
 	s.mu.Lock()
 	c := s.cur
 	s.cur = nil
-	s.mu.Unlock()
-	if c == nil {
-		return nil
+	tasks := make([]chan struct{}, 0, len(s.tasks))
+	for done := range s.tasks {
+		tasks = append(tasks, done)
 	}
-	return c.close(ctx)
+	s.mu.Unlock()
+	var err error
+	if c != nil {
+		err = s.closeConn(ctx, c)
+	}
+	for _, done := range tasks {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return errors.Join(err, fmt.Errorf("waiting for logins and logouts under way: %w", ctx.Err()))
+		}
+	}
+	return err
 }
 
-func (c *conn) close(ctx context.Context) error {
+// logout closes c under a deadline of its own (close's lifetime has ended
+// by the time some of these run).
+func (s *sessions) logout(c *conn) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.lifetime), s.requestTimeout())
+	defer cancel()
+	return s.closeConn(ctx, c)
+}
+
+// closeConn logs c's sessions out, once its logins under way have ended
+// (a login finishing after the logout would leave a session behind).
+func (s *sessions) closeConn(ctx context.Context, c *conn) error {
+	s.mu.Lock()
+	c.closed = true
+	flights := []*flight{c.relogging, c.restLogin}
+	s.mu.Unlock()
+	for _, f := range flights {
+		if f != nil {
+			_ = f.wait(ctx, "login")
+		}
+	}
+	s.mu.Lock()
+	rc, restValid := c.rest, c.restValid
+	s.mu.Unlock()
 	var err error
-	if c.rest != nil && c.restValid {
-		err = c.rest.Logout(ctx)
+	if rc != nil && restValid {
+		err = rc.Logout(ctx)
 	}
 	if lerr := session.NewManager(c.vim).Logout(ctx); lerr != nil && err == nil {
 		err = lerr

@@ -24,9 +24,11 @@ type tagCache struct {
 	lifetime context.Context // the backend's: ends background refreshes
 	log      klog.Logger
 
-	mu         sync.Mutex
-	snap       *tagSnapshot
-	refreshing bool
+	mu   sync.Mutex
+	snap *tagSnapshot
+	// refreshing is closed when the background refresh under way (if
+	// any) has returned.
+	refreshing chan struct{}
 
 	loadMu sync.Mutex // one bulk load at a time
 }
@@ -133,18 +135,20 @@ func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot
 func (b *Backend) refreshTagsInBackground() {
 	c := b.tagCache
 	c.mu.Lock()
-	if c.refreshing {
+	if c.refreshing != nil || c.lifetime.Err() != nil {
 		c.mu.Unlock()
 		return
 	}
-	c.refreshing = true
+	done := make(chan struct{})
+	c.refreshing = done
 	seen := c.snap
 	c.mu.Unlock()
 	go func() {
 		defer func() {
 			c.mu.Lock()
-			c.refreshing = false
+			c.refreshing = nil
 			c.mu.Unlock()
+			close(done)
 		}()
 		ctx, cancel := context.WithTimeout(c.lifetime, b.sessions.requestTimeout())
 		defer cancel()
@@ -152,4 +156,19 @@ func (b *Backend) refreshTagsInBackground() {
 			c.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
 		}
 	}()
+}
+
+// wait returns when the background refresh under way, if any, has
+// returned (the backend's lifetime has ended: it ends soon), or ctx ends.
+func (c *tagCache) wait(ctx context.Context) {
+	c.mu.Lock()
+	done := c.refreshing
+	c.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }

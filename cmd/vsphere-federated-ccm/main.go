@@ -6,8 +6,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -30,8 +32,13 @@ func main() {
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
-	command := app.NewCloudControllerManagerCommand(ccmOptions, initCloud, app.DefaultInitFuncConstructors,
-		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	var nodeLabels map[string]string
+	extra := cliflag.NamedFlagSets{}
+	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
+		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
+	command := app.NewCloudControllerManagerCommand(ccmOptions,
+		func(c *config.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels) },
+		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
 	os.Exit(cli.Run(command))
 }
 
@@ -40,7 +47,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
+func initCloud(c *config.CompletedConfig, nodeLabels map[string]string) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -48,10 +55,17 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	if shared.CloudConfigFile == "" {
 		klog.Fatalf("--cloud-config is required")
 	}
+	for k, v := range nodeLabels {
+		if errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(errs) > 0 {
+			klog.Fatalf("--node-labels %s=%s: %s", k, v, strings.Join(errs, "; "))
+		}
+	}
 	metrics := cloud.NewMetrics()
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	opts := cloud.Options{Metrics: metrics, EventObject: podReference()}
+	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels}
+	// CPI's switch: set at all (any value) means no Node is deleted.
+	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.
 	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)

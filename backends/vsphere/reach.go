@@ -1,0 +1,142 @@
+package vsphere
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// connError is a connection-level failure; what names the stage that
+// failed: dial, TLS handshake, timeout, connection, login rejected,
+// credentials. It wraps errors that never hold a password (govmomi strips
+// the user info from its URLs; login faults do not echo credentials).
+type connError struct {
+	what string
+	err  error
+}
+
+func (e *connError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// classify names a failure to get an answer from vCenter.
+func classify(err error) *connError {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &op) && op.Op == "dial":
+		return &connError{what: "dial", err: err}
+	case isTLSFailure(err):
+		return &connError{what: "TLS handshake", err: err}
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return &connError{what: "timeout", err: err}
+	}
+	return &connError{what: "connection", err: err}
+}
+
+func isTLSFailure(err error) bool {
+	var (
+		verify  *tls.CertificateVerificationError
+		record  tls.RecordHeaderError
+		alert   tls.AlertError
+		invalid x509.CertificateInvalidError
+	)
+	return soap.IsCertificateUntrusted(err) || errors.As(err, &verify) || errors.As(err, &record) ||
+		errors.As(err, &alert) || errors.As(err, &invalid) ||
+		// govmomi's thumbprint check fails with an untyped error.
+		strings.Contains(err.Error(), "thumbprint does not match")
+}
+
+// noAnswer reports whether err is a failure to get an answer (transport,
+// deadline), as opposed to vCenter's answer: a SOAP fault, an HTTP error
+// status, a body it could not decode.
+func noAnswer(err error) bool {
+	var f interface{ Fault() types.BaseMethodFault }
+	if errors.As(err, &f) {
+		return false
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// setReachability records the outcome of a connection-level event.
+func (s *sessions) setReachability(err error) {
+	state := backends.ConnUp
+	if err != nil {
+		state = backends.ConnDown
+	}
+	s.reachMu.Lock()
+	defer s.reachMu.Unlock()
+	if s.reach.State != state {
+		s.reach.Since = time.Now()
+	}
+	s.reach.State, s.reach.Err = state, err
+}
+
+func (s *sessions) reachability() backends.Reachability {
+	s.reachMu.Lock()
+	defer s.reachMu.Unlock()
+	return s.reach
+}
+
+// recordLogin records a login flight's outcome, unless close ended it.
+func (s *sessions) recordLogin(err error) {
+	if err != nil && s.lifetime.Err() != nil {
+		return
+	}
+	s.setReachability(err)
+}
+
+// observed records, for each request that is not part of a login flight,
+// whether vCenter answered: any HTTP response is Up; a failure to get one
+// (dial, TLS, reset) is Down, unless the request's context had ended
+// first: a caller that gave up says nothing of vCenter (the watch, the
+// keep-alive and Probe record their own deadlines, see observe).
+func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		res, err := next.RoundTrip(req)
+		ctx := req.Context()
+		switch {
+		case ctx.Value(loginKey{}) != nil:
+		case err == nil:
+			s.setReachability(nil)
+		case ctx.Err() == nil && s.lifetime.Err() == nil:
+			s.setReachability(classify(err))
+		}
+		return res, err
+	})
+}
+
+// observe records the outcome of a call made under ctx to learn about the
+// connection (a keep-alive ping, a probe, the inventory watch): an
+// answer, even a fault, is Up; none, by a transport failure or by ctx's
+// deadline, is Down. A cancelled ctx or closed sessions say nothing, and a
+// login's failure was recorded by the login.
+func (s *sessions) observe(ctx context.Context, what string, err error) {
+	var ce *connError
+	switch {
+	case s.lifetime.Err() != nil, errors.Is(ctx.Err(), context.Canceled):
+	case errors.As(err, &ce):
+	case err == nil, !noAnswer(err):
+		s.setReachability(nil)
+	default:
+		s.setReachability(classify(fmt.Errorf("%s: %w", what, err)))
+	}
+}

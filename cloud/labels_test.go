@@ -1,0 +1,46 @@
+package cloud_test
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// --node-labels (CPI's flag) are given at initialization; on an
+// initialized Node only the location labels are added, so an operator's
+// later edit of a --node-labels label stands.
+func TestNodeLabelsAtInitializationOnly(t *testing.T) {
+	f := newFakeFleet("vcA")
+	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
+	initialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"example.com/pool": "edited"}},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
+	client := stateClient(initialized)
+	opts := f.options()
+	opts.NodeLabels = map[string]string{"example.com/pool": "vsphere", "node.example.com/site": ""}
+	parsed, err := config.Parse([]byte(f.yaml("", "vcA")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloud.New(parsed, opts)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); stopCloud(t, c) })
+	c.Start(client, stop)
+	md, err := c.InstanceMetadata(ctxT(t), initialized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.AdditionalLabels["example.com/pool"] != "vsphere" || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {
+		t.Fatalf("AdditionalLabels = %v; want the --node-labels and the location labels", md.AdditionalLabels)
+	}
+	got, err := client.CoreV1().Nodes().Get(ctxT(t), "node-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["example.com/pool"] != "edited" || got.Labels[cloud.LabelVCenter] != "vcA" {
+		t.Fatalf("initialized Node's labels %v: want the location labels added and the edited label kept", got.Labels)
+	}
+}
