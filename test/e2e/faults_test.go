@@ -4,6 +4,8 @@ package e2e
 // way per row, while the lifecycle controller asks about its NotReady Nodes
 // every second. No row may delete a Node whose VM exists; each row asserts
 // what the CCM does during the fault, then heals it and asserts recovery.
+// The rows run the CCM built with the race detector (E2E_RACE_CCM=0 runs
+// the plain binary): a "WARNING: DATA RACE" in its output fails the row.
 //
 // Also here (issue 5): the provider's metrics on /metrics after lookups and
 // an outage (TestMetricsAfterLookupsAndOutage), and no password in any CCM
@@ -151,7 +153,11 @@ func TestFaultMatrix(t *testing.T) {
 
 func runFaultRow(t *testing.T, tc faultCase) {
 	start := time.Now()
-	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 3})
+	// Registered before newEnv's cleanup, so it runs after the CCMs are
+	// killed: every report is complete.
+	var env *harness.Env
+	t.Cleanup(func() { failOnRaces(t, env) })
+	env = newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 3})
 	r := &faultRow{
 		t: t, env: env,
 		vc: env.Fed.VCenter("vc2"), proxy: env.Proxies["vc2"], healthy: env.Fed.VCenter("vc1"),
@@ -160,6 +166,9 @@ func runFaultRow(t *testing.T, tc faultCase) {
 	initial := slices.Concat(r.healthy.VMs[:2], r.notReady)
 	createNodes(t, env, initial)
 	o := tc.ccm
+	// The rows drive the CCM through its error paths: with the race
+	// detector, a race there fails the row (failOnRaces).
+	o.Race = raceCCM()
 	o.Flags = maps.Clone(o.Flags)
 	if o.Flags == nil {
 		o.Flags = map[string]string{}
@@ -747,7 +756,8 @@ func TestMetricsAfterLookupsAndOutage(t *testing.T) {
 
 // No password used in a run reaches a CCM log line, an Event or /metrics:
 // rotation (vCenter and Secret changed), a wrong password in the Secret,
-// a vCenter rejecting the Secret's password, and the way back.
+// a vCenter rejecting the Secret's password, the way back, and a config
+// edit in CPI's INI form rejected for an unfinished escape in its password.
 func TestSecretsNeverInLogsOrEvents(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
@@ -796,6 +806,22 @@ func TestSecretsNeverInLogsOrEvents(t *testing.T) {
 		t.Fatalf("nodes deleted: %v", d)
 	}
 
+	// 5. A config edit in CPI's INI form whose password value ends in an
+	// unfinished escape (a backslash right before the end of the line,
+	// the file's last): rejected with ConfigInvalid, the last good config
+	// keeps serving, and the error names neither the value nor the password.
+	unfinished := "S3cr3t-" + stamp
+	passwords = append(passwords, unfinished)
+	ini := fmt.Sprintf("[Global]\ninsecure-flag = \"1\"\nport = \"%d\"\n\n[VirtualCenter %q]\nuser = %q\npassword = \"%s\\\n",
+		env.Proxies["vc1"].Port(), vc1.Host, vc1.User, unfinished)
+	writeConfig(t, env, ini)
+	e := waitEvent(t, env, harness.Namespace, "Lease", "cloud-controller-manager", "ConfigInvalid", 30*time.Second)
+	if !strings.Contains(e.Message, "line 7") { // rejected for the password line, not something else
+		t.Errorf("ConfigInvalid Event %q does not point at line 7, the password's", e.Message)
+	}
+	createNodes(t, env, vc2.VMs[3:4])
+	nudgeInitialized(t, env, vc2.VMs[3:4], 30*time.Second) // the last good config serves on
+
 	// Everything the run produced that an operator can read.
 	type text struct{ where, body string }
 	var texts []text
@@ -829,6 +855,7 @@ func TestSecretsNeverInLogsOrEvents(t *testing.T) {
 	} else {
 		texts = append(texts, text{"/metrics", body})
 	}
+	found := 0
 	for _, pw := range passwords {
 		forms := map[string]string{
 			"plain":                        pw,
@@ -841,6 +868,7 @@ func TestSecretsNeverInLogsOrEvents(t *testing.T) {
 			for _, tx := range texts {
 				if strings.Contains(tx.body, needle) {
 					t.Errorf("a password (%.3s…, %s) appears in %s", pw, form, tx.where)
+					found++
 				}
 			}
 		}
@@ -850,13 +878,13 @@ func TestSecretsNeverInLogsOrEvents(t *testing.T) {
 	for _, e := range evs.Items {
 		reasons = append(reasons, e.Reason)
 	}
-	for _, want := range []string{"CredentialsRotated", "CredentialsFailed", "VMLookupFailed"} {
+	for _, want := range []string{"CredentialsRotated", "CredentialsFailed", "VMLookupFailed", "ConfigInvalid"} {
 		if !slices.Contains(reasons, want) {
 			t.Errorf("no %s Event among %v", want, slices.Compact(slices.Sorted(slices.Values(reasons))))
 		}
 	}
-	t.Logf("MEASURE secrets: %d passwords × 5 encodings searched in %d CCM log lines, %d Events and /metrics: none found",
-		len(passwords), lines, len(evs.Items))
+	t.Logf("MEASURE secrets: %d passwords × 5 encodings searched in %d CCM log lines, %d Events and /metrics: %d found",
+		len(passwords), lines, len(evs.Items), found)
 }
 
 func waitLogMatch(t *testing.T, p *harness.CCMProcess, re *regexp.Regexp, timeout time.Duration) {

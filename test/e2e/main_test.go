@@ -50,6 +50,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "e2e: control plane binaries in %s, CCM %s (%s)\n", assets, bin, time.Since(start).Round(time.Millisecond))
+	if raceCCM() {
+		// Built here rather than by the first row that needs it, so the
+		// build (minutes when cold) does not run inside a timed test.
+		start := time.Now()
+		bin, err := harness.BuildCCMRace()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: FAIL: building the CCM with -race: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "e2e: CCM with the race detector %s (%s)\n", bin, time.Since(start).Round(time.Millisecond))
+	}
 
 	// Children run in their own process groups, so neither a Ctrl-C nor the
 	// -timeout panic reaches them: stop them ourselves first.
@@ -75,6 +86,24 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	harness.Shutdown() // a no-op when every test cleaned up
 	os.Exit(code)
+}
+
+// raceCCM reports whether the fault matrix runs the CCM built with the
+// race detector: yes unless E2E_RACE_CCM=0.
+func raceCCM() bool { return os.Getenv("E2E_RACE_CCM") != "0" }
+
+// failOnRaces fails t with every race detector report in the logs of env's
+// CCMs (run after env.Close, so every report is complete).
+func failOnRaces(t *testing.T, env *harness.Env) {
+	t.Helper()
+	if env == nil {
+		return
+	}
+	for _, p := range env.CCMs() {
+		for _, r := range p.RaceReports() {
+			t.Errorf("%s: %s in the CCM's output:\n%s", p.Name, harness.RaceDetected, r)
+		}
+	}
 }
 
 // newEnv starts a control plane with the manifests applied, a federation

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,6 +205,39 @@ func (p *CCMProcess) Tail(n int) string {
 		fmt.Fprintf(&b, "==> %s (last %d lines) <==\n%s\n", path, len(lines), strings.Join(lines, "\n"))
 	}
 	return b.String()
+}
+
+// raceReport is one report of the race detector: from the line of equals
+// signs before "WARNING: DATA RACE" to the next such line.
+var raceReport = regexp.MustCompile(`(?m)^==================\nWARNING: DATA RACE\n(?:.*\n)*?==================$`)
+
+// RaceDetected is the line the race detector prints for each race.
+const RaceDetected = "WARNING: DATA RACE"
+
+// RaceReports returns every race detector report in the logs of every
+// start, each prefixed with its log file's name. A report whose closing
+// line is not written yet (the process was killed mid-report) is returned
+// from its first line to the end of the log.
+func (p *CCMProcess) RaceReports() []string {
+	var out []string
+	for _, path := range p.LogPaths() {
+		data, _ := os.ReadFile(path)
+		log := string(data)
+		n := strings.Count(log, RaceDetected)
+		if n == 0 {
+			continue
+		}
+		found := raceReport.FindAllString(log, -1)
+		if len(found) < n {
+			// The last one is unfinished: take it to the end.
+			i := strings.LastIndex(log, RaceDetected)
+			found = append(found, log[i:])
+		}
+		for _, r := range found {
+			out = append(out, fmt.Sprintf("==> %s <==\n%s", filepath.Base(path), r))
+		}
+	}
+	return out
 }
 
 // Healthz GETs https://127.0.0.1:<secure port><path> as an anonymous client

@@ -222,6 +222,9 @@ type CCMOptions struct {
 	ConcurrentNodeSyncs int
 	// Flags override or extend the arguments (name without dashes → value).
 	Flags map[string]string
+	// Race runs the binary built with the race detector (BuildCCMRace);
+	// check CCMProcess.RaceReports.
+	Race bool
 }
 
 // CCMArgs are the arguments the DaemonSet in the manifests gives the CCM,
@@ -313,7 +316,11 @@ func DaemonSetArgs(m *Manifests) ([]string, error) {
 // (its logs are <Dir>/<name>.<n>.log). It does not wait for it: see
 // CCMProcess.WaitHealthy.
 func (e *Env) StartCCM(name string, o CCMOptions) (*CCMProcess, error) {
-	bin, err := BuildCCM()
+	build := BuildCCM
+	if o.Race {
+		build = BuildCCMRace
+	}
+	bin, err := build()
 	if err != nil {
 		return nil, err
 	}

@@ -63,29 +63,45 @@ func Provision() (string, error) {
 	return dir, nil
 }
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
+// ccmBuild is one build of the CCM binary, made once per process (the Go
+// build cache makes later processes' builds quick).
+type ccmBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var plainBuild, raceBuild ccmBuild
 
 // BuildCCM builds the CCM binary into <repo>/.cache/bin once per process and
 // returns its path.
-func BuildCCM() (string, error) {
-	buildOnce.Do(func() {
+func BuildCCM() (string, error) { return plainBuild.build("vsphere-federated-ccm") }
+
+// BuildCCMRace builds the CCM binary with the race detector
+// (<repo>/.cache/bin/vsphere-federated-ccm-race) once per process and
+// returns its path. Such a process prints "WARNING: DATA RACE" and a report
+// for each race it sees, and goes on (GORACE's default halt_on_error=0):
+// see CCMProcess.RaceReports.
+func BuildCCMRace() (string, error) {
+	return raceBuild.build("vsphere-federated-ccm-race", "-race")
+}
+
+func (b *ccmBuild) build(name string, flags ...string) (string, error) {
+	b.once.Do(func() {
 		root, err := RepoRoot()
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		out := filepath.Join(root, ".cache", "bin", "vsphere-federated-ccm")
-		cmd := exec.Command("go", "build", "-o", out, "./cmd/vsphere-federated-ccm")
+		out := filepath.Join(root, ".cache", "bin", name)
+		args := append(append([]string{"build"}, flags...), "-o", out, "./cmd/vsphere-federated-ccm")
+		cmd := exec.Command("go", args...)
 		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("harness: go build ./cmd/vsphere-federated-ccm: %w\n%s", err, b)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("harness: go %s: %w\n%s", strings.Join(args, " "), err, o)
 			return
 		}
-		buildPath = out
+		b.path = out
 	})
-	return buildPath, buildErr
+	return b.path, b.err
 }

@@ -1,6 +1,7 @@
 package vcsim
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -20,6 +21,18 @@ const (
 	Blackhole
 	// Refuse closes the listener: connections are refused.
 	Refuse
+	// HangTLS accepts new connections, reads their first TLS record (a
+	// ClientHello, counted in Traffic.HeldHandshakes) and never answers:
+	// the client hangs in the TLS handshake. Unlike Blackhole it never
+	// connects to the target, and connections opened before the switch
+	// keep passing traffic (a vCenter whose TLS front end stopped
+	// accepting sessions). A held connection stays held after a switch
+	// back to Pass (its ClientHello is gone); Refuse or Close drop it.
+	//
+	// For a client with no connection open yet (a process started while
+	// the vCenter is down) Blackhole looks the same from the client's
+	// side; HangTLS also proves the hang is in the handshake.
+	HangTLS
 )
 
 // Proxy is a loopback TCP proxy in front of a simulated vCenter, to make it
@@ -36,7 +49,7 @@ type Proxy struct {
 	closed bool
 
 	// Wire counters; see Traffic.
-	connections, turns, exchanges, requests, chunks atomic.Int64
+	connections, turns, exchanges, requests, chunks, heldHandshakes atomic.Int64
 }
 
 // Traffic is what a Proxy counted on the wire since it started. The proxy
@@ -69,6 +82,9 @@ type Traffic struct {
 	// Chunks are the reads of client data forwarded, each delayed by
 	// SetDelay's duration: Chunks/Turns is how many delays a turn costs.
 	Chunks int64
+	// HeldHandshakes are the connections HangTLS accepted whose first TLS
+	// record was a ClientHello, read and never answered.
+	HeldHandshakes int64
 }
 
 // Sub returns t − u, for the traffic of an interval.
@@ -76,7 +92,7 @@ func (t Traffic) Sub(u Traffic) Traffic {
 	return Traffic{
 		Connections: t.Connections - u.Connections, Turns: t.Turns - u.Turns,
 		Exchanges: t.Exchanges - u.Exchanges, Requests: t.Requests - u.Requests,
-		Chunks: t.Chunks - u.Chunks,
+		Chunks: t.Chunks - u.Chunks, HeldHandshakes: t.HeldHandshakes - u.HeldHandshakes,
 	}
 }
 
@@ -85,7 +101,7 @@ func (p *Proxy) Traffic() Traffic {
 	return Traffic{
 		Connections: p.connections.Load(), Turns: p.turns.Load(),
 		Exchanges: p.exchanges.Load(), Requests: p.requests.Load(),
-		Chunks: p.chunks.Load(),
+		Chunks: p.chunks.Load(), HeldHandshakes: p.heldHandshakes.Load(),
 	}
 }
 
@@ -108,7 +124,8 @@ func (p *Proxy) Port() int    { _, s, _ := net.SplitHostPort(p.addr); n, _ := st
 // SetDelay delays every request by d.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
-// SetMode switches behaviour for new and open connections.
+// SetMode switches behaviour for new and open connections (HangTLS: for
+// new ones only).
 func (p *Proxy) SetMode(m Mode) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -152,6 +169,10 @@ func (p *Proxy) handle(client net.Conn) {
 		delete(p.conns, client)
 		p.mu.Unlock()
 	}()
+	if Mode(p.mode.Load()) == HangTLS {
+		p.holdHandshake(client)
+		return
+	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		return
@@ -209,6 +230,26 @@ func (p *Proxy) handle(client net.Conn) {
 			return
 		}
 	}
+}
+
+// holdHandshake reads the client's first TLS record, counts it when it is
+// a ClientHello, and then reads and discards whatever follows until the
+// connection is closed (by the client, Refuse or Close): no byte is ever
+// sent back.
+func (p *Proxy) holdHandshake(client net.Conn) {
+	const handshake, clientHello = 22, 1
+	header := make([]byte, 5)
+	if _, err := io.ReadFull(client, header); err != nil {
+		return
+	}
+	body := make([]byte, int(header[3])<<8|int(header[4]))
+	if _, err := io.ReadFull(client, body); err != nil {
+		return
+	}
+	if header[0] == handshake && len(body) > 0 && body[0] == clientHello {
+		p.heldHandshakes.Add(1)
+	}
+	_, _ = io.Copy(io.Discard, client)
 }
 
 // isTLSAlert reports whether b is exactly one TLS record short enough to

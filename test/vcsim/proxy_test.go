@@ -2,8 +2,15 @@ package vcsim
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,5 +108,98 @@ func TestTrafficCounters(t *testing.T) {
 	// The REST calls are the rest: login, 60 lists, logout.
 	if soap, rest := soapTotalAfter-soapTotalBefore, int64(1+60+1); soap != want-rest {
 		t.Errorf("SOAP calls %d, want %d HTTP requests − %d REST requests", soap, want, rest)
+	}
+}
+
+// TestHangTLS checks the HangTLS mode against a TLS server: a new
+// connection's handshake never completes (its ClientHello is read and
+// counted, nothing is answered), while a connection opened before the
+// switch keeps working; Refuse drops the held connection.
+func TestHangTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	p, err := NewProxy("127.0.0.1", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	addr := net.JoinHostPort(p.Host(), strconv.Itoa(p.Port()))
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	get := func() error {
+		res, err := client.Get("https://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		_, err = io.Copy(io.Discard, res.Body)
+		return err
+	}
+	if err := get(); err != nil {
+		t.Fatalf("through the proxy in Pass mode: %v", err)
+	}
+	if err := p.SetMode(HangTLS); err != nil {
+		t.Fatal(err)
+	}
+	// The keep-alive connection opened before the switch still works.
+	before := p.Traffic()
+	if err := get(); err != nil {
+		t.Fatalf("an open connection after the switch to HangTLS: %v", err)
+	}
+	if tr := p.Traffic().Sub(before); tr.Connections != 0 || tr.Requests != 1 {
+		t.Fatalf("the request after the switch used a new connection or was not answered: %+v", tr)
+	}
+
+	// A new connection: TCP is accepted, the handshake never completes.
+	raw, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("HangTLS must accept TCP: %v", err)
+	}
+	defer raw.Close()
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err = conn.HandshakeContext(ctx)
+	if err == nil {
+		t.Fatal("the TLS handshake completed in HangTLS mode")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("handshake: %v, want it to hang until the deadline", err)
+	}
+	if n := p.Traffic().HeldHandshakes; n != 1 {
+		t.Fatalf("HeldHandshakes = %d, want 1", n)
+	}
+	if n := p.Traffic().Sub(before).Connections; n != 0 {
+		t.Fatalf("HangTLS connected to the target %d times", n)
+	}
+
+	// A held connection is dropped by Refuse: the client sees it closed.
+	raw2, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw2.Close()
+	done := make(chan error, 1)
+	go func() { done <- tls.Client(raw2, &tls.Config{InsecureSkipVerify: true}).Handshake() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Traffic().HeldHandshakes < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second ClientHello was not held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.SetMode(Refuse); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a held handshake completed")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Refuse did not drop the held connection")
 	}
 }
