@@ -279,6 +279,9 @@ func secretRefs(cfg *config.Config) []credentials.SecretRef {
 	return out
 }
 
+// Health reports each configured vCenter's reachability and breaker.
+func (c *Cloud) Health() []discovery.VCenterHealth { return c.discovery.Health() }
+
 // WatchedSecrets lists the Secrets whose informers run.
 func (c *Cloud) WatchedSecrets() []credentials.SecretRef {
 	c.mu.Lock()

@@ -118,6 +118,18 @@ func newWorldWith(t *testing.T, mutate func(string) string, inventory bool) *wor
 		defer cancel()
 		w.cloud.Stop(ctx)
 	})
+	// Connected before the test's first lookup: one made while a vCenter
+	// is still connecting waits for it at most a second, and a loaded
+	// machine may take longer to log in.
+	w.mu.Lock()
+	bs := make([]*vsphere.Backend, 0, len(w.backends))
+	for _, b := range w.backends {
+		bs = append(bs, b)
+	}
+	w.mu.Unlock()
+	for _, b := range bs {
+		eventually(t, "every vCenter to be connected", func() bool { return b.Probe(ctxT(t)) == nil })
+	}
 	return w
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -72,6 +73,18 @@ func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Me
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		c.Stop(ctx)
+	})
+	// Connected before the first lookup (the inventories' watches log in;
+	// without an inventory, a lookup does).
+	ghost := kubeletNode("warm-up", "56ffffff-ffff-ffff-8fff-ffffffffffff")
+	eventually(t, "every vCenter to be connected", func() bool {
+		_, _ = c.InstanceExists(ctxT(t), ghost)
+		for _, h := range c.Health() {
+			if h.Reachability.State != backends.ConnUp {
+				return false
+			}
+		}
+		return true
 	})
 	return c, m, reg
 }

@@ -110,6 +110,10 @@ type vcenter struct {
 	// when the last one started (unix nanoseconds).
 	probing   atomic.Bool
 	lastProbe atomic.Int64
+	// connectingSince is when a lookup first found this vCenter not yet
+	// connected (unix nanoseconds; 0 once it is up or down). Past
+	// ConnectWait, lookups stop waiting for it.
+	connectingSince atomic.Int64
 }
 
 // New returns a Discoverer over vcs.
@@ -209,14 +213,37 @@ var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures
 // when it is back.
 var ErrVCenterDown = errors.New("vCenter known down")
 
+// unready is the error of a vCenter a call should not wait for: known
+// down, or still connecting for the first time longer than ConnectWait
+// (its first connect to a black hole takes a whole request timeout; a
+// lookup waiting on it each time would hold its worker as long). Both
+// start a background probe, which for a backend without an inventory is
+// what connects it.
+func (d *Discoverer) unready(v *vcenter, now time.Time) error {
+	r := v.Backend.Reachability()
+	switch r.State {
+	case backends.ConnDown:
+		v.connectingSince.Store(0)
+		d.probeLater(v)
+		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err)
+	case backends.ConnUnknown:
+		v.connectingSince.CompareAndSwap(0, now.UnixNano())
+		if since := time.Unix(0, v.connectingSince.Load()); now.Sub(since) > d.opts.ConnectWait {
+			d.probeLater(v)
+			return fmt.Errorf("%w for %s", ErrVCenterConnecting, now.Sub(since).Round(time.Millisecond))
+		}
+	default:
+		v.connectingSince.Store(0)
+	}
+	return nil
+}
+
 // call runs fn against v under the breaker and v's request deadline. A
 // vCenter known down answers at once with ErrVCenterDown.
 func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
-	if r := v.Backend.Reachability(); r.State == backends.ConnDown {
-		d.probeLater(v)
-		err := fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err)
+	if err := d.unready(v, start); err != nil {
 		if d.opts.Observer != nil {
 			d.opts.Observer.Call(v.Name, op, time.Since(start), err)
 		}

@@ -183,3 +183,41 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 		t.Fatalf("the lookup took %v: it waited on vc3's request deadline (%v), not ConnectWait (%v)", took, timeout, connectWait)
 	}
 }
+
+// Once a vCenter has been connecting for longer than ConnectWait, later
+// lookups do not wait for it at all: a black hole from the start costs a
+// worker ConnectWait once, not at every Node until its first connect
+// times out.
+func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
+	const connectWait = 100 * time.Millisecond
+	f := newFleet()
+	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
+	var vcs []discovery.VCenter
+	for _, n := range f.names {
+		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+	}
+	d.SetVCenters(vcs)
+	t.Cleanup(d.Close)
+	f.backends["vc3"].Hang(true)
+	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
+	ctx := ctxT(t)
+	if _, err := d.FindByUUID(ctx, f.vms["vc3"][0].UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+		t.Fatalf("first lookup: err = %v, want ErrVCenterConnecting", err)
+	}
+	time.Sleep(connectWait) // connecting for longer than ConnectWait now
+	start := time.Now()
+	for _, vm := range f.vms["vc3"] {
+		if _, err := d.FindByUUID(ctx, vm.UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+			t.Fatalf("later lookup: err = %v, want ErrVCenterConnecting", err)
+		}
+	}
+	if took := time.Since(start); took > connectWait {
+		t.Fatalf("%d later lookups took %v: they waited on vc3 again (ConnectWait %v)", len(f.vms["vc3"]), took, connectWait)
+	}
+	// Connected: lookups reach it again.
+	f.backends["vc3"].Hang(false)
+	f.backends["vc3"].SetReachability(backends.ConnUp, nil)
+	if res, err := d.FindByUUID(ctx, f.vms["vc3"][0].UUID); err != nil || res == nil {
+		t.Fatalf("vc3 up: %v, %v", res, err)
+	}
+}
