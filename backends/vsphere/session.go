@@ -261,6 +261,12 @@ func (s *sessions) firstLogin(f *flight) {
 	}
 }
 
+// maxHandshake bounds a TCP connect and TLS handshake: they take
+// milliseconds, even across a WAN; one that has not completed in this time
+// is a vCenter that cannot answer (a black hole), known down sooner than
+// its request timeout, and seen back sooner after it heals.
+const maxHandshake = 5 * time.Second
+
 // withRetries makes each request try up to attempts times while it fails
 // with a temporary network error (soapRoundtripCount).
 func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
@@ -285,7 +291,7 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc, s.requestTimeout())
+	boundTLSDial(sc, min(s.requestTimeout(), maxHandshake))
 	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
