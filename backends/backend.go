@@ -90,7 +90,8 @@ type Reachability struct {
 	// Err is the failure that made the vCenter Down (nil otherwise). It
 	// names what failed, never a credential.
 	Err error
-	// Since is when State last changed.
+	// Since is when State last changed; for ConnUnknown, when the backend
+	// was made (how long it has been connecting).
 	Since time.Time
 }
 

@@ -215,8 +215,9 @@ var ErrVCenterDown = errors.New("vCenter known down")
 
 // unready is the error of a vCenter a call should not wait for: known
 // down, or still connecting for the first time longer than ConnectWait
-// (its first connect to a black hole takes a whole request timeout; a
-// lookup waiting on it each time would hold its worker as long). Both
+// since its backend was made or a lookup first met it so (its first
+// connect to a black hole takes seconds; a lookup waiting on it each time
+// would hold its worker as long). Both
 // start a background probe, which for a backend without an inventory is
 // what connects it.
 func (d *Discoverer) unready(v *vcenter, now time.Time) error {
@@ -228,7 +229,11 @@ func (d *Discoverer) unready(v *vcenter, now time.Time) error {
 		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err)
 	case backends.ConnUnknown:
 		v.connectingSince.CompareAndSwap(0, now.UnixNano())
-		if since := time.Unix(0, v.connectingSince.Load()); now.Sub(since) > d.opts.ConnectWait {
+		since := time.Unix(0, v.connectingSince.Load())
+		if !r.Since.IsZero() && r.Since.Before(since) {
+			since = r.Since // connecting since the backend was made
+		}
+		if now.Sub(since) > d.opts.ConnectWait {
 			d.probeLater(v)
 			return fmt.Errorf("%w for %s", ErrVCenterConnecting, now.Sub(since).Round(time.Millisecond))
 		}

@@ -92,7 +92,10 @@ type sessions struct {
 
 func newSessions(opts Options) *sessions {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sessions{opts: opts, lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{}}
+	// Unknown since now: how long a vCenter has been connecting is what
+	// lookups judge whether to wait for it by.
+	return &sessions{opts: opts, lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{},
+		reach: backends.Reachability{Since: time.Now()}}
 }
 
 // flight is a login under way; err is set before done is closed.
