@@ -62,7 +62,7 @@ type Options struct {
 	// Backend.Reachability); default 1s.
 	ProbeInterval time.Duration
 	// ConnectWait bounds how long a lookup waits for a vCenter that is not
-	// known up (its first connection attempt under way); default 1s.
+	// known up (its first connection attempt under way); default 250ms.
 	ConnectWait time.Duration
 	// DuplicateScan is how often the inventories' UUIDs are compared
 	// across vCenters; default 1s. OnDuplicate, when set, is told of each
@@ -125,7 +125,7 @@ func New(vcs []VCenter, opts Options) *Discoverer {
 		opts.ProbeInterval = time.Second
 	}
 	if opts.ConnectWait == 0 {
-		opts.ConnectWait = time.Second
+		opts.ConnectWait = 250 * time.Millisecond
 	}
 	if opts.DuplicateScan == 0 {
 		opts.DuplicateScan = time.Second

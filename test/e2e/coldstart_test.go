@@ -38,11 +38,14 @@ import (
 // suite, where +5 s is 3.8–7.7×. 8× lets a CCM that meets the target pass
 // at the smallest baseline measured; the CCM before found-fast lookups
 // measured 22–26× (blackhole and TLS hang), so the test still tells them
-// apart. At 8 workers the baselines of two tries differed by up to 1.4×
-// beside the rest of the suite, hence the least of two tries and 1.5×.
+// apart. At 8 workers the baseline is 0.55–0.85 s and two tries of it
+// differ by up to 1.4× beside the rest of the suite: the target of 1.2× is
+// below that noise, so the test allows 2× (a dead vCenter holding the
+// workers, as before found-fast lookups, measured 2.5–2.8× here and 17×
+// in the run) and logs the ratio for the record.
 const (
 	coldStartRatio1 = 8.0 // --concurrent-node-syncs=1
-	coldStartRatio8 = 1.5 // --concurrent-node-syncs=8, the manifests' value
+	coldStartRatio8 = 2.0 // --concurrent-node-syncs=8, the manifests' value
 )
 
 // deadMode is one way a vCenter can be dead when the CCM starts.
