@@ -388,6 +388,9 @@ func TestDuplicateUUIDAcrossVCentersIsAnError(t *testing.T) {
 	a := w.fed.VCenter("vc1").VMs[0]
 	b := w.fed.VCenter("vc3").VMs[5]
 	w.fed.VCenter("vc3").SetUUID(b, a.UUID)
+	// The inventory follows vCenter a moment behind: a twin made a moment
+	// ago may be missed for that moment (README), not longer.
+	w.waitInventory(t, "vc3", b.Name, func(vm *backends.VM) bool { return vm.UUID == strings.ToLower(a.UUID) })
 	node := kubeletNode(a.Name, a.SystemUUID())
 	for name, call := range map[string]func() error{
 		"InstanceExists":   func() error { _, err := w.cloud.InstanceExists(ctx, node); return err },
