@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // --node-labels (CPI's flag) are given at initialization; on an
@@ -19,16 +18,9 @@ func TestNodeLabelsAtInitializationOnly(t *testing.T) {
 	initialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"example.com/pool": "edited"}},
 		Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 	client := stateClient(initialized)
-	opts := f.options()
-	opts.NodeLabels = map[string]string{"example.com/pool": "vsphere", "node.example.com/site": ""}
-	parsed, err := config.Parse([]byte(f.yaml("", "vcA")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloud.New(parsed, opts)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop); stopCloud(t, c) })
-	c.Start(client, stop)
+	c := f.start(t, f.yaml("", "vcA"), client, func(o *cloud.Options) {
+		o.NodeLabels = map[string]string{"example.com/pool": "vsphere", "node.example.com/site": ""}
+	})
 	md, err := c.InstanceMetadata(ctxT(t), initialized)
 	if err != nil {
 		t.Fatal(err)

@@ -54,14 +54,19 @@ func (f fakeFleet) options() cloud.Options {
 	}}
 }
 
-// startFake starts a provider over f with cfg; client may be nil.
-func (f fakeFleet) start(t *testing.T, cfg string, client kubernetes.Interface) *cloud.Cloud {
+// start starts a provider over f with cfg; client may be nil; tune
+// adjusts its options.
+func (f fakeFleet) start(t *testing.T, cfg string, client kubernetes.Interface, tune ...func(*cloud.Options)) *cloud.Cloud {
 	t.Helper()
 	parsed, err := config.Parse([]byte(cfg))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, cfg)
 	}
-	c := cloud.New(parsed, f.options())
+	opts := f.options()
+	for _, fn := range tune {
+		fn(&opts)
+	}
+	c := cloud.New(parsed, opts)
 	stop := make(chan struct{})
 	c.Start(client, stop)
 	t.Cleanup(func() {
@@ -277,16 +282,7 @@ func TestUninitializedNodesAreRequeuedWhenAVCenterComesBack(t *testing.T) {
 	}}}
 	ready := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "initialized"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 	client := stateClient(tainted, ready)
-	opts := f.options()
-	opts.RecoveryPoll = 20 * time.Millisecond
-	parsed, err := config.Parse([]byte(f.yaml("", "vcA", "vcB")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloud.New(parsed, opts)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop); stopCloud(t, c) })
-	c.Start(client, stop)
+	f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) { o.RecoveryPoll = 20 * time.Millisecond })
 	annotation := func(name string) string {
 		n, err := client.CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
 		if err != nil {
@@ -360,17 +356,10 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 	client := stateClient(node)
-	opts := f.options()
-	opts.RecoveryPoll = 20 * time.Millisecond
-	opts.Discovery.DuplicateScan = 20 * time.Millisecond
-	parsed, err := config.Parse([]byte(f.yaml("", "vcA", "vcB")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cloud.New(parsed, opts)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop); stopCloud(t, c) })
-	c.Start(client, stop)
+	f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) {
+		o.RecoveryPoll = 20 * time.Millisecond
+		o.Discovery.DuplicateScan = 20 * time.Millisecond
+	})
 	time.Sleep(100 * time.Millisecond)
 	f["vcB"].Add(fakeVM("dc1", "vm-9", "clone-of-a", uuidA), nil)
 	eventually(t, "a DuplicateVMUUID Event on node-a", func() bool {
@@ -390,21 +379,12 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 // CPI's SKIP_NODE_DELETION: a VM confirmed absent keeps its Node.
 func TestSkipNodeDeletionKeepsNodesOfDestroyedVMs(t *testing.T) {
 	f := newFakeFleet("vcA")
-	parsed, err := config.Parse([]byte(f.yaml("", "vcA")))
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := kubeletNode("gone", uuidA)
 	plain := f.start(t, f.yaml("", "vcA"), nil)
 	if ok, err := plain.InstanceExists(ctxT(t), node); ok || err != nil {
 		t.Fatalf("without the switch: InstanceExists = %v, %v; want false, nil", ok, err)
 	}
-	opts := f.options()
-	opts.SkipNodeDeletion = true
-	c := cloud.New(parsed, opts)
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c.Start(nil, stop)
+	c := f.start(t, f.yaml("", "vcA"), nil, func(o *cloud.Options) { o.SkipNodeDeletion = true })
 	if err := requireKept(t, c, node, "SKIP_NODE_DELETION set"); !strings.Contains(err.Error(), "SKIP_NODE_DELETION") {
 		t.Fatalf("error %q does not name the switch", err)
 	}
