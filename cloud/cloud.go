@@ -246,6 +246,8 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 		})
 	}
 	old := c.cfg.Load()
+	// What leaves the config is retired before discovery stops asking it.
+	c.discovery.Retire(retiredBetween(old, cfg, time.Now()))
 	c.cfg.Store(cfg)
 	c.discovery.SetVCenters(vcs)
 	// Lookups in flight run under the deadlines of the config they began

@@ -116,6 +116,19 @@ func (h *configHistory) update(cfg *config.Config, now time.Time, retention time
 	return string(before) != string(after)
 }
 
+// retiredBetween lists what old serves and cur does not, as the history
+// would record it.
+func retiredBetween(old, cur *config.Config, now time.Time) []discovery.Retired {
+	if old == cur {
+		return nil
+	}
+	h := &configHistory{}
+	h.update(old, now, cur.RetiredRetention)
+	h.Retired = nil
+	h.update(cur, now, cur.RetiredRetention)
+	return h.forDiscovery().Retired
+}
+
 // forDiscovery is h as discovery judges absence with it.
 func (h *configHistory) forDiscovery() discovery.History {
 	out := discovery.History{Known: true}

@@ -455,3 +455,26 @@ func reloadsSeen(t *testing.T, client *fake.Clientset) int {
 	}
 	return n
 }
+
+// A vCenter removed by an edit is retired the moment the edit applies,
+// before any record is written (none is, without an API server): a Node of
+// it that was never looked up and has no labels is kept.
+func TestRemovedVCenterIsRetiredAtOnce(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	f["vcB"].Add(fakeVM("dc0", "vm-2", "node-b", uuidB), nil)
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	writeAtomically(t, path, f.yaml("", "vcA", "vcB"))
+	c, err := cloud.NewFromFile(path, f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c.Start(nil, stop)
+	writeAtomically(t, path, f.yaml("", "vcA"))
+	c.Reload(ctxT(t))
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
+	if err := requireKept(t, c, node, "vcB removed by an edit"); !strings.Contains(err.Error(), "vcenter vcB (left the config") {
+		t.Fatalf("error %q does not name the removed vCenter", err)
+	}
+}

@@ -224,6 +224,18 @@ func (r Retired) String() string {
 // SetHistory replaces what is known of the config's past.
 func (d *Discoverer) SetHistory(h History) { d.history.Store(&h) }
 
+// Retire adds places that just left the config to the history at once,
+// before any record of them is written: a lookup right after the edit
+// must not take their VMs for gone. Callers serialise config changes.
+func (d *Discoverer) Retire(rs []Retired) {
+	if len(rs) == 0 {
+		return
+	}
+	h := *d.history.Load()
+	h.Retired = append(slices.Clone(h.Retired), rs...)
+	d.history.Store(&h)
+}
+
 // RetiredError is a lookup that found nothing while a vCenter or
 // datacenter that left the config could hold the VM: it cannot be asked,
 // so the VM is not gone.
