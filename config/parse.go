@@ -81,7 +81,7 @@ func Parse(data []byte) (*Config, error) {
 		}
 		root = *ini
 	} else if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, scrub(err)
+		return nil, scrub(err, data)
 	}
 	var errs *multierror.Error
 	if len(root.Content) == 1 {
@@ -93,7 +93,7 @@ func Parse(data []byte) (*Config, error) {
 		// yaml.v3 only gives their lines.
 		var te *yaml.TypeError
 		if !errors.As(err, &te) || errs.ErrorOrNil() == nil {
-			errs = multierror.Append(errs, scrub(err))
+			errs = multierror.Append(errs, scrub(err, data))
 		}
 		return nil, format(errs)
 	}
@@ -151,7 +151,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 		}
 		seen[aliasVisit{n, t}] = true
 	}
-	if problem, leaf := checkLeaf(n, t, strings.HasSuffix(path, "password")); leaf {
+	if problem, leaf := checkLeaf(n, t, strings.HasSuffix(path, "password") || strings.HasSuffix(path, ".user") || path == "user"); leaf {
 		if problem != "" {
 			errs = multierror.Append(errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
 		}
@@ -224,7 +224,7 @@ func checkLeaf(n *yaml.Node, t reflect.Type, secret bool) (problem string, leaf 
 		return "", true
 	}
 	if secret && n.Kind == yaml.ScalarNode {
-		return want + ", got a value not shown (a password)", true
+		return want + ", got a value not shown (a credential)", true
 	}
 	return want + ", got " + describe(n), true
 }
@@ -270,17 +270,36 @@ func knownSecretKey(key string) bool {
 	return false
 }
 
-// backticked is how yaml.v3 quotes values in its messages.
-var backticked = regexp.MustCompile("`[^`]*`")
+// backticked is how yaml.v3 quotes a value in a message, one per line;
+// greedy, since the value may itself hold a backtick.
+var backticked = regexp.MustCompile("`.*`")
 
-// scrub removes the values yaml.v3 quotes in an error (it quotes any
-// scalar, a password included); the line it names stays.
-func scrub(err error) error {
+// anchorName is how yaml.v3 names an anchor; an unquoted password that
+// starts with * or & is one to YAML.
+var anchorName = regexp.MustCompile(`anchor '(.*)'`)
+
+// scrub removes the values and anchor names yaml.v3 quotes in an error (a
+// password among them); the line it names stays. data is the document, to
+// find the line of an unknown alias, which yaml.v3 does not give.
+func scrub(err error, data []byte) error {
 	msg := err.Error()
-	if !strings.Contains(msg, "`") {
+	if m := anchorName.FindStringSubmatch(msg); m != nil {
+		where := ""
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "*"+m[1]) {
+				where = fmt.Sprintf("line %d: ", i+1)
+				break
+			}
+		}
+		msg = strings.Replace(msg, m[0], "anchor (name not shown)", 1)
+		msg = strings.Replace(msg, "yaml: ", "yaml: "+where, 1) +
+			" (an unquoted value that starts with * or & is an alias or anchor: quote it)"
+	}
+	msg = backticked.ReplaceAllString(msg, "(value not shown)")
+	if msg == err.Error() {
 		return err
 	}
-	return errors.New(backticked.ReplaceAllString(msg, "(value not shown)"))
+	return errors.New(msg)
 }
 
 // isMerge reports whether k is the merge key <<.
