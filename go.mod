@@ -9,6 +9,7 @@ require (
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/vmware/govmomi v0.56.0
 	go.yaml.in/yaml/v2 v2.4.4
+	gopkg.in/gcfg.v1 v1.2.3
 	gopkg.in/yaml.v3 v3.0.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

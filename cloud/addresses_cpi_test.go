@@ -43,7 +43,7 @@ func cpiNIC(network string, ips ...string) backends.NIC {
 func cpiRules(t *testing.T, families []string, n config.Nodes) ([]string, config.AddressRules) {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("global: {server: vc.example.com, user: u")
+	b.WriteString("global: {server: vc.example.com, user: u, password: p")
 	if len(families) > 0 {
 		fmt.Fprintf(&b, ", ipFamily: [%s]", strings.Join(families, ", "))
 	}

@@ -63,6 +63,9 @@ type Options struct {
 	// NodeLabels are added to every Node at initialization (CPI's
 	// --node-labels).
 	NodeLabels map[string]string
+	// ConfigEnv is the environment the config file is read in (CPI's
+	// VSPHERE_* overrides, its default secrets directory); zero: none.
+	ConfigEnv config.Env
 	// SkipNodeDeletion is CPI's SKIP_NODE_DELETION switch: a VM confirmed
 	// absent is reported as an error, so no Node is ever deleted.
 	SkipNodeDeletion bool
@@ -100,6 +103,8 @@ type Cloud struct {
 	// to report on their Nodes (watchNodes).
 	dupMu             sync.Mutex
 	pendingDuplicates map[string][]string
+	// noticed is the config whose Notices were reported last.
+	noticed *config.Config
 	// historyKnown is set once the config history has been recorded.
 	historyKnown bool
 	watcher      *fileWatcher
@@ -181,7 +186,7 @@ func NewFromFile(path string, opts Options) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vsphere: %w", err)
 	}
-	cfg, err := config.Parse(data)
+	cfg, err := config.ParseIn(data, opts.ConfigEnv)
 	if err != nil {
 		return nil, fmt.Errorf("vsphere: %s: %w", path, err)
 	}
@@ -250,6 +255,7 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 	c.discovery.Retire(retiredBetween(old, cfg, time.Now()))
 	c.cfg.Store(cfg)
 	c.discovery.SetVCenters(vcs)
+	c.reportNoticesLocked(cfg)
 	// Lookups in flight run under the deadlines of the config they began
 	// with: the old one's count too.
 	var grace time.Duration
@@ -274,7 +280,7 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 func secretRefs(cfg *config.Config) []credentials.SecretRef {
 	var out []credentials.SecretRef
 	for _, vc := range cfg.VCenters {
-		if r := (credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}); vc.SecretName != "" && !slices.Contains(out, r) {
+		if r := (credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}); vc.CredentialsFrom == config.FromSecret && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
 	}
@@ -328,9 +334,9 @@ func credentialsKey(src credentials.Source) string {
 // directory, else the user and password in the config file.
 func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenterConfig) credentials.Source {
 	switch {
-	case vc.SecretName != "" && c.secrets != nil:
+	case vc.CredentialsFrom == config.FromSecret && c.secrets != nil:
 		return c.secrets.Source(vc.SecretNamespace, vc.SecretName, vc.Server)
-	case cfg.SecretsDirectory != "":
+	case vc.CredentialsFrom == config.FromDirectory:
 		return credentials.Directory{Dir: cfg.SecretsDirectory, Server: vc.Server}
 	default:
 		return credentials.Static{User: vc.User, Password: vc.Password}
@@ -340,7 +346,7 @@ func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenterConfig) cr
 // credentialsObject is the object Events about a vCenter's credentials go
 // to: its Secret when it has one, else the config's event object.
 func (c *Cloud) credentialsObject(vc config.VCenterConfig) *v1.ObjectReference {
-	if vc.SecretName != "" {
+	if vc.CredentialsFrom == config.FromSecret {
 		return &v1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: vc.SecretNamespace, Name: vc.SecretName}
 	}
 	return c.opts.EventObject

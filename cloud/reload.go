@@ -20,8 +20,11 @@ import (
 
 // Event reasons about configuration and credentials.
 const (
-	ReasonConfigInvalid      = "ConfigInvalid"
-	ReasonConfigApplied      = "ConfigApplied"
+	ReasonConfigInvalid = "ConfigInvalid"
+	ReasonConfigApplied = "ConfigApplied"
+	// ReasonConfigUnknownKey: a key of the applied config that neither CPI
+	// nor this CCM reads (a typo?); it is ignored, as CPI ignores it.
+	ReasonConfigUnknownKey   = "ConfigUnknownKey"
 	ReasonCredentialsFailed  = "CredentialsFailed"
 	ReasonCredentialsRotated = "CredentialsRotated"
 )
@@ -136,7 +139,7 @@ func (c *Cloud) reloadConfig(ctx context.Context, path string) (err error, fresh
 		c.rejected.sum = [32]byte{}
 		return nil, false
 	}
-	cfg, err := config.Parse(data)
+	cfg, err := config.ParseIn(data, c.opts.ConfigEnv)
 	if err != nil {
 		fresh = sum != c.rejected.sum || err.Error() != c.rejected.err
 		c.rejected.sum, c.rejected.err = sum, err.Error()
@@ -321,4 +324,25 @@ func (fw *fileWatcher) setSecretsDirectory(dir string) {
 func (fw *fileWatcher) close() {
 	_ = fw.w.Close()
 	<-fw.done
+}
+
+// reportNoticesLocked logs, once per applied config, the keys that have no
+// effect (or not the one they seem to have) and the environment's
+// overrides; each unknown key is also an Event, naming it by path, so a
+// typo is seen where kubectl shows the config's fate.
+func (c *Cloud) reportNoticesLocked(cfg *config.Config) {
+	if c.noticed == cfg {
+		return
+	}
+	c.noticed = cfg
+	log := klog.Background().WithValues("path", c.opts.ConfigPath)
+	for _, n := range cfg.Notices {
+		switch n.Kind {
+		case config.NoticeUnknown:
+			log.Info("Config key ignored: neither CPI nor this CCM reads it", "key", n.Path, "line", n.Line, "reason", n.Reason)
+			c.event(c.opts.EventObject, v1.EventTypeWarning, ReasonConfigUnknownKey, n.String())
+		default:
+			log.Info("Config notice", "kind", n.Kind.String(), "key", n.Path, "line", n.Line, "reason", n.Reason)
+		}
+	}
 }

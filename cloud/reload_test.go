@@ -337,3 +337,51 @@ func TestInventoryTurnedOffAndOnByEdit(t *testing.T) {
 		t.Fatalf("vc1 VM with its inventory: %+v, %v", md, err)
 	}
 }
+
+// A key neither CPI nor this CCM reads is a ConfigUnknownKey Event naming
+// it (once per applied config), never a rejection; a key CPI reads for a
+// component we do not run is only logged.
+func TestUnknownConfigKeysAreEventsNotRejections(t *testing.T) {
+	f := newFakeFleet("vcA")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vsphere.conf")
+	writeAtomically(t, path, f.yaml("  tlsThumbprint: AA:BB\n  serviceAccount: ccm\n", "vcA")+"route:\n  routerPath: /t1\n")
+	c, err := cloud.NewFromFile(path, f.options())
+	if err != nil {
+		t.Fatalf("a config with unknown keys was rejected: %v", err)
+	}
+	client := stateClient()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	c.Start(client, stop)
+	unknownEvents := func() []string {
+		evs, err := client.CoreV1().Events("").List(ctxT(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs.Items {
+			// The recorder folds a repeated Event into one with a count.
+			for i := int32(0); e.Reason == cloud.ReasonConfigUnknownKey && i < max(e.Count, 1); i++ {
+				out = append(out, e.Message)
+			}
+		}
+		return out
+	}
+	eventually(t, "a ConfigUnknownKey Event naming global.tlsThumbprint", func() bool {
+		evs := unknownEvents()
+		return len(evs) == 1 && strings.Contains(evs[0], "global.tlsThumbprint") && strings.Contains(evs[0], "(line 5)")
+	})
+	writeAtomically(t, path, f.yaml("  tlsThumbprint: AA:BB\n", "vcA")+"labels:\n  zoen: k8s-zone\n")
+	c.Reload(ctxT(t))
+	c.Reload(ctxT(t)) // the same content again: not reported again
+	eventually(t, "a second ConfigUnknownKey Event, for labels.zoen", func() bool {
+		evs := strings.Join(unknownEvents(), "\n")
+		return strings.Count(evs, "labels.zoen") == 1 && strings.Count(evs, "global.tlsThumbprint") == 2
+	})
+	for _, e := range unknownEvents() {
+		if strings.Contains(e, "serviceAccount") || strings.Contains(e, "route") {
+			t.Errorf("a key CPI reads was reported as unknown: %s", e)
+		}
+	}
+}

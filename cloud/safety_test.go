@@ -153,11 +153,12 @@ func TestNamesakeCheckWithAFailedVCenterKeepsTheNode(t *testing.T) {
 	}
 }
 
-// Finding 3: validation depends on outside state (a caFile must exist),
-// so a rejected config is checked again at every trigger, not only when
-// its content changes. Before the fix the identical file was never parsed
-// again and the new vCenter stayed unconfigured.
-func TestRejectedConfigIsRetriedWhenItsFilesAppear(t *testing.T) {
+// Finding 3 (reworked when caFile stopped being checked at load, as CPI
+// reads it only when connecting): a rejected config is checked again at
+// every trigger, and a vCenter whose caFile is not mounted yet is
+// configured at once. Before the first fix the identical file was never
+// parsed again and the new vCenter stayed unconfigured.
+func TestRejectedConfigIsRetriedAndMissingCAFileIsNoRejection(t *testing.T) {
 	f := newFakeFleet("vcA", "vcB")
 	vm := fakeVM("dc0", "vm-2", "node-b", uuidB)
 	f["vcB"].Add(vm, nil)
@@ -173,19 +174,19 @@ func TestRejectedConfigIsRetriedWhenItsFilesAppear(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	c.Start(nil, stop)
 	ctx := ctxT(t)
-	ca := filepath.Join(dir, "ca.pem")
-	writeAtomically(t, path, f.yaml("", "vcA")+"  vcB:\n    server: vcB.example.com\n    caFile: "+ca+"\n")
-	c.Reload(ctx) // rejected: the CA file is not there yet
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
+	bad := f.yaml("", "vcA") + "  vcB:\n    server: vcB.example.com\n    port: https\n"
+	writeAtomically(t, path, bad)
+	c.Reload(ctx)
+	c.Reload(ctx) // the same rejected content is validated again, not skipped as applied
 	if ok, err := c.InstanceExists(ctx, node); ok || err != nil {
-		t.Fatalf("before the edit applies: InstanceExists = %v, %v; want false, nil (vcB not configured)", ok, err)
+		t.Fatalf("rejected edit: InstanceExists = %v, %v; want false, nil (vcB not configured)", ok, err)
 	}
-	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.Reload(ctx) // same content, its CA file now there
+	ca := filepath.Join(dir, "ca.pem") // never written
+	writeAtomically(t, path, f.yaml("", "vcA")+"  vcB:\n    server: vcB.example.com\n    caFile: "+ca+"\n")
+	c.Reload(ctx)
 	if ok, err := c.InstanceExists(ctx, node); !ok || err != nil {
-		t.Fatalf("after the CA file appeared: InstanceExists = %v, %v; want true (vcB configured)", ok, err)
+		t.Fatalf("with its caFile not mounted yet: InstanceExists = %v, %v; want true (vcB configured)", ok, err)
 	}
 }
 

@@ -3,17 +3,18 @@ package config
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 
+	"gopkg.in/gcfg.v1/scanner"
+	"gopkg.in/gcfg.v1/token"
 	"gopkg.in/yaml.v3"
 )
 
 // isINI reports whether data is CPI's legacy INI (gcfg) form: its first
 // meaningful line opens a section.
 func isINI(data []byte) bool {
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(bytes.NewReader(bytes.TrimPrefix(data, utf8BOM)))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' || line[0] == ';' {
@@ -24,6 +25,28 @@ func isINI(data []byte) bool {
 	return false
 }
 
+var utf8BOM = []byte("\ufeff")
+
+// iniSection is the YAML key of a gcfg section (names are
+// case-insensitive) and whether it takes a subsection name.
+func iniSection(name string) (key string, named bool) {
+	switch strings.ToLower(name) {
+	case "global":
+		return "global", false
+	case "virtualcenter":
+		return "vcenter", true
+	case "labels", "nodes", "nsxt", "route", "workspace", "disk", "network":
+		return strings.ToLower(name), false
+	case "loadbalancer":
+		return "loadBalancer", false
+	case "loadbalancerclass":
+		return "loadBalancerClass", true
+	}
+	// Unknown to CPI too (gcfg skips it): named under its own key, so it
+	// is reported as unknown with its line.
+	return name, false
+}
+
 // iniToYAML turns CPI's INI config into the YAML tree Parse validates, so
 // both forms share one schema, one set of defaults and one validation:
 //
@@ -32,72 +55,130 @@ func isINI(data []byte) bool {
 //	[Labels], [Nodes]           -> labels, nodes
 //	insecure-flag = "1"         -> insecureFlag: true
 //
-// Keys are kebab-case in INI and camelCase in YAML; values are left for
-// YAML to type, except gcfg's booleans (1/0, yes/no, on/off).
-func iniToYAML(data []byte) (*yaml.Node, error) {
+// It reads the file with gcfg's own scanner, the parser CPI uses, so
+// comments, quoting, escapes and line continuations mean what they mean
+// to CPI. As in gcfg, a repeated section adds to the first and a repeated
+// key overrides the earlier one; a key without "=" is true. Keys are
+// kebab-case in INI and camelCase in YAML; a gcfg boolean (1/0, yes/no,
+// on/off) becomes YAML's; every other value stays a string. Notices
+// collects what gcfg would skip (a subsection of a section that takes
+// none).
+func iniToYAML(data []byte) (*yaml.Node, []Notice, error) {
+	src := bytes.TrimPrefix(data, utf8BOM)
+	fset := token.NewFileSet()
+	file := fset.AddFile("", fset.Base(), len(src))
+	var scanErrs scanner.ErrorList
+	var s scanner.Scanner
+	s.Init(file, src, func(p token.Position, msg string) { scanErrs.Add(p, msg) }, 0)
+
 	root := &yaml.Node{Kind: yaml.MappingNode}
+	var notices []Notice
 	var section *yaml.Node
-	get := func(parent *yaml.Node, key string) *yaml.Node {
+	get := func(parent *yaml.Node, key string, line int) *yaml.Node {
 		if n := find(parent, key); n != nil {
 			return n
 		}
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		parent.Content = append(parent.Content, scalar(key), n)
+		k, n := scalar(key), &yaml.Node{Kind: yaml.MappingNode, Line: line}
+		k.Line = line
+		parent.Content = append(parent.Content, k, n)
 		return n
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for lineNo := 1; sc.Scan(); lineNo++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
+	pos, tok, lit := s.Scan()
+	line := func() int { return fset.Position(pos).Line }
+	fail := func(msg string) (*yaml.Node, []Notice, error) {
+		if len(scanErrs) > 0 {
+			// The scanner's own message; it never quotes the text.
+			return nil, nil, fmt.Errorf("line %d: %s", scanErrs[0].Pos.Line, scanErrs[0].Msg)
 		}
-		if line[0] == '[' {
-			name, sub, err := parseSectionHeader(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", lineNo, err)
-			}
-			switch strings.ToLower(name) {
-			case "global":
-				section = get(root, "global")
-			case "virtualcenter":
-				if sub == "" {
-					return nil, fmt.Errorf("line %d: [VirtualCenter] needs a name: [VirtualCenter \"<server>\"]", lineNo)
-				}
-				section = get(get(root, "vcenter"), sub)
-			case "labels", "nodes":
-				section = get(root, strings.ToLower(name))
-			default:
-				// Sections CPI's INI has for other components (Workspace,
-				// Disk, Network) are ignored, as CPI does.
-				section = &yaml.Node{Kind: yaml.MappingNode}
-			}
-			continue
-		}
-		if section == nil {
-			return nil, fmt.Errorf("line %d: key outside a section", lineNo)
-		}
-		key, value, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("line %d: want key = value", lineNo)
-		}
-		v, err := unquote(strings.TrimSpace(value))
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", lineNo, err)
-		}
-		k := camel(strings.TrimSpace(key))
-		val := scalar(v)
-		if k == "insecureFlag" || k == "apiDisable" {
-			val = scalar(gcfgBool(v))
-		}
-		if k == "user" || k == "password" || k == "server" || k == "port" || k == "thumbprint" {
-			val.Tag = "!!str" // "0123" stays a string
-		}
-		kn := scalar(k)
-		kn.Line, val.Line = lineNo, lineNo // so errors point into the INI file
-		section.Content = append(section.Content, kn, val)
+		return nil, nil, fmt.Errorf("line %d: %s", line(), msg)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	next := func() { pos, tok, lit = s.Scan() }
+	endOfLine := func() bool { return tok == token.EOL || tok == token.EOF || tok == token.COMMENT }
+	for tok != token.EOF {
+		if len(scanErrs) > 0 {
+			return fail("")
+		}
+		switch tok {
+		case token.EOL, token.COMMENT:
+			next()
+		case token.LBRACK:
+			headerLine := line()
+			next()
+			if tok != token.IDENT {
+				return fail("expected a section name after [")
+			}
+			name := lit
+			next()
+			sub, hasSub := "", false
+			if tok == token.STRING {
+				sub, hasSub = gcfgUnquote(lit), true
+				if sub == "" {
+					return fail("empty subsection name")
+				}
+				next()
+			}
+			if tok != token.RBRACK {
+				return fail("section header: missing ]")
+			}
+			next()
+			if !endOfLine() {
+				return fail("text after a section header (only a comment may follow it)")
+			}
+			key, named := iniSection(name)
+			switch {
+			case named && !hasSub:
+				if key == "vcenter" {
+					return nil, nil, fmt.Errorf("line %d: [VirtualCenter] needs a name: [VirtualCenter \"<server>\"]", headerLine)
+				}
+				section = get(root, key, headerLine)
+			case named:
+				section = get(get(root, key, headerLine), sub, headerLine)
+			case hasSub:
+				// gcfg skips a subsection of a section that takes none.
+				notices = append(notices, Notice{Kind: NoticeIgnored, Path: fmt.Sprintf("[%s %q]", name, sub), Line: headerLine,
+					Reason: "this section takes no name in quotes; CPI skips it and its keys too"})
+				section = &yaml.Node{Kind: yaml.MappingNode}
+			default:
+				section = get(root, key, headerLine)
+			}
+		case token.IDENT:
+			if section == nil {
+				return fail("a key before any [section]")
+			}
+			keyLine := line()
+			k := camel(lit)
+			next()
+			var val *yaml.Node
+			if endOfLine() {
+				val = scalar("true") // gcfg: a key without a value is true (a bool)
+			} else {
+				if tok != token.ASSIGN {
+					return fail("expected = after the key name")
+				}
+				next()
+				if tok != token.STRING {
+					return fail("expected a value after =")
+				}
+				v := gcfgUnquote(lit)
+				next()
+				if len(scanErrs) > 0 {
+					return fail("")
+				}
+				if !endOfLine() {
+					return fail("text after the value (quote the whole value)")
+				}
+				val = iniValue(k, v)
+			}
+			kn := scalar(k)
+			kn.Line, val.Line = keyLine, keyLine // so errors point into the INI file
+			if i := indexOf(section, k); i >= 0 {
+				section.Content[i+1] = val // gcfg: the last one wins
+			} else {
+				section.Content = append(section.Content, kn, val)
+			}
+		default:
+			return fail("expected a [section] or key = value")
+		}
 	}
 	// In INI the section name is the server unless a server key says
 	// otherwise (CPI's rule); YAML requires the key.
@@ -110,72 +191,79 @@ func iniToYAML(data []byte) (*yaml.Node, error) {
 			}
 		}
 	}
-	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, nil
+	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, notices, nil
+}
+
+// iniValue types a gcfg value for the YAML schema: gcfg's booleans for
+// boolean keys, whole numbers for numeric keys, a string for the rest ("0123"
+// stays a string).
+func iniValue(key, v string) *yaml.Node {
+	n := scalar(v)
+	switch key {
+	case "insecureFlag", "apiDisable", "inventory":
+		n.Value = gcfgBool(v)
+	case "soapRoundtripCount":
+	default:
+		n.Tag = "!!str"
+	}
+	return n
 }
 
 func scalar(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
 
 // find returns the value under key in mapping m.
 func find(m *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
+	if i := indexOf(m, key); i >= 0 {
+		return m.Content[i+1]
 	}
 	return nil
 }
 
-// parseSectionHeader splits `[Name "sub"]`.
-func parseSectionHeader(line string) (name, sub string, err error) {
-	if !strings.HasSuffix(line, "]") {
-		return "", "", fmt.Errorf("section header %q: missing ]", line)
-	}
-	inner := strings.TrimSpace(line[1 : len(line)-1])
-	name, rest, _ := strings.Cut(inner, " ")
-	if rest = strings.TrimSpace(rest); rest != "" {
-		if sub, err = unquote(rest); err != nil {
-			return "", "", err
+// indexOf is the index of key in mapping m's content, or -1.
+func indexOf(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return i
 		}
 	}
-	return name, sub, nil
+	return -1
 }
 
-// unquote removes gcfg's double quotes and escapes.
-func unquote(v string) (string, error) {
-	if !strings.HasPrefix(v, `"`) {
-		// Unquoted: a trailing comment ends the value.
-		if i := strings.IndexAny(v, "#;"); i >= 0 {
-			v = strings.TrimSpace(v[:i])
-		}
-		return v, nil
-	}
+// gcfgUnquote reads a gcfg value as gcfg does: double quotes toggle
+// quoting (`a"b c"d` is "ab cd"), \\ \" \n \t are escapes, and a
+// backslash before a line break outside quotes continues the line. The
+// scanner has already refused anything else.
+func gcfgUnquote(lit string) string {
 	var b strings.Builder
-	for i := 1; i < len(v); i++ {
-		switch c := v[i]; c {
+	quoted := false
+	for i := 0; i < len(lit); i++ {
+		switch c := lit[i]; c {
 		case '"':
-			return b.String(), nil
+			quoted = !quoted
 		case '\\':
-			if i+1 >= len(v) {
-				// The value may be a password: never quoted.
-				return "", errors.New("unfinished escape at the end of a quoted value")
+			if i+1 >= len(lit) {
+				return b.String()
 			}
 			i++
-			switch v[i] {
+			switch lit[i] {
 			case 'n':
 				b.WriteByte('\n')
 			case 't':
 				b.WriteByte('\t')
+			case '\n':
+				// A continuation: the line break is dropped.
 			default:
-				b.WriteByte(v[i])
+				b.WriteByte(lit[i])
 			}
 		default:
 			b.WriteByte(c)
 		}
 	}
-	return "", fmt.Errorf("missing closing quote")
+	return b.String()
 }
 
-// camel turns gcfg's kebab-case keys into the YAML names.
+// camel turns gcfg's kebab-case keys into the YAML names. gcfg matches
+// names case-insensitively; camel lowercases first.
 func camel(key string) string {
 	parts := strings.Split(strings.ToLower(key), "-")
 	for i := 1; i < len(parts); i++ {
@@ -186,12 +274,13 @@ func camel(key string) string {
 	return strings.Join(parts, "")
 }
 
-// gcfgBool maps gcfg's boolean spellings to YAML's.
+// gcfgBool maps gcfg's boolean spellings (case-insensitive) to YAML's;
+// anything else is left for the type check to refuse.
 func gcfgBool(v string) string {
 	switch strings.ToLower(v) {
 	case "1", "yes", "on", "true":
 		return "true"
-	case "0", "no", "off", "false", "":
+	case "0", "no", "off", "false":
 		return "false"
 	}
 	return v

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -100,9 +101,13 @@ func TestINIForms(t *testing.T) {
 			},
 		},
 		{
-			name:    "unknown key, by path",
-			ini:     "[Global]\nuser = u\npassword = p\nbogus-key = 1\n[VirtualCenter \"vc\"]\n",
-			wantErr: []string{"global.bogusKey: unknown key (line 4)"},
+			name: "unknown key, by path: a notice",
+			ini:  "[Global]\nuser = u\npassword = p\nbogus-key = 1\n[VirtualCenter \"vc\"]\n",
+			check: func(t *testing.T, c *Config) {
+				if !hasNotice(c, NoticeUnknown, "global.bogusKey") || !strings.Contains(fmt.Sprint(c.Notices), "(line 4)") {
+					t.Errorf("notices = %v, want global.bogusKey at line 4", c.Notices)
+				}
+			},
 		},
 		{
 			name:    "values of the wrong type, by path and INI line",
@@ -115,9 +120,9 @@ func TestINIForms(t *testing.T) {
 			wantErr: []string{"missing ]"},
 		},
 		{
-			name:    "key before any section",
-			ini:     "[VirtualCenter \"a\"]\n" + "x",
-			wantErr: []string{"want key = value"},
+			name:    "unclosed section header",
+			ini:     "[Global]\n[VirtualCenter\n",
+			wantErr: []string{"line 2: section header: missing ]"},
 		},
 		{
 			name:    "unnamed VirtualCenter",

@@ -66,30 +66,38 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates a configuration, YAML or CPI's legacy INI.
-// The error lists every problem found, each prefixed with the path of the
-// key it concerns.
-func Parse(data []byte) (*Config, error) {
+// Parse decodes and validates a configuration, YAML or CPI's legacy INI,
+// in an empty environment (see ParseIn).
+func Parse(data []byte) (*Config, error) { return ParseIn(data, Env{}) }
+
+// ParseIn decodes and validates a configuration, YAML or CPI's legacy INI,
+// with CPI's environment overrides from env applied. The error lists every
+// problem found, each prefixed with the path of the key it concerns. Keys
+// that have no effect are not errors (CPI ignores them, and its configs
+// must load): they are in Config.Notices.
+func ParseIn(data []byte, env Env) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("config is empty")
 	}
 	var root yaml.Node
+	var notices []Notice
 	if isINI(data) {
-		ini, err := iniToYAML(data)
+		ini, n, err := iniToYAML(data)
 		if err != nil {
 			return nil, fmt.Errorf("ini: %w", err)
 		}
-		root = *ini
+		root, notices = *ini, n
 	} else if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, scrub(err, data)
 	}
-	var errs *multierror.Error
+	w := keyWalk{seen: map[aliasVisit]bool{}, notices: notices}
 	if len(root.Content) == 1 {
-		errs = checkKeys(root.Content[0], reflect.TypeFor[File](), "", map[aliasVisit]bool{}, errs)
+		w.check(root.Content[0], reflect.TypeFor[File](), "")
 	}
+	errs := w.errs
 	var f File
 	if err := decode(&root, &f); err != nil {
-		// checkKeys has named each value of the wrong type by its path;
+		// The walk has named each value of the wrong type by its path;
 		// yaml.v3 only gives their lines.
 		var te *yaml.TypeError
 		if !errors.As(err, &te) || errs.ErrorOrNil() == nil {
@@ -97,11 +105,19 @@ func Parse(data []byte) (*Config, error) {
 		}
 		return nil, format(errs)
 	}
+	w.notices = append(w.notices, env.apply(&f)...)
 	cfg, verrs := f.resolve()
 	errs = multierror.Append(errs, verrs...)
 	if errs.ErrorOrNil() != nil {
+		// A typo is often the cause: name the unknown keys too.
+		for _, n := range w.notices {
+			if n.Kind == NoticeUnknown {
+				errs = multierror.Append(errs, errors.New(n.String()))
+			}
+		}
 		return nil, format(errs)
 	}
+	cfg.Notices = append(w.notices, cfg.Notices...)
 	return cfg, nil
 }
 
@@ -137,41 +153,48 @@ type aliasVisit struct {
 	t reflect.Type
 }
 
-// checkKeys reports every mapping key that names no field of t, and every
-// value its field cannot hold, by path. An aliased node is checked once per
-// type (seen), so aliases of aliases cannot make the walk explode.
-func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bool, errs *multierror.Error) *multierror.Error {
+// keyWalk checks a document against the schema: every value its field
+// cannot hold is an error, every key no field takes a Notice, both by
+// path. An aliased node is checked once per type (seen), so aliases of
+// aliases cannot make the walk explode.
+type keyWalk struct {
+	errs    *multierror.Error
+	notices []Notice
+	seen    map[aliasVisit]bool
+}
+
+func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
-		if seen[aliasVisit{n, t}] {
-			return errs
+		if w.seen[aliasVisit{n, t}] {
+			return
 		}
-		seen[aliasVisit{n, t}] = true
+		w.seen[aliasVisit{n, t}] = true
 	}
 	if problem, leaf := checkLeaf(n, t, strings.HasSuffix(path, "password") || strings.HasSuffix(path, ".user") || path == "user"); leaf {
 		if problem != "" {
-			errs = multierror.Append(errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
+			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
 		}
-		return errs
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
-			errs = multierror.Append(errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", or(path, "the config"), describe(n), n.Line))
+			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", or(path, "the config"), describe(n), n.Line))
 		}
-		return errs
+		return
 	}
 	// A merge key (<<) brings in the keys of a mapping or a list of them.
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if isMerge(n.Content[i]) {
 			if v := n.Content[i+1]; v.Kind == yaml.SequenceNode {
 				for _, m := range v.Content {
-					errs = checkKeys(m, t, path, seen, errs)
+					w.check(m, t, path)
 				}
 			} else {
-				errs = checkKeys(v, t, path, seen, errs)
+				w.check(v, t, path)
 			}
 		}
 	}
@@ -181,7 +204,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 			if isMerge(n.Content[i]) {
 				continue
 			}
-			errs = checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), seen, errs)
+			w.check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
 		}
 	case reflect.Struct:
 		fields := yamlFields(t)
@@ -192,13 +215,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, seen map[aliasVisit]bo
 			key := n.Content[i].Value
 			ft, ok := fields[key]
 			if !ok {
-				errs = multierror.Append(errs, fmt.Errorf("%s: unknown key (line %d)", join(path, shown(key)), n.Content[i].Line))
+				w.notices = append(w.notices, unknownKey(path, key, fields, n.Content[i].Line))
 				continue
 			}
-			errs = checkKeys(n.Content[i+1], ft, join(path, key), seen, errs)
+			w.check(n.Content[i+1], ft, join(path, key))
 		}
 	}
-	return errs
 }
 
 // checkLeaf reports whether t is a leaf type (a value, not a section) and,
@@ -340,7 +362,7 @@ func (f *File) resolve() (*Config, []error) {
 	add := func(path, msg string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
 	}
-	cfg := &Config{SecretsDirectory: f.Global.SecretsDirectory, Labels: f.Labels}
+	cfg := &Config{SecretsDirectory: or(f.Global.SecretsDirectory, f.defaultSecretsDirectory), Labels: f.Labels}
 
 	vcs := f.VCenter
 	if gs := f.Global.Server; gs != "" && vcs[gs] == nil && !hasServer(vcs, gs) {
@@ -350,7 +372,9 @@ func (f *File) resolve() (*Config, []error) {
 		for k, v := range f.VCenter {
 			vcs[k] = v
 		}
-		vcs[gs] = &VCenter{Server: gs}
+		// As CPI, it takes global's credentials as its own.
+		vcs[gs] = &VCenter{Server: gs, User: f.Global.User, Password: f.Global.Password,
+			SecretName: f.Global.SecretName, SecretNamespace: f.Global.SecretNamespace}
 	}
 	if len(vcs) == 0 {
 		add("vcenter", "at least one vCenter is required (or global.server)")
@@ -374,19 +398,17 @@ func (f *File) resolve() (*Config, []error) {
 		}
 		p := "vcenter." + name
 		vc := VCenterConfig{
-			Name:            name,
-			Server:          strings.TrimSpace(v.Server),
-			Datacenters:     pick(v.Datacenters, g.Datacenters),
-			InsecureFlag:    derefOr(v.InsecureFlag, derefOr(g.InsecureFlag, false)),
-			CAFile:          or(v.CAFile, g.CAFile),
-			Thumbprint:      or(v.Thumbprint, g.Thumbprint),
-			SecretName:      or(v.SecretName, g.SecretName),
-			SecretNamespace: or(v.SecretNamespace, g.SecretNamespace),
-			User:            or(v.User, g.User),
-			Password:        Password(or(string(v.Password), string(g.Password))),
-			IPFamily:        pick(v.IPFamily, g.IPFamily),
-			RoundTripCount:  derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
-			Inventory:       derefOr(v.Inventory, derefOr(g.Inventory, true)),
+			Name:        name,
+			Server:      strings.TrimSpace(v.Server),
+			Datacenters: pick(v.Datacenters, g.Datacenters),
+			// CPI's rule: either one (a vCenter's false does not
+			// override a global true).
+			InsecureFlag:   derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false),
+			CAFile:         or(v.CAFile, g.CAFile),
+			Thumbprint:     or(v.Thumbprint, g.Thumbprint),
+			IPFamily:       pick(v.IPFamily, g.IPFamily),
+			RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
+			Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
 		}
 		if vc.Server == "" {
 			add(p+".server", "required")
@@ -419,17 +441,14 @@ func (f *File) resolve() (*Config, []error) {
 				add(p+".ipFamily", "%q is neither ipv4 nor ipv6", fam)
 			}
 		}
-		if vc.SecretName != "" && vc.SecretNamespace == "" {
-			add(p+".secretNamespace", "required when secretName is set")
+		if v.InsecureFlag != nil && !*v.InsecureFlag && derefOr(g.InsecureFlag, false) {
+			cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: p + ".insecureFlag",
+				Reason: "false here does not override global.insecureFlag: true (CPI's rule: either one); set a thumbprint or caFile to verify this vCenter's certificate"})
 		}
-		if vc.SecretName == "" && cfg.SecretsDirectory == "" && vc.User == "" {
-			add(p, "no credentials: set secretName, global.secretsDirectory or user/password")
-		}
-		if vc.CAFile != "" {
-			if _, err := os.Stat(vc.CAFile); err != nil {
-				add(p+".caFile", "%v", err)
-			}
-		}
+		f.resolveCredentials(&vc, v, cfg, add)
+		// A caFile is read when connecting (as CPI does): one mounted after
+		// the config fails that vCenter's connection, naming the file, and
+		// nothing else.
 		vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, globalTimeout, p+".requestTimeout", add)
 		vc.Breaker = resolveBreaker(v.Breaker, globalBreaker, p+".breaker", add)
 		cfg.VCenters = append(cfg.VCenters, vc)

@@ -15,8 +15,8 @@ func TestErrorsNeverQuoteACredentialMoreForms(t *testing.T) {
 		name, config string
 		want         []string
 	}{
-		{"ini unfinished escape", "[Global]\nserver = vc\nuser = u\npassword = \"S3cr3t-\\\n", []string{"line 4", "unfinished escape"}},
-		{"ini missing closing quote", "[Global]\nserver = vc\nuser = u\npassword = \"S3cr3t-\n", []string{"line 4", "missing closing quote"}},
+		{"ini unfinished escape", "[Global]\nserver = vc\nuser = u\npassword = \"S3cr3t-\\\n", []string{"line 4", "unknown escape sequence"}},
+		{"ini missing closing quote", "[Global]\nserver = vc\nuser = u\npassword = \"S3cr3t-\n", []string{"line 4", "string not terminated"}},
 		{"ini password with spaces in the key", "[Global]\nserver = vc\nuser = u\npassword S3cr3t- = x\n", []string{"line 4"}},
 		{"ini section header escape", "[Global]\nuser = u\n[VirtualCenter \"S3cr3t-\\]\n", []string{"line 3"}},
 		{"yaml password tagged !!int", "global: {server: vc, user: u, password: !!int S3cr3t-x}", []string{"global.password"}},
@@ -34,7 +34,7 @@ func TestErrorsNeverQuoteACredentialMoreForms(t *testing.T) {
 		{"yaml key with a space", "global:\n  server: vc\n  password S3cr3t-: x\n", []string{"(line 3"}},
 		{"yaml unquoted password starting with *", "global:\n  server: vc\n  user: u\n  password: *S3cr3t-x\n", []string{"line 4", "quote it"}},
 		{"yaml flow password starting with *", "global: {server: vc, user: u, password: *S3cr3t-x}", []string{"line 1", "quote it"}},
-		{"yaml tagged list item", "global: {server: vc, user: u, datacenters: [!!int S3cr3t-x]}", []string{"global.datacenters"}},
+		{"yaml tagged list item", "global: {server: vc, user: u, password: p, datacenters: [!!int S3cr3t-x]}", []string{"global.datacenters"}},
 		{"yaml unbalanced double quote", "global:\n  server: vc\n  password: \"S3cr3t-\\\n", []string{"line 3"}},
 		{"yaml bad escape", "global:\n  server: vc\n  password: \"S3cr3t-\\q\"\n", []string{"line 3"}},
 		{"yaml password line without colon", "global:\n  server: vc\n  password S3cr3t-\n", []string{"line 3"}},

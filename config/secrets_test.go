@@ -22,7 +22,7 @@ func TestErrorsNeverQuoteAPassword(t *testing.T) {
 		{"YAML equals sign", "vcenter:\n  a: password=" + pw + "\n", "line 2"},
 		{"YAML space for the colon", "global:\n  server: vc\n  user: u\n  password " + pw + ": x\n", "line 4"},
 		{"YAML typed password", "global: {server: vc, user: u, password: !!int " + pw + "}\n", "yaml"},
-		{"YAML password in a typed list", "global: {server: vc, user: u, datacenters: [!!int " + pw + "]}\n", "global.datacenters"},
+		{"YAML password in a typed list", "global: {server: vc, user: u, password: p, datacenters: [!!int " + pw + "]}\n", "global.datacenters"},
 		{"YAML password as a list", "global: {server: vc, user: u, password: [" + pw + "]}\n", "global.password"},
 		{"YAML broken flow mapping", "global: {server: vc, user: u, password: \"" + pw + "}\n", "line 2"},
 	} {

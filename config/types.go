@@ -4,6 +4,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -15,6 +16,11 @@ type File struct {
 	VCenter map[string]*VCenter `yaml:"vcenter"`
 	Labels  Labels              `yaml:"labels"`
 	Nodes   Nodes               `yaml:"nodes"`
+
+	// defaultSecretsDirectory is CPI's default directory when it exists
+	// and the file names none (Env.apply). Unlike global.secretsDirectory
+	// it does not count when CPI decides whether global names a source.
+	defaultSecretsDirectory string
 }
 
 // VCenter holds the keys a vcenter.<name> section takes; global takes them too
@@ -49,9 +55,6 @@ type Global struct {
 	// from the config keeps the Nodes of VMs not found elsewhere (Go
 	// duration; default 168h).
 	RetiredVCenterRetention string `yaml:"retiredVCenterRetention"`
-	// APIDisable and APIBinding are CPI's; accepted so its configs load, unused.
-	APIDisable *bool  `yaml:"apiDisable"`
-	APIBinding string `yaml:"apiBinding"`
 }
 
 // Breaker tunes the circuit breaker in front of one vCenter.
@@ -85,6 +88,82 @@ type Config struct {
 	Nodes            AddressRules
 	// RetiredRetention: see Global.RetiredVCenterRetention.
 	RetiredRetention time.Duration
+	// Notices are the keys that have no effect, or not the one they seem
+	// to have, and the values the environment set: each to be logged, and
+	// the unknown ones reported, but none fatal (CPI's configs must load).
+	Notices []Notice
+}
+
+// NoticeKind says why a Notice was raised.
+type NoticeKind int
+
+const (
+	// NoticeIgnored: a key CPI reads (or its templates carry) that this
+	// CCM does not implement.
+	NoticeIgnored NoticeKind = iota
+	// NoticeUnknown: a key neither CPI nor this CCM knows; a typo?
+	NoticeUnknown
+	// NoticeDiffers: a key that means something other than it seems to,
+	// by CPI's rules, which apply.
+	NoticeDiffers
+	// NoticeEnv: a value set by one of CPI's environment variables.
+	NoticeEnv
+)
+
+func (k NoticeKind) String() string {
+	switch k {
+	case NoticeIgnored:
+		return "ignored key"
+	case NoticeUnknown:
+		return "unknown key"
+	case NoticeDiffers:
+		return "read by CPI's rule"
+	case NoticeEnv:
+		return "from the environment"
+	}
+	return "notice"
+}
+
+// Notice is one remark on a config that loaded. It names keys by path and
+// never quotes a value.
+type Notice struct {
+	Kind NoticeKind
+	// Path names the key ("global.serviceAccount", "vcenter.a.caFile"),
+	// the INI section, or the environment variable.
+	Path string
+	// Line in the file; 0 when not from the file.
+	Line   int
+	Reason string
+}
+
+func (n Notice) String() string {
+	if n.Line > 0 {
+		return fmt.Sprintf("%s: %s (line %d): %s", n.Path, n.Kind, n.Line, n.Reason)
+	}
+	return fmt.Sprintf("%s: %s: %s", n.Path, n.Kind, n.Reason)
+}
+
+// CredentialsFrom says where a vCenter's login comes from, by CPI's rules.
+type CredentialsFrom int
+
+const (
+	// FromConfig: User and Password in the file.
+	FromConfig CredentialsFrom = iota
+	// FromSecret: the Secret SecretNamespace/SecretName (the vCenter's
+	// own, or global's, shared by every vCenter without one).
+	FromSecret
+	// FromDirectory: files in Config.SecretsDirectory.
+	FromDirectory
+)
+
+func (f CredentialsFrom) String() string {
+	switch f {
+	case FromSecret:
+		return "secret"
+	case FromDirectory:
+		return "secrets directory"
+	}
+	return "config file"
 }
 
 // VCenterConfig is everything needed to talk to one vCenter.
@@ -97,8 +176,10 @@ type VCenterConfig struct {
 	InsecureFlag bool
 	CAFile       string
 	Thumbprint   string
-	// Credentials: a Secret when SecretName is set, else the secrets
-	// directory when set, else User/Password from the file.
+	// CredentialsFrom picks the login's source as CPI does; User and
+	// Password are what CPI would try first (in Secret and directory mode
+	// only the vCenter section's own).
+	CredentialsFrom CredentialsFrom
 	SecretName      string
 	SecretNamespace string
 	User            string

@@ -109,3 +109,37 @@ func writeUnrelatedCA(t *testing.T) string {
 	}
 	return path
 }
+
+// A caFile is read when connecting, as CPI reads it: while it is missing
+// the vCenter's connection fails with an error naming the file; once it
+// is mounted the next lookup connects, with no restart or config edit.
+func TestCAFileMountedAfterTheConfig(t *testing.T) {
+	f, err := vcsim.Start(vcsim.Options{VCenters: 1, Addresses: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	vc := f.VCenters[0]
+	simCA, err := vc.Server.CertificateFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "vcenter-ca.pem")
+	cfg := config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: vc.Port, CAFile: caFile}
+	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
+	if _, err := b.Find(ctxT(t), q); err == nil || !strings.Contains(err.Error(), caFile) {
+		t.Fatalf("Find with the CA file missing: err = %v, want one naming %s", err, caFile)
+	}
+	pem, err := os.ReadFile(simCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if vms, err := b.Find(ctxT(t), q); err != nil || len(vms) != 1 {
+		t.Fatalf("Find after the CA file was mounted = %d VMs, %v; want the VM", len(vms), err)
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
-	"k8s.io/cloud-provider/app/config"
+	ccmconfig "k8s.io/cloud-provider/app/config"
 	"k8s.io/cloud-provider/names"
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 func main() {
@@ -37,7 +38,7 @@ func main() {
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
-		func(c *config.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels) },
+		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels) },
 		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
 	os.Exit(cli.Run(command))
 }
@@ -47,7 +48,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *config.CompletedConfig, nodeLabels map[string]string) cloudprovider.Interface {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -63,7 +64,7 @@ func initCloud(c *config.CompletedConfig, nodeLabels map[string]string) cloudpro
 	metrics := cloud.NewMetrics()
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels}
+	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv()}
 	// CPI's switch: set at all (any value) means no Node is deleted.
 	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.
