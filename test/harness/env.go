@@ -225,6 +225,11 @@ type CCMOptions struct {
 	// Race runs the binary built with the race detector (BuildCCMRace);
 	// check CCMProcess.RaceReports.
 	Race bool
+	// Args, when set, replace the DaemonSet's arguments (e.g. CPI's own
+	// DaemonSet's): only --cloud-config's path and what a process on this
+	// host needs to reach the API server and serve its port are set, plus
+	// Flags; no test timings.
+	Args []string
 }
 
 // CCMArgs are the arguments the DaemonSet in the manifests gives the CCM,
@@ -244,17 +249,21 @@ func (e *Env) CCMArgs(o CCMOptions) ([]string, error) {
 		o.ConcurrentNodeSyncs = 4
 	}
 	set := map[string]string{
-		"cloud-config":                 e.CloudConfig,
-		"kubeconfig":                   e.CCMKubeconfig,
-		"authentication-kubeconfig":    e.CCMKubeconfig,
-		"authorization-kubeconfig":     e.CCMKubeconfig,
-		"bind-address":                 "127.0.0.1",
-		"secure-port":                  strconv.Itoa(port),
-		"leader-elect":                 strconv.FormatBool(o.LeaderElect),
-		"node-monitor-period":          "1s",
-		"node-status-update-frequency": "20s",
-		"concurrent-node-syncs":        strconv.Itoa(o.ConcurrentNodeSyncs),
-		"v":                            "2",
+		"cloud-config":              e.CloudConfig,
+		"kubeconfig":                e.CCMKubeconfig,
+		"authentication-kubeconfig": e.CCMKubeconfig,
+		"authorization-kubeconfig":  e.CCMKubeconfig,
+		"bind-address":              "127.0.0.1",
+		"secure-port":               strconv.Itoa(port),
+	}
+	if o.Args != nil {
+		base = o.Args
+	} else {
+		set["leader-elect"] = strconv.FormatBool(o.LeaderElect)
+		set["node-monitor-period"] = "1s"
+		set["node-status-update-frequency"] = "20s"
+		set["concurrent-node-syncs"] = strconv.Itoa(o.ConcurrentNodeSyncs)
+		set["v"] = "2"
 	}
 	if o.LeaderElect {
 		set["leader-elect-lease-duration"] = "4s"

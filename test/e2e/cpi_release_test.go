@@ -1,0 +1,214 @@
+package e2e
+
+// Drop-in for CPI: a cluster as kubernetes/cloud-provider-vsphere left it —
+// its release ConfigMap, its Secret layout, its DaemonSet's flags, Nodes
+// with its providerIDs and labels — runs on this CCM with only the image
+// changed: nothing deleted, nothing CPI wrote changes, new Nodes come out
+// as CPI would have made them.
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
+)
+
+// cpiReleaseConfig is vsphere.conf of CPI's release manifest
+// (releases/v1.36/vsphere-cloud-controller-manager.yaml, ConfigMap
+// vsphere-cloud-config), verbatim; the test replaces its placeholders the
+// way a user does, and adds a port per vCenter (each simulated vCenter
+// listens on its own) and the labels section of CPI's docs.
+const cpiReleaseConfig = `# Global properties in this section will be used for all specified vCenters unless overriden in VirtualCenter section.
+global:
+  port: 443
+  # set insecureFlag to true if the vCenter uses a self-signed cert
+  insecureFlag: true
+  # settings for using k8s secret
+  secretName: vsphere-cloud-secret
+  secretNamespace: kube-system
+
+# vcenter section
+vcenter:
+  your-vcenter-name-here:
+    server: 10.0.0.1
+    user: use-your-vcenter-user-here
+    password: use-your-vcenter-password-here
+    datacenters:
+      - hrwest
+      - hreast
+  could-be-a-tenant-label:
+    server: 1.2.3.4
+    datacenters:
+      - mytenantdc
+    secretName: cpi-engineering-secret
+    secretNamespace: kube-system
+`
+
+// cpiReleaseArgs are the args of CPI's release DaemonSet (it sets no
+// command: the image's entrypoint runs).
+var cpiReleaseArgs = []string{"--cloud-provider=vsphere", "--v=2", "--cloud-config=/etc/cloud/vsphere.conf"}
+
+// cpiLabels are the labels CPI's cloud-node controller sets: the ones a
+// swap must leave as they are.
+var cpiLabels = []string{
+	corev1.LabelInstanceTypeStable, corev1.LabelInstanceType,
+	corev1.LabelTopologyZone, corev1.LabelTopologyRegion,
+	corev1.LabelFailureDomainBetaZone, corev1.LabelFailureDomainBetaRegion,
+}
+
+func TestTakeoverFromCPIRelease(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
+	ctx := t.Context()
+	vc1, vc2 := env.Fed.VCenters[0], env.Fed.VCenters[1]
+	dc := func(vc *vcsim.VCenter) string { return vmsOf(env, vc.Name, "")[0].Datacenter }
+	cfg := strings.NewReplacer(
+		"server: 10.0.0.1", fmt.Sprintf("server: %s\n    port: %d", vc1.Host, env.Proxies[vc1.Name].Port()),
+		"server: 1.2.3.4", fmt.Sprintf("server: %s\n    port: %d", vc2.Host, env.Proxies[vc2.Name].Port()),
+		"      - hrwest\n      - hreast\n", "      - "+dc(vc1)+"\n",
+		"      - mytenantdc\n", "      - "+dc(vc2)+"\n",
+	).Replace(cpiReleaseConfig) + "\n# labels for regions and zones\nlabels:\n  region: k8s-region\n  zone: k8s-zone\n"
+	writeConfig(t, env, cfg)
+
+	// CPI's Secret layout: the global Secret (the harness fills
+	// vsphere-cloud-secret with "<server>.username/password" for every
+	// vCenter) and the tenant's own, which the operator grants us (README,
+	// "Migrating from CPI": RBAC for every Secret the config names).
+	secrets := env.Client.CoreV1().Secrets(harness.Namespace)
+	if _, err := secrets.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cpi-engineering-secret", Namespace: harness.Namespace},
+		StringData: map[string]string{vc2.Host + ".username": vc2.User, vc2.Host + ".password": vc2.Password},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grantSecrets(t, env, "cpi-engineering-secret")
+
+	// The cluster as CPI left it.
+	vms := env.Fed.AllVMs()
+	exp := expectations(env, vms)
+	later := []*vcsim.VM{vmsOf(env, vc1.Name, "")[0], vmsOf(env, vc2.Name, "")[0]} // Nodes that join after the swap
+	var existing []*vcsim.VM
+	before := map[string]*corev1.Node{}
+	for _, vm := range vms {
+		if slices.Contains(later, vm) {
+			continue
+		}
+		existing = append(existing, vm)
+		n, err := env.Client.CoreV1().Nodes().Create(ctx, cpiNode(vm, exp[harness.NodeName(vm)].instanceType), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n.Name] = n
+	}
+	deletions := watchDeletions(t, env)
+
+	// The swap: CPI's flags, this image.
+	// (A status pass every 20s instead of 5m, so the test sees a second.)
+	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Args: cpiReleaseArgs, Flags: map[string]string{"node-status-update-frequency": "20s"}})
+	waitLogMatch(t, ccm, regexp.MustCompile(`Update \d+ nodes status took`), 2*time.Minute)
+	createNodes(t, env, later)
+	waitInitialized(t, env, names(later), 2*time.Minute)
+	waitLogMatch(t, ccm, regexp.MustCompile(`(?s)Update \d+ nodes status took.*Update \d+ nodes status took`), time.Minute)
+
+	// Nothing CPI wrote changed, nothing was deleted; the only additions
+	// are this CCM's location labels.
+	var problems []string
+	for name, old := range before {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		if n.UID != old.UID {
+			problems = append(problems, name+": deleted and recreated")
+		}
+		problems = append(problems, nodeDiff(name, old, n)...)
+		for k := range n.Labels {
+			if _, ok := old.Labels[k]; !ok && k != labelVCenter && k != labelDatacenter {
+				problems = append(problems, fmt.Sprintf("%s: label %s added", name, k))
+			}
+		}
+	}
+	// A Node that joined after the swap is what CPI would have made of it.
+	for _, vm := range later {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, harness.NodeName(vm), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems = append(problems, nodeDiff(n.Name, cpiNode(vm, exp[n.Name].instanceType), n)...)
+	}
+	if d := deletions.Deleted(nil); len(d) > 0 {
+		problems = append(problems, fmt.Sprintf("Nodes deleted: %v", d))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("after the swap from CPI:\n%s", strings.Join(problems, "\n"))
+	}
+	// The placeholder user in vc1's section is never what logs in: the
+	// global Secret is (CPI's order ends there too), and the placeholder
+	// is nowhere in the log.
+	if log := ccm.Log(); strings.Contains(log, "use-your-vcenter-password-here") {
+		t.Error("the inline password of the config appears in the CCM's log")
+	}
+	t.Logf("%d CPI Nodes kept unchanged, %d new Nodes initialized as CPI would, with CPI's flags %v", len(before), len(later), cpiReleaseArgs)
+}
+
+// nodeDiff lists how got differs from want in what CPI sets: providerID,
+// its labels, the addresses (in any order) and the taints.
+func nodeDiff(name string, want, got *corev1.Node) []string {
+	var p []string
+	if got.Spec.ProviderID != want.Spec.ProviderID {
+		p = append(p, fmt.Sprintf("%s: providerID %q, want %q", name, got.Spec.ProviderID, want.Spec.ProviderID))
+	}
+	for _, k := range cpiLabels {
+		if got.Labels[k] != want.Labels[k] {
+			p = append(p, fmt.Sprintf("%s: label %s=%q, want %q", name, k, got.Labels[k], want.Labels[k]))
+		}
+	}
+	addrs := func(n *corev1.Node) []string {
+		var out []string
+		for _, a := range n.Status.Addresses {
+			out = append(out, string(a.Type)+"="+a.Address)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if a, b := addrs(got), addrs(want); !slices.Equal(a, b) {
+		p = append(p, fmt.Sprintf("%s: addresses %v, want %v", name, a, b))
+	}
+	if harness.HasTaint(got, harness.UninitializedTaint) {
+		p = append(p, name+": still tainted uninitialized")
+	}
+	return p
+}
+
+// grantSecrets lets the CCM's ServiceAccount read the named Secrets of
+// kube-system, as the README's migration steps tell an operator to.
+func grantSecrets(t *testing.T, env *harness.Env, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	name := "vsphere-federated-ccm:cpi-secrets"
+	if _, err := env.Client.RbacV1().Roles(harness.Namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: names, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.RbacV1().RoleBindings(harness.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: harness.ServiceAccount, Namespace: harness.Namespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
