@@ -110,6 +110,12 @@ const (
 	ByUUID By = iota // BIOS UUID, lowercase; several values are OR-ed
 	ByName
 	ByIP
+	// ByDNSName matches the guest host name VMware Tools reports
+	// (guest.hostName), as vCenter's SearchIndex.FindAllByDnsName does:
+	// the whole name ignoring case (a lowercase search finds a VM that
+	// reports WIN-HFFA4M36JVL: kubernetes/cloud-provider-vsphere#484),
+	// never a short name against an FQDN (puppetlabs/vmpooler#141).
+	ByDNSName
 )
 
 func (b By) String() string {
@@ -120,6 +126,8 @@ func (b By) String() string {
 		return "name"
 	case ByIP:
 		return "ip"
+	case ByDNSName:
+		return "dnsname"
 	}
 	return "unknown"
 }
@@ -206,7 +214,17 @@ func (q Query) Matches(vm *VM) bool {
 					return true
 				}
 			}
+		case ByDNSName:
+			// A VM whose tools report no host name has none to match.
+			if v != "" && DNSNameKey(vm.GuestHostName) == DNSNameKey(v) {
+				return true
+			}
 		}
 	}
 	return false
 }
+
+// DNSNameKey is how guest host names compare (see ByDNSName): every
+// matcher (Query.Matches, the vsphere inventory's index) uses it, so they
+// agree with one another.
+func DNSNameKey(name string) string { return strings.ToLower(name) }

@@ -448,6 +448,41 @@ func TestNameOnlyNodeIsNeverDeleted(t *testing.T) {
 	}
 }
 
+// CPI's searches: a Node without providerID and system UUID, named
+// neither like its VM, is found by its VM's guest host name, or by its
+// guest IP when the Node is named by one, and gets that VM's providerID;
+// the same with a system UUID that names no VM. From the inventory and
+// from vCenter directly.
+func TestInstanceMetadataByGuestHostNameOrIP(t *testing.T) {
+	for _, inventory := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inventory=%v", inventory), func(t *testing.T) {
+			w := newWorldWith(t, nil, inventory)
+			ctx := ctxT(t)
+			byHost, byIP := w.fed.VCenters[1].VMs[3], w.fed.VCenters[2].VMs[0]
+			for _, c := range []struct {
+				vm   *vcsim.VM
+				node *v1.Node
+			}{
+				{byHost, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: byHost.HostName}}},
+				{byHost, kubeletNode(byHost.HostName, "42ffffff-ffff-4fff-8fff-ffffffffffff")},
+				{byIP, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: byIP.IP}}},
+				{byIP, kubeletNode(byIP.IP, "42ffffff-ffff-4fff-8fff-ffffffffffff")},
+			} {
+				if c.node.Name == c.vm.Name {
+					t.Fatal("fixture: the Node must not be named like its VM")
+				}
+				md, err := w.cloud.InstanceMetadata(ctx, c.node)
+				if err != nil || md.ProviderID != "vsphere://"+c.vm.UUID || md.Zone != c.vm.Zone {
+					t.Fatalf("InstanceMetadata(%s) = %+v, %v; want providerID vsphere://%s zone %s", c.node.Name, md, err, c.vm.UUID, c.vm.Zone)
+				}
+				if ok, err := w.cloud.InstanceExists(ctx, c.node); !ok || err != nil {
+					t.Fatalf("InstanceExists(%s) = %v, %v; want true", c.node.Name, ok, err)
+				}
+			}
+		})
+	}
+}
+
 func TestProviderInterface(t *testing.T) {
 	w := newWorld(t, nil)
 	var p cloudprovider.Interface = w.cloud

@@ -86,6 +86,15 @@ func fakeVM(dc, id, name, uuid string) backends.VM {
 	}
 }
 
+// namesake is a VM named name whose guest reports another host name: a VM
+// reporting the Node's name as its host name would be the Node's by CPI's
+// search, and keep it.
+func namesake(dc, id, name, uuid string) backends.VM {
+	vm := fakeVM(dc, id, name, uuid)
+	vm.GuestHostName = id + ".elsewhere.example"
+	return vm
+}
+
 // inaccessible is a VM whose configuration vCenter cannot read: no UUID,
 // so a search by UUID misses it, though it exists.
 func inaccessible(dc, id, name string) backends.VM {
@@ -121,11 +130,11 @@ func TestNamesakeCheckWithAFailedVCenterKeepsTheNode(t *testing.T) {
 		setup func(f fakeFleet)
 	}{
 		{"namesake found in one vCenter, another failed", func(f fakeFleet) {
-			f["vcA"].Add(fakeVM("dc0", "vm-1", "node-1", uuidA), nil)
+			f["vcA"].Add(namesake("dc0", "vm-1", "node-1", uuidA), nil)
 		}},
 		{"namesakes found in two vCenters, another failed", func(f fakeFleet) {
-			f["vcA"].Add(fakeVM("dc0", "vm-1", "node-1", uuidA), nil)
-			f["vcC"].Add(fakeVM("dc0", "vm-3", "node-1", uuidC), nil)
+			f["vcA"].Add(namesake("dc0", "vm-1", "node-1", uuidA), nil)
+			f["vcC"].Add(namesake("dc0", "vm-3", "node-1", uuidC), nil)
 		}},
 		{"no namesake elsewhere, the vCenter holding it failed", func(fakeFleet) {}},
 	} {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -19,7 +20,8 @@ import (
 )
 
 // NodeKeys identify a Node's VM, strongest first: providerID, the
-// kubelet's system UUID, the Node's name.
+// kubelet's system UUID, the Node's name (as a VM name, then as CPI uses
+// it: a guest host name, then a guest IP).
 type NodeKeys struct {
 	Name       string
 	ProviderID string
@@ -43,19 +45,83 @@ func (k NodeKeys) lookup() (lookup, error) {
 	case k.SystemUUID != "":
 		return uuidLookup(k.SystemUUID)
 	default:
+		// By VM name: CPI has no such search, but Nodes without a system
+		// UUID have always resolved so here. Dropping it would leave
+		// tainted those whose VM is named like the Node while their guest
+		// host name is not (an FQDN against a short Node name, VMware
+		// Tools not running), so it stays, ahead of CPI's searches.
 		return nameLookup(k.Name), nil
 	}
 }
 
-// Locate finds the VM of a Node by its strongest key. (nil, nil) means
-// every vCenter answered that it has no such VM; that is not yet grounds
-// to delete the Node (see Exists).
+// fallbacks are CPI's searches for a Node without providerID, after its
+// own key (lookup) found nothing: the Node's name as a guest host name,
+// then, when it is an IP address, as a guest IP (CPI: nodemanager.go
+// shakeOutNodeIDLookup, connectionmanager/search.go). They are strict
+// lookups: a match counts only if unique in every vCenter's answer.
+func (k NodeKeys) fallbacks() []lookup {
+	if k.ProviderID != "" || strings.TrimSpace(k.Name) == "" {
+		return nil
+	}
+	out := []lookup{dnsLookup(k.Name)}
+	if ip, err := netip.ParseAddr(strings.TrimSpace(k.Name)); err == nil {
+		out = append(out, ipLookup(ip))
+	}
+	return out
+}
+
+// Locate finds the VM of a Node by its strongest key, then, for a Node
+// without providerID, by its fallbacks. (nil, nil) means every search
+// found nothing; that is not yet grounds to delete the Node (see Exists).
 func (d *Discoverer) Locate(ctx context.Context, k NodeKeys) (*Result, error) {
+	const op = "discovery.Locate"
 	l, err := k.lookup()
 	if err != nil {
-		return nil, fmt.Errorf("discovery.Locate: node %s: %w", k.Name, err)
+		return nil, fmt.Errorf("%s: node %s: %w", op, k.Name, err)
 	}
-	return d.find(ctx, l)
+	res, err := d.find(ctx, l)
+	if err != nil || res != nil {
+		return res, err
+	}
+	if res, err = d.fallback(ctx, k, l); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return res, nil
+}
+
+// fallback runs k's fallbacks in order, after primary found nothing, until
+// one finds the VM or fails: an error stops it (a later, weaker search
+// must not stand in for an answer that could not be had). It never
+// yields absence: (nil, nil) only says these searches found nothing.
+func (d *Discoverer) fallback(ctx context.Context, k NodeKeys, primary lookup) (*Result, error) {
+	for _, l := range k.fallbacks() {
+		res, err := d.find(ctx, l)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %s found no VM, then %w", k.Name, primary.what, err)
+		}
+		if res != nil {
+			logMismatch(ctx, k, l, res)
+			return res, nil
+		}
+	}
+	return nil, nil
+}
+
+// logMismatch says when a VM found by a fallback is not the one the
+// Node's system UUID names (in neither byte order). It is still the
+// Node's, as in CPI: that UUID matched no VM in any vCenter, and the
+// providerID the Node gets is this VM's own UUID, which is all later
+// lookups use.
+func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
+	if k.SystemUUID == "" {
+		return
+	}
+	u, err := NormalizeUUID(k.SystemUUID)
+	if err == nil && (res.VM.UUID == u || res.VM.UUID == SwapByteOrder(u)) {
+		return
+	}
+	klog.FromContext(ctx).Info("Node's VM found by a fallback search has another UUID than the Node's system UUID; using it, as no VM has that system UUID",
+		"node", k.Name, "lookup", l.what, "vm", res.String(), "vmUUID", res.VM.UUID, "systemUUID", k.SystemUUID)
 }
 
 // ErrNameOnly refuses to judge existence by VM name alone: a Node name
@@ -67,6 +133,9 @@ var ErrNameOnly = errors.New("node has neither spec.providerID nor status.nodeIn
 // deleted — only when every vCenter that could hold the VM answered that
 // it does not, and every guard agrees:
 //   - the Node is known by providerID or system UUID, not by name alone;
+//   - for a Node without providerID, no VM has its name as guest host
+//     name, or as guest IP (CPI's searches): one that does keeps it, and
+//     a vCenter that cannot answer those searches makes it an error;
 //   - its location labels name no vCenter or datacenter that has left
 //     the config;
 //   - no vCenter or datacenter that could hold it has left the config
@@ -91,6 +160,15 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 	last, seen := d.locations.Get(l.key)
 	res, err := d.find(ctx, l)
 	if err != nil || res != nil {
+		return res, err
+	}
+	// A VM found by CPI's searches keeps the Node; one that fails keeps
+	// it too. Only when they found nothing do the guards below decide,
+	// exactly as without them.
+	if res, err := d.fallback(ctx, k, l); err != nil || res != nil {
+		if err != nil {
+			err = fmt.Errorf("%s: %w", op, err)
+		}
 		return res, err
 	}
 	if l.nameOnly {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -277,14 +278,21 @@ func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn f
 }
 
 // LookupError is a lookup that neither found the VM nor could confirm its
-// absence, because some vCenters did not answer.
+// absence, because some vCenters did not answer; or one by a key other
+// VMs may share (a guest host name or IP) that found one, while a vCenter
+// that did not answer could hold another (Found).
 type LookupError struct {
 	What     string // e.g. `uuid "…"`
 	Answered []string
 	Failed   *multierror.Error // of *VCenterError
+	Found    *Result
 }
 
 func (e *LookupError) Error() string {
+	if e.Found != nil {
+		return fmt.Sprintf("%s: found %s, but %d vCenters could not be asked, and another VM there could match too: %s",
+			e.What, e.Found, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
+	}
 	msg := fmt.Sprintf("%s: not found in the vCenters that answered %v, and %d could not be asked: %s",
 		e.What, e.Answered, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
 	return msg
@@ -336,6 +344,12 @@ type lookup struct {
 	key      string
 	what     string
 	nameOnly bool // by VM name: the weakest key, never grounds for absence
+	// strict: a guest host name or IP, which other VMs may share (clones,
+	// clusters reusing node names, private networks). Its match counts
+	// only when every vCenter answered, so that a second VM in one that
+	// did not cannot be missed; and it is not served from the location
+	// cache (key unused), so every answer is checked that way.
+	strict bool
 }
 
 func uuidLookup(uuid string) (lookup, error) {
@@ -360,6 +374,19 @@ func biosLookup(uuid string) (lookup, error) {
 
 func nameLookup(name string) lookup {
 	return lookup{q: backends.Query{By: backends.ByName, Values: []string{name}}, key: "name:" + name, what: fmt.Sprintf("vm name %q", name), nameOnly: true}
+}
+
+// dnsLookup searches the guest host name, trimmed and lowercased as CPI
+// sends it (vclib GetVMByDNSName).
+func dnsLookup(name string) lookup {
+	n := backends.DNSNameKey(strings.TrimSpace(name))
+	return lookup{q: backends.Query{By: backends.ByDNSName, Values: []string{n}}, key: "dns:" + n, what: fmt.Sprintf("guest host name %q", n), strict: true}
+}
+
+// ipLookup searches the guest IPs for ip, in its canonical form.
+func ipLookup(ip netip.Addr) lookup {
+	s := ip.String()
+	return lookup{q: backends.Query{By: backends.ByIP, Values: []string{s}}, key: "ip:" + s, what: fmt.Sprintf("guest ip %q", s), strict: true}
 }
 
 // FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
@@ -397,11 +424,6 @@ func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, erro
 	return d.find(ctx, nameLookup(name))
 }
 
-// FindByIP locates the VM with a guest IP ip; (nil, nil) as for FindByUUID.
-func (d *Discoverer) FindByIP(ctx context.Context, ip string) (*Result, error) {
-	return d.find(ctx, lookup{q: backends.Query{By: backends.ByIP, Values: []string{ip}}, key: "ip:" + ip, what: fmt.Sprintf("ip %q", ip)})
-}
-
 // searched returns the vCenters a lookup asks; none is an error, so that
 // "every vCenter answered" never holds vacuously.
 func (d *Discoverer) searched(what string) ([]*vcenter, error) {
@@ -417,18 +439,20 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res, ok := d.fromCache(ctx, vcs, l.q, l.key); ok {
-		return res.result, res.err
-	}
-	if d.opts.Observer != nil {
-		d.opts.Observer.Cache(false)
+	if !l.strict {
+		if res, ok := d.fromCache(ctx, vcs, l.q, l.key); ok {
+			return res.result, res.err
+		}
+		if d.opts.Observer != nil {
+			d.opts.Observer.Cache(false)
+		}
 	}
 	// First from the backends' inventories where they have one; if that
 	// finds nothing anywhere, again from vCenter itself: an inventory's
 	// "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, vcs, q, true)
+	answers := d.ask(ctx, vcs, q, !l.strict)
 	if nothingFound(answers) {
 		var again []*vcenter
 		for _, v := range vcs {
@@ -438,17 +462,18 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, again, q, true) {
+			for _, a := range d.ask(ctx, again, q, !l.strict) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
 	}
-	return d.judge(ctx, vcs, answers, l.key, l.what)
+	return d.judge(ctx, vcs, answers, l)
 }
 
-// judge turns every vCenter's answer into the lookup's; key, when set,
-// is the location cache entry to maintain.
-func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer, key, what string) (*Result, error) {
+// judge turns every vCenter's answer into the lookup's, and maintains
+// the location cache entry of a lookup that is not strict.
+func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer, l lookup) (*Result, error) {
+	key, what := l.key, l.what
 	var found, outside []*Result
 	var failed *multierror.Error
 	var answered []string
@@ -472,10 +497,23 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 	case len(found) > 1:
 		d.observe("duplicate")
 		return nil, &DuplicateError{What: what, Matches: found}
+	case l.strict && len(found) == 1 && len(outside) > 0:
+		// A shared key matching a VM outside the configured datacenters
+		// too: either could be the Node's.
+		d.observe("duplicate")
+		return nil, &DuplicateError{What: what, Matches: append(found, outside...)}
 	case len(found) == 1:
 		if err := d.twinError(found[0], what, answered); err != nil {
 			d.observe("duplicate")
 			return nil, err
+		}
+		if l.strict {
+			if failed != nil {
+				d.observe("error")
+				return nil, &LookupError{What: what, Answered: answered, Failed: failed, Found: found[0]}
+			}
+			d.observe("found")
+			return found[0], nil
 		}
 		if failed != nil {
 			// A duplicate in a vCenter that did not answer cannot be
@@ -493,6 +531,9 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 		// or its datacenter was removed): not ours to serve, not gone.
 		d.observe("error")
 		return nil, &OutsideError{What: what, Matches: outside}
+	case l.strict:
+		d.observe("not_found")
+		return nil, nil
 	default:
 		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
 			// Last seen in a vCenter or datacenter that has left the

@@ -232,6 +232,18 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 				return nil, err
 			}
 			add(refs)
+		case backends.ByDNSName:
+			if v == "" {
+				continue // names no VM (vcsim would match every VM without one)
+			}
+			// Lowercased as CPI sends it (vclib GetVMByDNSName); vCenter
+			// compares case-insensitively, vcsim exactly. The datacenter
+			// is left out for the same reason as above.
+			refs, err := si.FindAllByDnsName(ctx, nil, backends.DNSNameKey(v), true)
+			if err != nil {
+				return nil, err
+			}
+			add(refs)
 		case backends.ByName:
 			refs, err := findByName(ctx, vc, v)
 			if err != nil {

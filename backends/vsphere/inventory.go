@@ -70,6 +70,7 @@ type invState struct {
 	byUUID   map[string][]string // lowercase BIOS UUID -> VM IDs
 	byName   map[string][]string
 	byIP     map[string][]string
+	byDNS    map[string][]string // backends.DNSNameKey of guest.hostName
 }
 
 type vmRecord struct {
@@ -90,6 +91,7 @@ func newInvState() *invState {
 		byUUID:   map[string][]string{},
 		byName:   map[string][]string{},
 		byIP:     map[string][]string{},
+		byDNS:    map[string][]string{},
 	}
 }
 
@@ -414,6 +416,7 @@ func (s *invState) index(id string, vm *backends.VM) {
 	}
 	add(s.byUUID, vm.UUID)
 	add(s.byName, vm.Name)
+	add(s.byDNS, backends.DNSNameKey(vm.GuestHostName))
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
 			add(s.byIP, ip)
@@ -432,6 +435,7 @@ func (s *invState) unindex(id string, vm *backends.VM) {
 	}
 	del(s.byUUID, vm.UUID)
 	del(s.byName, vm.Name)
+	del(s.byDNS, backends.DNSNameKey(vm.GuestHostName))
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
 			del(s.byIP, ip)
@@ -457,13 +461,18 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 		idx = s.byName
 	case backends.ByIP:
 		idx = s.byIP
+	case backends.ByDNSName:
+		idx = s.byDNS
 	default:
 		return nil, false
 	}
 	seen := map[string]bool{}
 	for _, v := range q.Values {
-		if q.By == backends.ByUUID {
+		switch q.By {
+		case backends.ByUUID:
 			v = strings.ToLower(v)
+		case backends.ByDNSName:
+			v = backends.DNSNameKey(v)
 		}
 		for _, id := range idx[v] {
 			if seen[id] {

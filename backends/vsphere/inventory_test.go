@@ -117,6 +117,7 @@ func queriesFor(vm *vcsim.VM) []backends.Query {
 		{By: backends.ByUUID, Values: []string{"42ffffff-ffff-4fff-8fff-ffffffffffff", vm.UUID}, AllowCached: true},
 		{By: backends.ByName, Values: []string{vm.Name}, AllowCached: true},
 		{By: backends.ByIP, Values: []string{vm.IP}, AllowCached: true},
+		{By: backends.ByDNSName, Values: []string{vm.HostName}, AllowCached: true},
 		{By: backends.ByUUID, Values: []string{vm.UUID}, Datacenters: []string{vm.Datacenter}, AllowCached: true},
 	}
 }
@@ -164,7 +165,7 @@ func TestInventoryAnswersLikeVCenterFromMemory(t *testing.T) {
 	fx.n.Store(0)
 	round()
 	if n := fx.n.Load(); n != 0 {
-		t.Fatalf("a second round of %d lookups cost %d vCenter requests, want 0", 6*len(fx.vc.VMs), n)
+		t.Fatalf("a second round of %d lookups cost %d vCenter requests, want 0", (len(queriesFor(fx.vc.VMs[0]))+1)*len(fx.vc.VMs), n)
 	}
 }
 
@@ -209,6 +210,88 @@ func TestInventoryFollowsChanges(t *testing.T) {
 	if fx.n.Load() == 0 {
 		t.Fatal("Get reported NotFound from memory: only vCenter may say a VM is gone")
 	}
+}
+
+// Guest host names are indexed as vCenter's FindAllByDnsName matches them
+// (whole name, any case) and follow the guest's changes; the inventory
+// answers from memory what vCenter answers, twins included.
+func TestInventoryFindsByGuestHostName(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	vm, twin := fx.vc.VMs[0], fx.vc.VMs[5]
+	old := vm.HostName
+	dns := func(name string) backends.Query {
+		return backends.Query{By: backends.ByDNSName, Values: []string{name}, AllowCached: true}
+	}
+	refs := func(vms []backends.VM) []string {
+		var out []string
+		for _, v := range vms {
+			out = append(out, v.Ref.Datacenter+"/"+v.Ref.ID)
+		}
+		return out
+	}
+	// Both paths agree, and the inventory's answer costs no request.
+	same := func(q backends.Query, want ...*vcsim.VM) {
+		t.Helper()
+		fx.n.Store(0)
+		got, err := fx.b.Find(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := fx.n.Load(); n != 0 {
+			t.Fatalf("Find(%v) from the inventory cost %d requests", q.Values, n)
+		}
+		ref, err := fx.direct.Find(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantRefs []string
+		for _, w := range want {
+			wantRefs = append(wantRefs, w.Datacenter+"/"+w.Ref)
+		}
+		if fmt.Sprint(refs(got)) != fmt.Sprint(wantRefs) || !reflect.DeepEqual(got, ref) {
+			t.Fatalf("Find(%v): inventory %v, vCenter %v, want %v", q.Values, refs(got), refs(ref), wantRefs)
+		}
+	}
+
+	fx.vc.SetGuestHostName(vm, "node-a.example.com")
+	fx.eventually("the inventory indexes the new host name", func() bool {
+		vms, ok := fx.b.inv.find(dns("node-a.example.com"))
+		return ok && len(vms) == 1 && vms[0].Ref.ID == vm.Ref
+	})
+	same(dns("node-a.example.com"), vm)
+	same(dns("NODE-A.Example.com"), vm) // CPI lowercases what it sends
+	same(dns(old))                      // the old name is gone
+	same(dns("node-a"))                 // a short name is not the FQDN
+	same(dns("node-a.example"))
+	same(dns(""))
+
+	// A guest reporting capitals: vCenter matches it case-insensitively
+	// (vcsim only exactly, so only the inventory is asked here).
+	fx.vc.SetGuestHostName(vm, "Node-A.Example.COM")
+	fx.eventually("the inventory indexes the capitalised host name", func() bool {
+		vms, ok := fx.b.inv.find(dns("node-a.example.com"))
+		return ok && len(vms) == 1 && vms[0].Ref.ID == vm.Ref && vms[0].GuestHostName == "Node-A.Example.COM"
+	})
+
+	// Two VMs reporting one name: both are answered, the caller decides.
+	fx.vc.SetGuestHostName(vm, "shared.example.com")
+	fx.vc.SetGuestHostName(twin, "shared.example.com")
+	fx.eventually("the inventory indexes both", func() bool {
+		vms, ok := fx.b.inv.find(dns("shared.example.com"))
+		return ok && len(vms) == 2
+	})
+	want := []*vcsim.VM{vm, twin}
+	if want[1].Ref < want[0].Ref {
+		want[0], want[1] = want[1], want[0]
+	}
+	same(dns("shared.example.com"), want...)
+	q := dns("shared.example.com")
+	q.Datacenters = []string{twin.Datacenter}
+	if vm.Datacenter == twin.Datacenter {
+		t.Fatal("fixture: want the two VMs in two datacenters")
+	}
+	same(q, twin)
 }
 
 // A VM missing from the inventory (a watch that has not caught up) is

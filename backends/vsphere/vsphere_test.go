@@ -64,6 +64,8 @@ func TestFindGetTags(t *testing.T) {
 			{By: backends.ByUUID, Values: []string{strings.ToUpper(want.UUID)}},
 			{By: backends.ByName, Values: []string{want.Name}},
 			{By: backends.ByIP, Values: []string{want.IP}},
+			{By: backends.ByDNSName, Values: []string{want.HostName}},
+			{By: backends.ByDNSName, Values: []string{strings.ToUpper(want.HostName)}},
 			{By: backends.ByUUID, Values: []string{want.UUID}, Datacenters: []string{want.Datacenter}},
 		} {
 			vms, err := b.Find(ctx, q)
@@ -103,6 +105,14 @@ func TestFindGetTags(t *testing.T) {
 	vms, err = b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{"42ffffff-0000-4000-8000-000000000000"}})
 	if err != nil || len(vms) != 0 {
 		t.Fatalf("Find(unknown uuid) = %v, %v; want none, nil", vms, err)
+	}
+	// A guest host name matches whole: the VM name (its short form here)
+	// and an empty name match nothing.
+	for _, name := range []string{vc.VMs[0].Name, ""} {
+		vms, err = b.Find(ctx, backends.Query{By: backends.ByDNSName, Values: []string{name}})
+		if err != nil || len(vms) != 0 {
+			t.Fatalf("Find(dns name %q) = %v, %v; want none, nil", name, vms, err)
+		}
 	}
 }
 

@@ -486,6 +486,13 @@ func (vc *VCenter) SetUUID(vm *VM, uuid string) {
 		types.PropertyChange{Name: "summary.config.uuid", Val: uuid})
 }
 
+// SetGuestHostName changes the host name a VM's VMware Tools report
+// (guest.hostName), as a guest renamed or rebooted with another name does.
+func (vc *VCenter) SetGuestHostName(vm *VM, name string) {
+	vc.update(vm, types.PropertyChange{Name: "guest.hostName", Val: name})
+	vm.HostName = name
+}
+
 // MakeInaccessible puts a VM in the state vCenter shows when its files are
 // unreachable: connection state inaccessible, configuration (and so its
 // UUID) unreadable.
