@@ -40,6 +40,14 @@ func main() {
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels) },
 		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
+	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
+	// leaves it out runs unchanged.
+	if f := command.Flags().Lookup("cloud-provider"); f != nil {
+		if err := f.Value.Set(cloud.ProviderName); err != nil {
+			klog.Fatalf("defaulting --cloud-provider: %v", err)
+		}
+		f.DefValue = cloud.ProviderName
+	}
 	os.Exit(cli.Run(command))
 }
 

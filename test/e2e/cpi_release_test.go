@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
@@ -82,8 +82,7 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 
 	// CPI's Secret layout: the global Secret (the harness fills
 	// vsphere-cloud-secret with "<server>.username/password" for every
-	// vCenter) and the tenant's own, which the operator grants us (README,
-	// "Migrating from CPI": RBAC for every Secret the config names).
+	// vCenter) and the tenant's own.
 	secrets := env.Client.CoreV1().Secrets(harness.Namespace)
 	if _, err := secrets.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "cpi-engineering-secret", Namespace: harness.Namespace},
@@ -91,7 +90,9 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	grantSecrets(t, env, "cpi-engineering-secret")
+	// CPI's ServiceAccount and RBAC, and the one Role a migration adds
+	// (manifests/cpi-migration): the CCM runs as CPI's ServiceAccount.
+	kubeconfig := runAsCPI(t, env)
 
 	// The cluster as CPI left it.
 	vms := env.Fed.AllVMs()
@@ -114,7 +115,10 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 
 	// The swap: CPI's flags, this image.
 	// (A status pass every 20s instead of 5m, so the test sees a second.)
-	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Args: cpiReleaseArgs, Flags: map[string]string{"node-status-update-frequency": "20s"}})
+	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Args: cpiReleaseArgs, Flags: map[string]string{
+		"node-status-update-frequency": "20s",
+		"kubeconfig":                   kubeconfig, "authentication-kubeconfig": kubeconfig, "authorization-kubeconfig": kubeconfig,
+	}})
 	waitLogMatch(t, ccm, regexp.MustCompile(`Update \d+ nodes status took`), 2*time.Minute)
 	createNodes(t, env, later)
 	waitInitialized(t, env, names(later), 2*time.Minute)
@@ -152,6 +156,11 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 	}
 	if len(problems) > 0 {
 		t.Fatalf("after the swap from CPI:\n%s", strings.Join(problems, "\n"))
+	}
+	// With the migration Role, the record of the vCenters served is kept
+	// (without it, no Node would ever be reported deleted).
+	if _, err := env.Client.CoreV1().ConfigMaps(harness.Namespace).Get(ctx, stateConfigMap, metav1.GetOptions{}); err != nil {
+		t.Errorf("ConfigMap %s: %v (manifests/cpi-migration must let CPI's ServiceAccount keep it)", stateConfigMap, err)
 	}
 	// The placeholder user in vc1's section is never what logs in: the
 	// global Secret is (CPI's order ends there too), and the placeholder
@@ -191,24 +200,36 @@ func nodeDiff(name string, want, got *corev1.Node) []string {
 	return p
 }
 
-// grantSecrets lets the CCM's ServiceAccount read the named Secrets of
-// kube-system, as the README's migration steps tell an operator to.
-func grantSecrets(t *testing.T, env *harness.Env, names ...string) {
+// runAsCPI applies CPI's release RBAC (its ServiceAccount
+// kube-system/cloud-controller-manager, roles and bindings) and
+// manifests/cpi-migration, and returns a kubeconfig with that
+// ServiceAccount's token: what the CCM runs with after an image swap.
+func runAsCPI(t *testing.T, env *harness.Env) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	name := "vsphere-federated-ccm:cpi-secrets"
-	if _, err := env.Client.RbacV1().Roles(harness.Namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: names, Verbs: []string{"get", "list", "watch"}}},
-	}, metav1.CreateOptions{}); err != nil {
+	objs, err := harness.ReadObjects("testdata/cpi-release-v1.36-rbac.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Client.RbacV1().RoleBindings(harness.Namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: harness.ServiceAccount, Namespace: harness.Namespace}},
-	}, metav1.CreateOptions{}); err != nil {
+	dir, err := harness.ManifestsDir()
+	if err != nil {
 		t.Fatal(err)
 	}
+	migration, err := harness.LoadManifests(filepath.Join(dir, "cpi-migration"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.ControlPlane.Apply(ctx, append(objs, migration.Objects...)); err != nil {
+		t.Fatal(err)
+	}
+	token, err := env.ControlPlane.ServiceAccountToken(ctx, harness.Namespace, "cloud-controller-manager", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(env.Opts.Dir, "cpi.kubeconfig")
+	if err := harness.WriteKubeconfig(path, env.ControlPlane.ServiceAccountConfig(token), "system:serviceaccount:kube-system:cloud-controller-manager"); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

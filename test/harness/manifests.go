@@ -72,7 +72,7 @@ func LoadManifests(dir string) (*Manifests, error) {
 		return nil, fmt.Errorf("harness: %s/kustomization.yaml: kind %q apiVersion %q", dir, k.Kind, k.APIVersion)
 	}
 	for _, file := range m.Kustomization.Resources {
-		objs, err := readObjects(filepath.Join(dir, file))
+		objs, err := ReadObjects(filepath.Join(dir, file))
 		if err != nil {
 			return nil, fmt.Errorf("harness: %s: %w", file, err)
 		}
@@ -84,7 +84,8 @@ func LoadManifests(dir string) (*Manifests, error) {
 	return m, nil
 }
 
-func readObjects(path string) ([]*unstructured.Unstructured, error) {
+// ReadObjects reads the Kubernetes objects of a multi-document YAML file.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
