@@ -39,7 +39,8 @@ import (
 //
 // CPI gives the request 5 s; here it runs under the login's deadline (the
 // request timeout). Nothing of the token or the ticket reaches an error:
-// the service is named by its scheme and host only.
+// the service is named by its scheme and host only (errors read
+// "session manager: https://host (credentials from …): …").
 
 // DefaultServiceAccountTokenFile is where a Pod's service account token is
 // mounted: what a session manager is asked with when the credentials carry
@@ -51,7 +52,7 @@ const maxTicketAnswer = 64 << 10
 
 // cloneTicket asks the session manager of cr for a clone ticket.
 func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (string, error) {
-	where := "session manager at " + credentials.RedactURL(cr.SessionManagerURL)
+	where := fmt.Sprintf("%s (credentials from %s)", credentials.RedactURL(cr.SessionManagerURL), cr.Source)
 	u, err := url.Parse(cr.SessionManagerURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		// The URL is not quoted: it may hold a secret.
@@ -64,8 +65,8 @@ func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (stri
 			path = DefaultServiceAccountTokenFile
 		}
 		if token, err = credentials.ServiceAccountToken(path); err != nil {
-			return "", fmt.Errorf("%s: no %s in %s, and the service account token: %w", where,
-				credentials.SessionManagerTokenKey(s.opts.Config.Server), cr.Source, err)
+			return "", fmt.Errorf("%s: no %s, and the service account token: %w", where,
+				credentials.SessionManagerTokenKey(s.opts.Config.Server), err)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
