@@ -3,6 +3,7 @@ package credentials
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -82,6 +83,7 @@ func (c *Chain) Get(ctx context.Context) (Credentials, error) {
 
 // Current is the credentials Login would try first, and their source.
 func (c *Chain) Current(ctx context.Context) (Served, error) {
+	const op = "credentials.Chain.Current"
 	var errs []error
 	var refused *Served
 	for i, l := range c.links {
@@ -91,7 +93,7 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 			if errors.Is(err, ErrNoCredentials) {
 				continue
 			}
-			return Served{}, joinErrors(errs)
+			return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 		}
 		s := Served{Credentials: cr, Source: l.String(), link: i}
 		if !c.wasRejected(i, cr) {
@@ -104,7 +106,7 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 	if refused != nil {
 		return *refused, nil
 	}
-	return Served{}, c.none(errs)
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
 }
 
 // Login offers the chain's credentials to try, in order, until try
@@ -112,6 +114,7 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 // says which source served. try is called with the credentials and their
 // source; it must not keep the credentials.
 func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, error) {
+	const op = "credentials.Chain.Login"
 	var errs []error
 	var rejected []string
 	var later []Served // refused before: tried once nothing else logs in
@@ -124,7 +127,7 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 		}
 		errs = append(errs, err)
 		if !errors.Is(err, ErrRejected) {
-			return true, joinErrors(errs)
+			return true, fmt.Errorf("%s: %w", op, joinErrors(errs))
 		}
 		fp := s.Fingerprint()
 		c.setRejected(s.link, &fp)
@@ -138,7 +141,7 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 			if errors.Is(err, ErrNoCredentials) {
 				continue
 			}
-			return Served{}, joinErrors(errs)
+			return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 		}
 		s := Served{Credentials: cr, Source: l.String(), link: i}
 		if c.wasRejected(i, cr) {
@@ -163,17 +166,22 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 		}
 	}
 	if len(rejected) > 0 {
-		return Served{}, joinErrors(errs)
+		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	}
-	return Served{}, c.none(errs)
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
 }
 
 // Reread is the current credentials of the source that served s.
 func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
+	const op = "credentials.Chain.Reread"
 	if s.link < 0 || s.link >= len(c.links) {
-		return Credentials{}, errors.New("credentials: no such source")
+		return Credentials{}, fmt.Errorf("%s: no source %d", op, s.link)
 	}
-	return c.links[s.link].Get(ctx)
+	cr, err := c.links[s.link].Get(ctx)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return cr, nil
 }
 
 func (c *Chain) wasRejected(link int, cr Credentials) bool {

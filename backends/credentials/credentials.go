@@ -155,13 +155,14 @@ func (d Directory) Get(context.Context) (Credentials, error) {
 // when the credentials carry none (CPI: the Pod's service account token,
 // read at every login: a projected token rotates).
 func ServiceAccountToken(path string) (config.Password, error) {
+	const op = "credentials.ServiceAccountToken"
 	data, err := readSecretFile(path)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	tok := strings.TrimSpace(string(data))
 	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
+		return "", fmt.Errorf("%s: %s is empty", op, path)
 	}
 	return config.Password(tok), nil
 }

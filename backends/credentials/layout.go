@@ -56,9 +56,6 @@ const (
 	prefixAltPassword = "password_"
 )
 
-// dottedSuffixes in CPI's order of matching.
-var dottedSuffixes = [...]string{keyPassword, keyUser, keySessionURL, keySessionToken}
-
 // value is one key's content, or why it could not be read (a file of a
 // secrets directory; the error names the file, never its content).
 type value struct {
@@ -141,7 +138,7 @@ func orphans(prefix string, m, servers map[string]value) []string {
 // dottedSuffix is the suffix of the first form key ends with, in CPI's
 // order of matching.
 func dottedSuffix(key string) (string, bool) {
-	for _, s := range dottedSuffixes {
+	for _, s := range [...]string{keyPassword, keyUser, keySessionURL, keySessionToken} {
 		if strings.HasSuffix(key, s) {
 			return s, true
 		}
