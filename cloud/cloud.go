@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -323,24 +324,39 @@ func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenterConfig) conne
 // sources are re-read at every login; inline credentials are fixed values,
 // so a change of them is a new source (compared by digest, never kept).
 func credentialsKey(src credentials.Source) string {
-	if s, ok := src.(credentials.Static); ok {
+	switch s := src.(type) {
+	case credentials.Static:
 		sum := sha256.Sum256([]byte(s.User + "\x00" + s.Password.Reveal()))
 		return fmt.Sprintf("%s %x", s, sum[:8])
+	case *credentials.Chain:
+		keys := make([]string, 0, len(s.Links()))
+		for _, l := range s.Links() {
+			keys = append(keys, credentialsKey(l))
+		}
+		return strings.Join(keys, ", then ")
 	}
 	return src.String()
 }
 
-// credentialSource picks, as CPI does: the Secret, else the secrets
-// directory, else the user and password in the config file.
+// credentialSource is the chain CPI's connection manager tries for vc:
+// the user and password written in the config first (config.Parse keeps
+// only the vCenter section's own when a Secret or directory applies, as
+// CPI); then, once vCenter refuses them as an invalid login (or when the
+// config has none), the source CPI's rules pick (vc.CredentialsFrom): the
+// Secret or the secrets directory. A chain is built for each backend: it
+// remembers what that vCenter refused.
 func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenterConfig) credentials.Source {
+	var links []credentials.Source
+	if vc.User != "" || vc.Password != "" {
+		links = append(links, credentials.Static{User: vc.User, Password: vc.Password})
+	}
 	switch {
 	case vc.CredentialsFrom == config.FromSecret && c.secrets != nil:
-		return c.secrets.Source(vc.SecretNamespace, vc.SecretName, vc.Server)
+		links = append(links, c.secrets.Source(vc.SecretNamespace, vc.SecretName, vc.Server))
 	case vc.CredentialsFrom == config.FromDirectory:
-		return credentials.Directory{Dir: cfg.SecretsDirectory, Server: vc.Server}
-	default:
-		return credentials.Static{User: vc.User, Password: vc.Password}
+		links = append(links, credentials.Directory{Dir: cfg.SecretsDirectory, Server: vc.Server})
 	}
+	return credentials.NewChain(links...)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go

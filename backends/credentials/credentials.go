@@ -1,13 +1,19 @@
 // Package credentials supplies vCenter logins from where CPI keeps them: a
-// Kubernetes Secret (keys "<server>.username" / "<server>.password"), a
-// directory of files named the same way, or the config file itself. Values
-// are read at every login, so a rotated Secret is used by the next one.
+// Kubernetes Secret or a directory of files, both in CPI's key layout (see
+// layout.go: "<server>.username"/"<server>.password", the IPv6-safe
+// "server_<id>"/"username_<id>"/"password_<id>", and the shared session
+// manager's "<server>.vc-session-manager-url"/"-token"), or the config
+// file itself; a Chain tries them in CPI's order. Values are read at every
+// login, so a rotated Secret is used by the next one.
 package credentials
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,11 +22,58 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Credentials are one vCenter login.
+// Credentials are one vCenter login: a user and password, or, when
+// SessionManagerURL is set, CPI's shared session manager, a service that
+// hands out clones of a vCenter session (User and Password are then
+// unused). They never print their values (see String).
 type Credentials struct {
 	User     string
 	Password config.Password
+	// SessionManagerURL is asked, with SessionManagerToken as a bearer
+	// token (the Pod's service account token when empty), for a clone
+	// ticket of a vCenter session.
+	SessionManagerURL   string
+	SessionManagerToken config.Password
 }
+
+// SessionManager reports whether c logs in through a session manager.
+func (c Credentials) SessionManager() bool { return c.SessionManagerURL != "" }
+
+// String names the login without a secret: the user, or the session
+// manager's scheme and host (a URL may carry a password or a token).
+func (c Credentials) String() string {
+	if c.SessionManager() {
+		return "session manager at " + RedactURL(c.SessionManagerURL)
+	}
+	return fmt.Sprintf("user %q", c.User)
+}
+
+// GoString is String: %#v prints no secret either.
+func (c Credentials) GoString() string { return c.String() }
+
+// Fingerprint identifies c without holding it, to tell whether credentials
+// changed; it is never logged.
+func (c Credentials) Fingerprint() [32]byte {
+	if c.SessionManager() {
+		return sha256.Sum256([]byte("session-manager\x00" + c.SessionManagerURL + "\x00" + c.SessionManagerToken.Reveal()))
+	}
+	return sha256.Sum256([]byte("user\x00" + c.User + "\x00" + c.Password.Reveal()))
+}
+
+// RedactURL is the scheme and host of a URL, for messages: its user info,
+// path and query may hold a secret. A URL that does not parse is named so.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(a URL that does not parse)"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// ErrNoCredentials is wrapped by a Source's error when it holds nothing for
+// its vCenter (as opposed to an entry it cannot use): a Chain then tries
+// its next source.
+var ErrNoCredentials = errors.New("no credentials")
 
 // Source returns the current credentials of one vCenter server.
 type Source interface {
@@ -30,17 +83,35 @@ type Source interface {
 }
 
 // UsernameKey and PasswordKey are CPI's Secret key layout.
-func UsernameKey(server string) string { return server + ".username" }
-func PasswordKey(server string) string { return server + ".password" }
+func UsernameKey(server string) string { return server + "." + keyUser }
+func PasswordKey(server string) string { return server + "." + keyPassword }
+
+// SessionManagerURLKey and SessionManagerTokenKey are CPI's keys of the
+// shared session manager.
+func SessionManagerURLKey(server string) string   { return server + "." + keySessionURL }
+func SessionManagerTokenKey(server string) string { return server + "." + keySessionToken }
 
 // Static is a login written in the config file.
 type Static Credentials
 
-func (s Static) Get(context.Context) (Credentials, error) { return Credentials(s), nil }
-func (s Static) String() string                           { return "config file" }
+// Get returns the login; none (ErrNoCredentials) when the user or the
+// password is empty: CPI would try it and be refused.
+func (s Static) Get(context.Context) (Credentials, error) {
+	switch {
+	case s.User == "" && s.Password == "":
+		return Credentials{}, fmt.Errorf("%s: %w: no user or password", s, ErrNoCredentials)
+	case s.User == "":
+		return Credentials{}, fmt.Errorf("%s: %w: a password without a user", s, ErrNoCredentials)
+	case s.Password == "":
+		return Credentials{}, fmt.Errorf("%s: %w: a user without a password", s, ErrNoCredentials)
+	}
+	return Credentials(s), nil
+}
+func (s Static) String() string { return "config file" }
 
-// Directory reads "<server>.username" and "<server>.password" files, as
-// mounted from a Secret volume or written by a vault agent.
+// Directory reads a secrets directory: one file per key of CPI's layout, as
+// mounted from a Secret volume or written by a vault agent. Every file is
+// read at every Get (CPI reads the directory once, at its first need).
 type Directory struct {
 	Dir    string
 	Server string
@@ -48,18 +119,52 @@ type Directory struct {
 
 func (d Directory) String() string { return "secrets directory " + d.Dir }
 
+// maxDirectoryEntries bounds the files read: a secrets directory holds a
+// few keys per vCenter.
+const maxDirectoryEntries = 4096
+
 func (d Directory) Get(context.Context) (Credentials, error) {
 	const op = "credentials.Directory.Get"
-	user, err := readSecretFile(filepath.Join(d.Dir, UsernameKey(d.Server)))
+	entries, err := os.ReadDir(d.Dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Credentials{}, fmt.Errorf("%s: %s: %w: %w", op, d, ErrNoCredentials, err)
+	case err != nil:
+		return Credentials{}, fmt.Errorf("%s: %w", op, err)
+	case len(entries) > maxDirectoryEntries:
+		return Credentials{}, fmt.Errorf("%s: %s: more than %d entries: not a secrets directory", op, d, maxDirectoryEntries)
+	}
+	values := make(map[string]value, len(entries))
+	for _, e := range entries {
+		// CPI skips directories; "..data" and "..<timestamp>" are a
+		// mounted Secret's own (the keys are links through them).
+		if e.IsDir() || strings.HasPrefix(e.Name(), "..") {
+			continue
+		}
+		data, err := readSecretFile(filepath.Join(d.Dir, e.Name()))
+		values[e.Name()] = value{data: data, err: err}
+	}
+	c, err := parseLayout(values).lookup(d.Server, d.String())
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
-	pass, err := readSecretFile(filepath.Join(d.Dir, PasswordKey(d.Server)))
+	return c, nil
+}
+
+// ServiceAccountToken reads the token the session manager is asked with
+// when the credentials carry none (CPI: the Pod's service account token,
+// read at every login: a projected token rotates).
+func ServiceAccountToken(path string) (config.Password, error) {
+	const op = "credentials.ServiceAccountToken"
+	data, err := readSecretFile(path)
 	if err != nil {
-		// The path names the file, never its content.
-		return Credentials{}, fmt.Errorf("%s: %w", op, err)
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	return fromValues(string(user), string(pass), d.String(), d.Server)
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("%s: %s is empty", op, path)
+	}
+	return config.Password(tok), nil
 }
 
 // maxSecretFile bounds a credentials file: a user name or password is a
@@ -92,18 +197,4 @@ func readSecretFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes: not a credential", path, maxSecretFile)
 	}
 	return data, nil
-}
-
-// fromValues checks and trims the two values (files and Secrets often end
-// with a newline).
-func fromValues(user, pass, where, server string) (Credentials, error) {
-	user = strings.TrimSpace(user)
-	pass = strings.TrimRight(pass, "\r\n")
-	switch {
-	case user == "":
-		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty", where, UsernameKey(server))
-	case pass == "":
-		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty", where, PasswordKey(server))
-	}
-	return Credentials{User: user, Password: config.Password(pass)}, nil
 }

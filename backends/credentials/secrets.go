@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // Secrets serves credentials from Kubernetes Secrets through one informer
@@ -28,6 +29,7 @@ type Secrets struct {
 	mu       sync.Mutex
 	closed   bool
 	watching map[SecretRef]*watchedSecret
+	warned   map[SecretRef]string // resourceVersion whose ignored keys were logged
 }
 
 // SecretRef names a Secret.
@@ -46,7 +48,7 @@ type watchedSecret struct {
 // for, when stop closes. onChange, when set, is called after a watched
 // Secret is added, updated or deleted.
 func NewSecrets(client kubernetes.Interface, stop <-chan struct{}, onChange func(namespace, name string)) *Secrets {
-	s := &Secrets{client: client, onChange: onChange, watching: map[SecretRef]*watchedSecret{}}
+	s := &Secrets{client: client, onChange: onChange, watching: map[SecretRef]*watchedSecret{}, warned: map[SecretRef]string{}}
 	go func() {
 		<-stop
 		s.mu.Lock()
@@ -78,6 +80,7 @@ func (s *Secrets) Watch(keep []SecretRef) {
 			close(w.stop)
 			released = append(released, w)
 			delete(s.watching, ref)
+			delete(s.warned, ref)
 		}
 	}
 	s.mu.Unlock()
@@ -151,8 +154,34 @@ func (s *secretSource) Get(ctx context.Context) (Credentials, error) {
 		return Credentials{}, fmt.Errorf("%s: %s: %w", op, s, err)
 	}
 	if !ok {
-		return Credentials{}, fmt.Errorf("%s: %s not found", op, s)
+		return Credentials{}, fmt.Errorf("%s: %s not found: %w", op, s, ErrNoCredentials)
 	}
 	secret := obj.(*corev1.Secret)
-	return fromValues(string(secret.Data[UsernameKey(s.server)]), string(secret.Data[PasswordKey(s.server)]), s.String(), s.server)
+	values := make(map[string]value, len(secret.Data))
+	for k, v := range secret.Data {
+		values[k] = value{data: v}
+	}
+	l := parseLayout(values)
+	s.secrets.warnIgnored(s.ref, secret.ResourceVersion, l)
+	c, err := l.lookup(s.server, s.String())
+	if err != nil {
+		return Credentials{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return c, nil
+}
+
+// warnIgnored logs the keys of a Secret that CPI's layout does not
+// understand, once per version of the Secret (CPI logs each as an error
+// and otherwise ignores it; see layout.go).
+func (s *Secrets) warnIgnored(ref SecretRef, version string, l *layout) {
+	if len(l.notUnderstood) == 0 {
+		return
+	}
+	s.mu.Lock()
+	seen := s.warned[ref] == version
+	s.warned[ref] = version
+	s.mu.Unlock()
+	if !seen {
+		klog.Background().Info("Secret keys ignored: not part of CPI's credential layout", "secret", ref.String(), "keys", l.notUnderstood)
+	}
 }

@@ -584,6 +584,18 @@ func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (
 	return rotated, nil
 }
 
+// CredentialSource names the credential source that logged the current
+// session in ("config file", "secret <namespace>/<name>", "secrets
+// directory <dir>"), "" before the first login. Never a value.
+func (b *Backend) CredentialSource() string {
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	if b.sessions.cur == nil {
+		return ""
+	}
+	return b.sessions.cur.served.Source
+}
+
 // Close implements backends.Backend: from its start every call fails with
 // ErrClosed and nothing connects again; it returns once the watch, the
 // background tag refresh and the sessions' own goroutines have ended and

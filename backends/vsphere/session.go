@@ -5,7 +5,7 @@ package vsphere
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
@@ -32,8 +33,17 @@ import (
 
 // Options configure one vCenter backend.
 type Options struct {
-	Config      config.VCenterConfig
+	Config config.VCenterConfig
+	// Credentials are the vCenter's logins; a *credentials.Chain is tried
+	// in order (see there), any other Source alone.
 	Credentials credentials.Source
+	// SessionManagerRootCAs are the roots a shared session manager's
+	// certificate is verified against (credentials of that form); nil: the
+	// system's, as CPI.
+	SessionManagerRootCAs *x509.CertPool
+	// ServiceAccountTokenFile is sent to a session manager when the
+	// credentials carry no token; default DefaultServiceAccountTokenFile.
+	ServiceAccountTokenFile string
 	// WrapTransport, when set, wraps the HTTP transport of both sessions
 	// (tests count or delay requests with it).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
@@ -71,7 +81,9 @@ const (
 // request that saw NotAuthenticated tell whether someone else already
 // logged in again.
 type sessions struct {
-	opts Options
+	opts  Options
+	chain *credentials.Chain
+	log   klog.Logger
 
 	// lifetime ends at close: logins, pings and probes under way end with it.
 	lifetime context.Context
@@ -88,13 +100,19 @@ type sessions struct {
 
 	reachMu sync.Mutex
 	reach   backends.Reachability
+
+	// servedBy is the credential source of the last login, under mu: a
+	// change is logged.
+	servedBy string
 }
 
 func newSessions(opts Options) *sessions {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Unknown since now: how long a vCenter has been connecting is what
 	// lookups judge whether to wait for it by.
-	return &sessions{opts: opts, lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{},
+	return &sessions{opts: opts, chain: credentials.AsChain(opts.Credentials),
+		log:      klog.Background().WithValues("vcenter", opts.Config.Name),
+		lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{},
 		reach: backends.Reachability{Since: time.Now()}}
 }
 
@@ -167,15 +185,26 @@ type conn struct {
 
 	// Under sessions.mu.
 	fingerprint [32]byte // of the credentials it logged in with; never logged
-	rest        *rest.Client
-	restValid   bool
-	relogging   *flight // a re-login under way
-	restLogin   *flight // a REST login under way
-	closed      bool    // no login starts on it any more
+	// served says which source logged it in (its credentials cleared: a
+	// conn keeps no secret), and sessionManager whether they were a
+	// session manager's.
+	served         credentials.Served
+	sessionManager bool
+	rest           *rest.Client
+	restValid      bool
+	restShared     bool    // the REST client uses the SOAP session: no REST logout
+	relogging      *flight // a re-login under way
+	restLogin      *flight // a REST login under way
+	closed         bool    // no login starts on it any more
 }
 
-func fingerprint(c credentials.Credentials) [32]byte {
-	return sha256.Sum256([]byte(c.User + "\x00" + c.Password.Reveal()))
+// setServed records what logged c in; the caller holds s.mu, or c is not
+// shared yet.
+func (c *conn) setServed(sv credentials.Served) {
+	c.fingerprint = sv.Fingerprint()
+	c.sessionManager = sv.SessionManager()
+	c.served = sv
+	c.served.Credentials = credentials.Credentials{}
 }
 
 func (s *sessions) requestTimeout() time.Duration {
@@ -237,13 +266,7 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 func (s *sessions) firstLogin(f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
-	var c *conn
-	creds, err := s.opts.Credentials.Get(ctx)
-	if err != nil {
-		err = &connError{what: "credentials", err: err}
-	} else {
-		c, err = s.connect(ctx, creds)
-	}
+	c, err := s.connect(ctx)
 	s.recordLogin(err)
 	s.mu.Lock()
 	s.connecting = nil
@@ -255,6 +278,7 @@ func (s *sessions) firstLogin(f *flight) {
 	default:
 		s.cur = c
 		s.generation++
+		s.noteServedLocked(c.served)
 	}
 	f.err = err
 	s.mu.Unlock()
@@ -282,8 +306,8 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 	return vim25.Retry(rt, vim25.RetryTemporaryNetworkError, int(attempts))
 }
 
-// connect opens a new client and logs it in with creds.
-func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (*conn, error) {
+// connect opens a new client and logs it in with the chain's credentials.
+func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	u := s.url()
 	sc := soap.NewClient(u, s.insecure())
 	if tp := s.opts.Config.Thumbprint; tp != "" {
@@ -325,29 +349,69 @@ func (s *sessions) connect(ctx context.Context, creds credentials.Credentials) (
 	}
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
 	vc.RoundTripper = c.keepalive
-	if err := s.login(ctx, c, creds); err != nil {
+	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, cr) })
+	if err != nil {
 		c.keepalive.Stop()
-		return nil, err
+		return nil, credentialsFailure(err)
 	}
-	c.fingerprint = fingerprint(creds) // c is not shared yet
+	c.setServed(served) // c is not shared yet
 	return c, nil
 }
 
-func (s *sessions) login(ctx context.Context, c *conn, creds credentials.Credentials) error {
-	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
+// login logs c in with cr: a user and password, or a session manager's
+// clone ticket.
+func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
+	if cr.SessionManager() {
+		return s.cloneSession(ctx, c, cr)
+	}
+	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
 		// The fault says "incorrect user name or password"; it never echoes them.
-		return loginFailure(fmt.Errorf("login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err))
+		return loginFailure(fmt.Errorf("login as %q (credentials from %s): %w", cr.User, cr.Source, err))
 	}
 	return nil
 }
 
 // loginFailure names why a login failed: vCenter's answer is a rejection,
-// anything else a failure to reach it.
+// anything else a failure to reach it. An invalid login is a refusal of
+// the credentials themselves: the chain tries its next source.
 func loginFailure(err error) error {
 	if noAnswer(err) {
 		return classify(err)
 	}
+	if fault.Is(err, &types.InvalidLogin{}) {
+		err = refused{err}
+	}
 	return &connError{what: "login rejected", err: err}
+}
+
+// refused marks an invalid login as credentials.ErrRejected.
+type refused struct{ error }
+
+func (r refused) Unwrap() error      { return r.error }
+func (refused) Is(target error) bool { return target == credentials.ErrRejected }
+
+// credentialsFailure is a failed walk of the chain: a login's own failure
+// as it is, else the credentials could not be had.
+func credentialsFailure(err error) error {
+	var ce *connError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return &connError{what: "credentials", err: err}
+}
+
+// noteServedLocked logs which source logged in, when it changed or a
+// source was refused first (never a value). The caller holds s.mu.
+func (s *sessions) noteServedLocked(sv credentials.Served) {
+	if sv.Source == s.servedBy && len(sv.Rejected) == 0 {
+		return
+	}
+	s.servedBy = sv.Source
+	if len(sv.Rejected) > 0 {
+		s.log.Info("Logged in with the next credential source: vCenter refused the ones before", "credentials", sv.Source, "refused", sv.Rejected)
+		return
+	}
+	s.log.Info("Logged in", "credentials", sv.Source)
 }
 
 // relogin logs c in again with the current credentials, unless a login
@@ -377,25 +441,32 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 func (s *sessions) reloginFlight(c *conn, f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
-	creds, err := s.opts.Credentials.Get(ctx)
-	if err != nil {
-		err = &connError{what: "credentials", err: err}
-	} else {
-		// NotAuthenticated can come while the server still holds our
-		// session (a vCenter then refuses Login on it): end it first; an
-		// error only means it was already gone.
-		if sm := c.vim.ServiceContent.SessionManager; sm != nil {
-			_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
+	loggedOut := false
+	served, err := s.chain.Login(ctx, func(cr credentials.Served) error {
+		if !loggedOut {
+			// NotAuthenticated can come while the server still holds
+			// our session (a vCenter then refuses Login on it): end it
+			// first; an error only means it was already gone.
+			loggedOut = true
+			if sm := c.vim.ServiceContent.SessionManager; sm != nil {
+				_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
+			}
 		}
-		err = s.login(ctx, c, creds)
+		return s.login(ctx, c, cr)
+	})
+	if err != nil {
+		err = credentialsFailure(err)
 	}
 	s.recordLogin(err)
 	s.mu.Lock()
 	c.relogging = nil
 	if err == nil {
-		c.fingerprint = fingerprint(creds)
+		c.setServed(served)
 		c.restValid = false
 		s.generation++
+		if s.cur == c {
+			s.noteServedLocked(served)
+		}
 	}
 	f.err = err
 	s.mu.Unlock()
@@ -413,7 +484,7 @@ func (s *sessions) currentGeneration() uint64 {
 // in, and the old one logged out after grace, so lookups in flight finish
 // on it. If the new credentials fail, the current session stays.
 func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, error) {
-	creds, err := s.opts.Credentials.Get(ctx)
+	cur, err := s.chain.Current(ctx)
 	if err != nil {
 		return false, fmt.Errorf("credentials: %w", err)
 	}
@@ -422,7 +493,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		s.mu.Unlock()
 		return false, backends.ErrClosed
 	}
-	unchanged := s.cur == nil || s.cur.fingerprint == fingerprint(creds)
+	unchanged := s.cur == nil || s.cur.fingerprint == cur.Fingerprint()
 	s.mu.Unlock()
 	if unchanged {
 		return false, nil
@@ -430,7 +501,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 	// Not a flight: the caller rotates on its own schedule and waits for
 	// the outcome. A rejection here is not Down (the current session
 	// serves); the transport still records whether vCenter answered.
-	next, err := s.connect(ctx, creds)
+	next, err := s.connect(ctx)
 	if err != nil {
 		return false, fmt.Errorf("new credentials rejected, keeping the current session: %w", err)
 	}
@@ -441,8 +512,16 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		return false, backends.ErrClosed
 	}
 	old := s.cur
+	if old != nil && old.fingerprint == next.fingerprint {
+		// vCenter refused the new credentials and the walk came back to
+		// the current ones: nothing rotated.
+		s.mu.Unlock()
+		_ = s.logout(next)
+		return false, fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
+	}
 	s.cur = next
 	s.generation++
+	s.noteServedLocked(next.served)
 	if old != nil {
 		s.goLocked(func() {
 			t := time.NewTimer(grace)
@@ -505,11 +584,24 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
-	creds, err := s.opts.Credentials.Get(ctx)
-	if err != nil {
-		err = &connError{what: "credentials", err: err}
-	} else if err = rc.Login(ctx, url.UserPassword(creds.User, creds.Password.Reveal())); err != nil {
-		err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", creds.User, s.opts.Credentials, err))
+	s.mu.Lock()
+	served, shared := c.served, c.sessionManager
+	s.mu.Unlock()
+	var err error
+	if !shared {
+		// The source that logged the SOAP session in, read again (a
+		// rotated password logs REST in too).
+		var cr credentials.Credentials
+		if cr, err = s.chain.Reread(ctx, served); err != nil {
+			err = &connError{what: "credentials", err: err}
+		} else if cr.SessionManager() {
+			shared = true // it names a session manager now: share its session as the next login will
+		} else if err = rc.Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
+			err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", cr.User, served.Source, err))
+		}
+	}
+	if shared && err == nil {
+		err = s.shareSOAPSession(ctx, c, rc)
 	}
 	// Only a failure to reach vCenter is Down: a REST login it refuses
 	// (the SOAP one, with the same credentials, succeeded) leaves the
@@ -522,6 +614,7 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	c.restLogin = nil
 	if err == nil {
 		c.restValid = true
+		c.restShared = shared
 	}
 	f.err = err
 	s.mu.Unlock()
@@ -593,10 +686,10 @@ func (s *sessions) closeConn(ctx context.Context, c *conn) error {
 		}
 	}
 	s.mu.Lock()
-	rc, restValid := c.rest, c.restValid
+	rc, restValid, restShared := c.rest, c.restValid, c.restShared
 	s.mu.Unlock()
 	var err error
-	if rc != nil && restValid {
+	if rc != nil && restValid && !restShared {
 		err = rc.Logout(ctx)
 	}
 	if lerr := session.NewManager(c.vim).Logout(ctx); lerr != nil && err == nil {

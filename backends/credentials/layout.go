@@ -1,0 +1,301 @@
+package credentials
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// CPI's key layout, the same for a Secret's data and for the files of a
+// secrets directory (file name = key, content = value). Read from
+// kubernetes/cloud-provider-vsphere pkg/common/credentialmanager; the
+// behaviour is carried over, the code is ours.
+//
+//	<server>.username, <server>.password            a user and password
+//	<server>.vc-session-manager-url                 a shared session manager;
+//	<server>.vc-session-manager-token               its bearer token (optional:
+//	                                                the Pod's service account
+//	                                                token when absent)
+//	server_<id>, username_<id>, password_<id>       a user and password for the
+//	                                                server named by the value of
+//	                                                server_<id> (a Secret key
+//	                                                cannot hold an IPv6 colon)
+//
+// Keys are classified in CPI's order: a key ending in "password", then
+// "username", "vc-session-manager-url", "vc-session-manager-token" is of
+// the first form, its server being what precedes the first
+// ".password" (…); otherwise the prefixes "server_", "username_",
+// "password_"; anything else is not understood.
+//
+// For one server S, what logs in is (CPI's precedence):
+//  1. S.vc-session-manager-url, when set and not empty: the session manager
+//     (CPI's login prefers it to any user and password);
+//  2. else username_<id>/password_<id> of a server_<id> naming S (CPI parses
+//     them after the dotted keys and overwrites those);
+//  3. else S.username/S.password.
+//
+// CPI's parser rejects a whole Secret for a key it does not understand, a
+// username_<id>/password_<id> without its server_<id>, a server_ without
+// an id, or any server left without a user or password. But it keeps what
+// it parsed before failing and serves it from then on (a Secret's parse
+// error is returned once per resourceVersion; a secrets directory's is only
+// a warning), so in effect those keys cost the other servers nothing. Here
+// they are ignored outright, and named in the error of a server that finds
+// no usable credentials (never their values). A server whose own entry is
+// partial (a user without a password, a token without a URL, a server_<id>
+// without username_<id>) is an error, as it is in CPI.
+const (
+	keyUser           = "username"
+	keyPassword       = "password"
+	keySessionURL     = "vc-session-manager-url"
+	keySessionToken   = "vc-session-manager-token"
+	prefixAltServer   = "server_"
+	prefixAltUser     = "username_"
+	prefixAltPassword = "password_"
+)
+
+// value is one key's content, or why it could not be read (a file of a
+// secrets directory; the error names the file, never its content).
+type value struct {
+	data []byte
+	err  error
+}
+
+// entry is the keys a server has in the first form, by suffix.
+type entry map[string]value
+
+// layout is a Secret's or directory's keys, classified.
+type layout struct {
+	dotted map[string]entry // by server
+	// alternative form, by id
+	altServer, altUser, altPassword map[string]value
+	// notUnderstood are keys ignored, each with why (names, never values).
+	notUnderstood []string
+}
+
+func parseLayout(values map[string]value) *layout {
+	l := &layout{
+		dotted:    map[string]entry{},
+		altServer: map[string]value{}, altUser: map[string]value{}, altPassword: map[string]value{},
+	}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	ignore := func(key, why string) { l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (%s)", key, why)) }
+	for _, key := range keys {
+		v := values[key]
+		if suffix, ok := dottedSuffix(key); ok {
+			server, _, found := strings.Cut(key, "."+suffix)
+			if !found || server == "" {
+				ignore(key, "names no server")
+				continue
+			}
+			if l.dotted[server] == nil {
+				l.dotted[server] = entry{}
+			}
+			l.dotted[server][suffix] = v
+			continue
+		}
+		switch {
+		case strings.HasPrefix(key, prefixAltServer):
+			l.altServer[strings.TrimPrefix(key, prefixAltServer)] = v
+		case strings.HasPrefix(key, prefixAltUser):
+			l.altUser[strings.TrimPrefix(key, prefixAltUser)] = v
+		case strings.HasPrefix(key, prefixAltPassword):
+			l.altPassword[strings.TrimPrefix(key, prefixAltPassword)] = v
+		default:
+			ignore(key, "not a key of CPI's layout")
+		}
+	}
+	l.notUnderstood = append(l.notUnderstood, orphans(prefixAltUser, l.altUser, l.altServer)...)
+	l.notUnderstood = append(l.notUnderstood, orphans(prefixAltPassword, l.altPassword, l.altServer)...)
+	if _, ok := l.altServer[""]; ok {
+		l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (no id)", prefixAltServer))
+		delete(l.altServer, "")
+	}
+	sort.Strings(l.notUnderstood)
+	return l
+}
+
+// orphans names the keys of m (prefix+id) that have no id or no server_<id>.
+func orphans(prefix string, m, servers map[string]value) []string {
+	var out []string
+	for id := range m {
+		switch _, ok := servers[id]; {
+		case id == "":
+			out = append(out, fmt.Sprintf("%q (no id)", prefix))
+		case !ok:
+			out = append(out, fmt.Sprintf("%q (no %q)", prefix+id, prefixAltServer+id))
+		}
+	}
+	return out
+}
+
+// dottedSuffix is the suffix of the first form key ends with, in CPI's
+// order of matching.
+func dottedSuffix(key string) (string, bool) {
+	for _, s := range [...]string{keyPassword, keyUser, keySessionURL, keySessionToken} {
+		if strings.HasSuffix(key, s) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// text is a value as a string, or the error of reading it; trim says how
+// to clean it (files and Secrets often end with a newline).
+func (v value) text(trim func(string) string) (string, error) {
+	if v.err != nil {
+		return "", v.err
+	}
+	return trim(string(v.data)), nil
+}
+
+func trimSpace(s string) string           { return strings.TrimSpace(s) }
+func trimNewline(s string) string         { return strings.TrimRight(s, "\r\n") }
+func dottedKey(server, sfx string) string { return server + "." + sfx }
+
+// lookup returns the credentials of server. where names the Secret or
+// directory in errors. An error wrapping ErrNoCredentials means the layout
+// holds nothing for server; any other error is an entry of server's that
+// cannot log in (partial, unreadable, ambiguous).
+func (l *layout) lookup(server, where string) (Credentials, error) {
+	fail := func(format string, args ...any) (Credentials, error) {
+		return Credentials{}, fmt.Errorf("%s: %s%s", where, fmt.Sprintf(format, args...), l.hint())
+	}
+	e := l.dotted[server]
+
+	// 1. The session manager: its URL wins over any user and password.
+	if v, ok := e[keySessionURL]; ok {
+		u, err := v.text(trimSpace)
+		if err != nil {
+			return Credentials{}, fmt.Errorf("%s: %w", where, err)
+		}
+		if u != "" {
+			c := Credentials{SessionManagerURL: u}
+			if tv, ok := e[keySessionToken]; ok {
+				tok, err := tv.text(trimSpace)
+				if err != nil {
+					return Credentials{}, fmt.Errorf("%s: %w", where, err)
+				}
+				c.SessionManagerToken = config.Password(tok)
+			}
+			return c, nil
+		}
+	}
+
+	// 2. The alternative form: server_<id> naming server.
+	var ids, unreadable []string
+	altIDs := make([]string, 0, len(l.altServer))
+	for id := range l.altServer {
+		altIDs = append(altIDs, id)
+	}
+	sort.Strings(altIDs)
+	for _, id := range altIDs {
+		name, err := l.altServer[id].text(trimSpace)
+		if err != nil {
+			unreadable = append(unreadable, prefixAltServer+id)
+			continue
+		}
+		if name == server {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
+		first, err := l.alt(ids[0], server, where)
+		if err != nil {
+			return Credentials{}, err
+		}
+		// CPI takes whichever its map iteration meets last: two sets
+		// naming one server are fine only when they agree.
+		for _, id := range ids[1:] {
+			other, err := l.alt(id, server, where)
+			if err != nil || other.Fingerprint() != first.Fingerprint() {
+				return fail("%s and %s both name server %s, with different credentials", prefixAltServer+ids[0], prefixAltServer+id, server)
+			}
+		}
+		return first, nil
+	}
+
+	// 3. The first form.
+	_, hasUser := e[keyUser]
+	_, hasPassword := e[keyPassword]
+	if !hasUser && !hasPassword {
+		if len(unreadable) > 0 {
+			// It may name server: not knowing is not absence.
+			return Credentials{}, fmt.Errorf("%s: %w", where, l.altServer[strings.TrimPrefix(unreadable[0], prefixAltServer)].err)
+		}
+		if _, ok := e[keySessionToken]; ok {
+			return fail("key %s is set but %s is not", dottedKey(server, keySessionToken), dottedKey(server, keySessionURL))
+		}
+		if _, ok := e[keySessionURL]; ok {
+			return fail("key %s is empty", dottedKey(server, keySessionURL))
+		}
+		return Credentials{}, fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", where, ErrNoCredentials,
+			server, UsernameKey(server), PasswordKey(server), dottedKey(server, keySessionURL), prefixAltServer, l.hint())
+	}
+	user, err := e[keyUser].text(trimSpace)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("%s: %w", where, err)
+	}
+	pass, err := e[keyPassword].text(trimNewline)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("%s: %w", where, err)
+	}
+	switch {
+	case user == "":
+		return fail("key %s is missing or empty", UsernameKey(server))
+	case pass == "":
+		return fail("key %s is missing or empty", PasswordKey(server))
+	}
+	return Credentials{User: user, Password: config.Password(pass)}, nil
+}
+
+// alt is the user and password of set id, which names server.
+func (l *layout) alt(id, server, where string) (Credentials, error) {
+	get := func(prefix string, m map[string]value, trim func(string) string) (string, error) {
+		v, ok := m[id]
+		if !ok {
+			return "", fmt.Errorf("%s: key %s is missing (%s names server %s)%s", where, prefix+id, prefixAltServer+id, server, l.hint())
+		}
+		s, err := v.text(trim)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", where, err)
+		}
+		if s == "" {
+			return "", fmt.Errorf("%s: key %s is empty (%s names server %s)", where, prefix+id, prefixAltServer+id, server)
+		}
+		return s, nil
+	}
+	user, err := get(prefixAltUser, l.altUser, trimSpace)
+	if err != nil {
+		return Credentials{}, err
+	}
+	pass, err := get(prefixAltPassword, l.altPassword, trimNewline)
+	if err != nil {
+		return Credentials{}, err
+	}
+	return Credentials{User: user, Password: config.Password(pass)}, nil
+}
+
+// maxHints bounds the keys named in an error.
+const maxHints = 5
+
+// hint names the keys ignored, for an error of a server that found no
+// usable credentials: the likely reason.
+func (l *layout) hint() string {
+	if len(l.notUnderstood) == 0 {
+		return ""
+	}
+	names := l.notUnderstood
+	more := ""
+	if len(names) > maxHints {
+		more = fmt.Sprintf(" and %d more", len(names)-maxHints)
+		names = names[:maxHints]
+	}
+	return fmt.Sprintf("; keys ignored: %s%s", strings.Join(names, ", "), more)
+}
