@@ -185,6 +185,10 @@ type VM struct {
 	// Host is the ID of the ESXi host running the VM, where the zone and
 	// region walk starts; empty when unknown.
 	Host string
+	// ResourcePool is the ID of the VM's resource pool, and
+	// ResourcePoolType its kind (ResourcePool or VirtualApp): the second
+	// place zone and region are looked for; empty for a template.
+	ResourcePool, ResourcePoolType string
 }
 
 // NIC is one guest network adapter as VMware Tools reports it.

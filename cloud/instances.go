@@ -155,19 +155,14 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 }
 
 // topology reads zone and region from the tag categories named in labels.
-// With no categories configured both are empty; a configured category
-// without a tag on the VM's chain is an error, so the Node stays tainted
-// rather than join without its zone.
+// As CPI, only when both are configured (else both are empty; the config
+// notice says so); a category without a tag on the VM's chains is an
+// error, so the Node stays tainted rather than join without its zone.
 func (c *Cloud) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
-	var cats []string
-	for _, cat := range []string{labels.Zone, labels.Region} {
-		if cat != "" {
-			cats = append(cats, cat)
-		}
-	}
-	if len(cats) == 0 {
+	if labels.Zone == "" || labels.Region == "" {
 		return "", "", nil
 	}
+	cats := []string{labels.Zone, labels.Region}
 	tags, err := c.discovery.Tags(ctx, res, cats)
 	if err != nil {
 		return "", "", err
@@ -184,7 +179,7 @@ func (c *Cloud) topology(ctx context.Context, node *v1.Node, res *discovery.Resu
 		}
 	}
 	if len(missing) > 0 {
-		err := fmt.Errorf("%s: no tag for %v on its host, cluster, datacenter or folders", res, missing)
+		err := fmt.Errorf("%s: no tag for %v on its host, resource pool or folders and what holds them", res, missing)
 		if c.recorder != nil {
 			c.recorder.Event(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error())
 		}

@@ -454,6 +454,10 @@ func (f *File) resolve() (*Config, []error) {
 		cfg.VCenters = append(cfg.VCenters, vc)
 	}
 
+	if (f.Labels.Zone == "") != (f.Labels.Region == "") {
+		cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: "labels",
+			Reason: "zone and region are used only together (CPI's rule): no zone or region label is set"})
+	}
 	n := f.Nodes
 	cfg.Nodes = AddressRules{
 		InternalSubnets:        parseCIDRs(n.InternalNetworkSubnetCIDR, "nodes.internalNetworkSubnetCidr", add),

@@ -89,7 +89,7 @@ func New(opts Options) *Backend {
 var vmProperties = []string{
 	"name", "parent", "parentVApp",
 	"config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB", "config.guestId",
-	"runtime.powerState", "runtime.connectionState", "runtime.host",
+	"runtime.powerState", "runtime.connectionState", "runtime.host", "resourcePool",
 	"guest.hostName", "guest.net",
 	propGuestInfoMetadata, propGuestInfoEncoding,
 }
@@ -340,6 +340,9 @@ func toVM(o mo.VirtualMachine, dc string) backends.VM {
 	if o.Runtime.Host != nil {
 		vm.Host = o.Runtime.Host.Value
 	}
+	if o.ResourcePool != nil {
+		vm.ResourcePool, vm.ResourcePoolType = o.ResourcePool.Value, o.ResourcePool.Type
+	}
 	if c := o.Config; c != nil {
 		vm.UUID = strings.ToLower(c.Uuid)
 		vm.NumCPU = c.Hardware.NumCPU
@@ -450,10 +453,7 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	roots := []types.ManagedObjectReference{vmRef(vm.Ref.ID)}
-	if vm.Host != "" {
-		roots = append([]types.ManagedObjectReference{{Type: "HostSystem", Value: vm.Host}}, roots...)
-	}
+	roots := tagRoots(vm)
 	objs, err := retrieveWithAncestors(ctx, vc, roots)
 	if isNotFound(err) {
 		return nil, fmt.Errorf("%s: vm %s: %w", op, vm.Ref.ID, backends.ErrNotFound)
@@ -461,25 +461,54 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	// Nearest first: the host and what holds it, then the VM's folders.
-	var order []types.ManagedObjectReference
-	seen := map[types.ManagedObjectReference]bool{}
+	chains := make([][]types.ManagedObjectReference, 0, len(roots))
+	var all []types.ManagedObjectReference
 	for _, root := range roots {
-		for _, r := range chain(objs, root) {
-			if !seen[r] && r.Type != "VirtualMachine" {
-				seen[r] = true
-				order = append(order, r)
+		c := chain(objs, root)
+		chains = append(chains, c)
+		for _, r := range c {
+			if !slices.Contains(all, r) {
+				all = append(all, r)
 			}
 		}
 	}
-	attached, err := b.attachedTags(ctx, order)
+	attached, err := b.attachedTags(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if b.tagCache != nil {
-		b.tagCache.merge(order, attached)
+		b.tagCache.merge(all, attached)
 	}
-	return nearestTags(order, attached, categories), nil
+	return firstCompleteChain(chains, attached, categories), nil
+}
+
+// tagRoots are where CPI looks for a VM's zone and region, in its order
+// (pkg/cloudprovider/vsphere/zones.go): the host running it, its resource
+// pool, the VM itself; each with its ancestors.
+func tagRoots(vm *backends.VM) []types.ManagedObjectReference {
+	var roots []types.ManagedObjectReference
+	if vm.Host != "" {
+		roots = append(roots, types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host})
+	}
+	if vm.ResourcePool != "" {
+		roots = append(roots, types.ManagedObjectReference{Type: vm.ResourcePoolType, Value: vm.ResourcePool})
+	}
+	return append(roots, vmRef(vm.Ref.ID))
+}
+
+// firstCompleteChain is CPI's choice among the chains (nearest first
+// each): the first that holds a tag of every category, each the nearest
+// one; when none does, the last chain's partial answer (the caller says
+// which category is missing, as CPI fails then). Tags of one chain are
+// never mixed with another's.
+func firstCompleteChain(chains [][]types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
+	out := map[string]string{}
+	for _, c := range chains {
+		if out = nearestTags(c, attached, categories); len(out) == len(categories) {
+			return out
+		}
+	}
+	return out
 }
 
 // nearestTags picks, per category, the tag on the first object of order

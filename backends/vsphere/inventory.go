@@ -390,6 +390,9 @@ func (r *vmRecord) set(c types.PropertyChange) {
 		vm.ConnectionState = string(s)
 	case "runtime.host":
 		vm.Host = refVal(c.Val, removed).Value
+	case "resourcePool":
+		r := refVal(c.Val, removed)
+		vm.ResourcePool, vm.ResourcePoolType = r.Value, r.Type
 	case "guest.hostName":
 		vm.GuestHostName = str()
 	case propGuestInfoMetadata:
@@ -547,10 +550,12 @@ func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObject
 	return out
 }
 
-// tagOrder lists the objects whose tags place vm, nearest first: its host
-// and what holds the host, then the VM's folders. ok is false when the
-// inventory cannot place the VM (the caller reads the chain from vCenter).
-func (inv *inventory) tagOrder(vm *backends.VM) ([]types.ManagedObjectReference, bool) {
+// tagChains lists, in CPI's order, the chains whose tags place vm, each
+// nearest first (see tagRoots): its host and what holds the host, its
+// resource pool and what holds that, the VM and its folders. ok is false
+// when the inventory cannot place the VM (the caller reads the chains from
+// vCenter).
+func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	s := inv.current()
@@ -561,26 +566,26 @@ func (inv *inventory) tagOrder(vm *backends.VM) ([]types.ManagedObjectReference,
 	if !ok {
 		return nil, false
 	}
-	var order []types.ManagedObjectReference
-	if vm.Host != "" {
-		host := types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}
-		if _, ok := s.entities[host]; !ok {
+	var chains [][]types.ManagedObjectReference
+	for _, root := range tagRoots(vm) {
+		if root.Type == "VirtualMachine" {
+			folders := s.chain(rec.up())
+			if !slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }) {
+				return nil, false
+			}
+			chains = append(chains, append([]types.ManagedObjectReference{root}, folders...))
+			continue
+		}
+		if _, ok := s.entities[root]; !ok {
 			return nil, false
 		}
-		order = s.chain(host)
+		chains = append(chains, s.chain(root))
 	}
-	for _, r := range s.chain(rec.up()) {
-		if !slices.Contains(order, r) {
-			order = append(order, r)
-		}
-	}
-	if !slices.ContainsFunc(order, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }) {
-		return nil, false
-	}
-	return order, true
+	return chains, true
 }
 
-// entityRefs lists every non-VM entity held: what the tag cache loads.
+// entityRefs lists every entity held, VMs too (CPI reads a VM's own
+// tags last): what the tag cache loads.
 func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
@@ -588,9 +593,12 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	if s == nil {
 		return nil, false
 	}
-	out := make([]types.ManagedObjectReference, 0, len(s.entities))
+	out := make([]types.ManagedObjectReference, 0, len(s.entities)+len(s.vms))
 	for r := range s.entities {
 		out = append(out, r)
+	}
+	for id := range s.vms {
+		out = append(out, vmRef(id))
 	}
 	slices.SortFunc(out, func(a, b types.ManagedObjectReference) int {
 		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))

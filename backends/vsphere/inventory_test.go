@@ -574,3 +574,73 @@ func firstPerDatacenter(vc *vcsim.VCenter) []*vcsim.VM {
 	}
 	return out
 }
+
+// Zone and region are looked for as CPI looks for them
+// (pkg/cloudprovider/vsphere/zones.go): on the VM's host and what holds
+// it, then on its resource pool and what holds that, then on the VM and
+// its folders; the first of these chains that has both wins, whole (a
+// zone from one chain is never paired with a region from another). The
+// inventory's cached answer and vCenter's direct one agree.
+func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	tm := fx.tagManager(ctx)
+	category := func(name string) string {
+		id, err := tm.CreateCategory(ctx, &tags.Category{Name: name, Cardinality: "SINGLE"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	zoneCat, regionCat := category("cpi-zone"), category("cpi-region")
+	cats := []string{"cpi-zone", "cpi-region"}
+	vm, err := fx.direct.Get(ctx, backends.VMRef{Datacenter: fx.vc.VMs[0].Datacenter, ID: fx.vc.VMs[0].Ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm.Host == "" || vm.ResourcePool == "" {
+		t.Fatalf("VM %s: host %q, resource pool %q; want both", vm.Name, vm.Host, vm.ResourcePool)
+	}
+	host := types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}
+	pool := types.ManagedObjectReference{Type: vm.ResourcePoolType, Value: vm.ResourcePool}
+	want := func(step, zone, region string) {
+		t.Helper()
+		got, err := fx.direct.Tags(ctx, vm, cats)
+		if err != nil || got["cpi-zone"] != zone || got["cpi-region"] != region {
+			t.Fatalf("%s: direct Tags = %v, %v; want zone %q region %q", step, got, err, zone, region)
+		}
+		fx.b.tagCache.refresh = 0 // a stale cache refreshes in the background
+		fx.eventually(step+": the inventory's answer agrees", func() bool {
+			got, err := fx.b.Tags(ctx, vm, cats)
+			return err == nil && got["cpi-zone"] == zone && got["cpi-region"] == region
+		})
+	}
+
+	// The host chain has a zone only: incomplete, so the resource pool's
+	// chain answers, both from there.
+	fx.attach(ctx, tm, zoneCat, "host-zone", host)
+	fx.attach(ctx, tm, zoneCat, "pool-zone", pool)
+	fx.attach(ctx, tm, regionCat, "pool-region", pool)
+	want("host zone only", "pool-zone", "pool-region")
+	// A region on the host's datacenter completes the host chain: it wins.
+	fx.attach(ctx, tm, regionCat, "dc-region", fx.entityOf(vm.Ref.Datacenter, "Datacenter"))
+	want("host chain complete", "host-zone", "dc-region")
+
+	// Another VM whose own tags are the only complete set: the VM chain,
+	// the VM itself included.
+	other, err := fx.direct.Get(ctx, backends.VMRef{Datacenter: fx.vc.VMs[len(fx.vc.VMs)-1].Datacenter, ID: fx.vc.VMs[len(fx.vc.VMs)-1].Ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zoneCat2, regionCat2 := category("vm-zone"), category("vm-region")
+	fx.attach(ctx, tm, zoneCat2, "own-zone", vmRef(other.Ref.ID))
+	fx.attach(ctx, tm, regionCat2, "own-region", vmRef(other.Ref.ID))
+	got, err := fx.direct.Tags(ctx, other, []string{"vm-zone", "vm-region"})
+	if err != nil || got["vm-zone"] != "own-zone" || got["vm-region"] != "own-region" {
+		t.Fatalf("tags on the VM itself: %v, %v", got, err)
+	}
+	fx.eventually("the inventory reads tags on the VM itself", func() bool {
+		got, err := fx.b.Tags(ctx, other, []string{"vm-zone", "vm-region"})
+		return err == nil && got["vm-zone"] == "own-zone"
+	})
+}

@@ -64,9 +64,13 @@ func (c *tagCache) merge(objs []types.ManagedObjectReference, attached map[types
 // false when they cannot place the VM, or some category was not found
 // (the caller then asks vCenter).
 func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, bool) {
-	order, ok := b.inv.tagOrder(vm)
+	chains, ok := b.inv.tagChains(vm)
 	if !ok {
 		return nil, false
+	}
+	var order []types.ManagedObjectReference
+	for _, c := range chains {
+		order = append(order, c...)
 	}
 	snap := b.tagCache.get()
 	if !covers(snap, order) {
@@ -81,7 +85,7 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 	} else if time.Since(snap.loaded) > b.tagCache.refresh {
 		b.refreshTagsInBackground()
 	}
-	out := nearestTags(order, snap.attached, categories)
+	out := firstCompleteChain(chains, snap.attached, categories)
 	if len(out) < len(categories) {
 		return nil, false
 	}
