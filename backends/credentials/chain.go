@@ -84,8 +84,33 @@ func (c *Chain) Get(ctx context.Context) (Credentials, error) {
 // Current is the credentials Login would try first, and their source.
 func (c *Chain) Current(ctx context.Context) (Served, error) {
 	const op = "credentials.Chain.Current"
-	var errs []error
-	var refused *Served
+	var found, refused *Served
+	errs, err := c.walk(ctx, func(s Served) bool {
+		if !c.wasRejected(s.link, s.Credentials) {
+			found = &s
+			return false
+		}
+		if refused == nil {
+			refused = &s
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return Served{}, fmt.Errorf("%s: %w", op, err)
+	case found != nil:
+		return *found, nil
+	case refused != nil:
+		return *refused, nil
+	}
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
+}
+
+// walk reads the links in order and hands each one's credentials to
+// yield until it returns false. A link that has none for this vCenter
+// (ErrNoCredentials) is skipped, its error kept in errs for the final
+// message; any other error ends the walk (err, with those before it).
+func (c *Chain) walk(ctx context.Context, yield func(Served) bool) (errs []error, err error) {
 	for i, l := range c.links {
 		cr, err := l.Get(ctx)
 		if err != nil {
@@ -93,20 +118,13 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 			if errors.Is(err, ErrNoCredentials) {
 				continue
 			}
-			return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
+			return errs, joinErrors(errs)
 		}
-		s := Served{Credentials: cr, Source: l.String(), link: i}
-		if !c.wasRejected(i, cr) {
-			return s, nil
-		}
-		if refused == nil {
-			refused = &s
+		if !yield(Served{Credentials: cr, Source: l.String(), link: i}) {
+			break
 		}
 	}
-	if refused != nil {
-		return *refused, nil
-	}
-	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
+	return errs, nil
 }
 
 // Login offers the chain's credentials to try, in order, until try
@@ -134,38 +152,38 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 		rejected = append(rejected, s.Source)
 		return false, nil
 	}
-	for i, l := range c.links {
-		cr, err := l.Get(ctx)
-		if err != nil {
-			errs = append(errs, err)
-			if errors.Is(err, ErrNoCredentials) {
-				continue
-			}
-			return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
+	var result *Served
+	var failed error
+	settle := func(s Served) bool {
+		done, err := attempt(s)
+		if done {
+			s.Rejected, result, failed = rejected, &s, err
 		}
-		s := Served{Credentials: cr, Source: l.String(), link: i}
-		if c.wasRejected(i, cr) {
+		return !done
+	}
+	readErrs, err := c.walk(ctx, func(s Served) bool {
+		if c.wasRejected(s.link, s.Credentials) {
 			later = append(later, s)
-			continue
+			return true
 		}
-		if done, err := attempt(s); done {
-			if err != nil {
-				return Served{}, err
-			}
-			s.Rejected = rejected
-			return s, nil
-		}
+		return settle(s)
+	})
+	errs = append(readErrs, errs...)
+	if err != nil {
+		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	}
 	for _, s := range later {
-		if done, err := attempt(s); done {
-			if err != nil {
-				return Served{}, err
-			}
-			s.Rejected = rejected
-			return s, nil
+		if result != nil {
+			break
 		}
+		settle(s)
 	}
-	if len(rejected) > 0 {
+	switch {
+	case failed != nil:
+		return Served{}, failed
+	case result != nil:
+		return *result, nil
+	case len(rejected) > 0:
 		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	}
 	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
