@@ -23,6 +23,16 @@ go vet ./...
 step "unit tests (race detector)"
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /test/e2e)
 
+step "Helm chart: lint, render, and the manifests are its rendering"
+HELM=$(test/helm.sh)
+export HELM
+"$HELM" lint --strict manifests/chart
+for values in manifests/chart/values.yaml manifests/chart/ci/*-values.yaml; do
+	"$HELM" lint --strict manifests/chart -f "$values"
+	"$HELM" template vsphere-federated-ccm manifests/chart --namespace kube-system -f "$values" >/dev/null
+done
+manifests/render.sh --check
+
 step "fuzzing, ${FUZZTIME:=15s} per target"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZTIME" ./config/
 go test -run '^$' -fuzz '^FuzzParseProviderID$' -fuzztime "$FUZZTIME" ./discovery/
