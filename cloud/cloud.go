@@ -41,6 +41,14 @@ var (
 // BackendFactory builds the backend of one vCenter.
 type BackendFactory func(vc config.VCenterConfig, creds credentials.Source) backends.Backend
 
+// govmomiBackends is the production BackendFactory, GovmomiBackend with
+// the User-Agent vCenter shows for this process's sessions.
+func govmomiBackends(userAgent string) BackendFactory {
+	return func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent})
+	}
+}
+
 // GovmomiBackend is the production BackendFactory: each vCenter with its
 // watch-fed inventory and bulk tag cache, unless the config turns them off.
 func GovmomiBackend(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
@@ -64,6 +72,8 @@ type Options struct {
 	// NodeLabels are added to every Node at initialization (CPI's
 	// --node-labels).
 	NodeLabels map[string]string
+	// UserAgent is sent with every vCenter request (product and version).
+	UserAgent string
 	// ConfigEnv is the environment the config file is read in (CPI's
 	// VSPHERE_* overrides, its default secrets directory); zero: none.
 	ConfigEnv config.Env
@@ -129,7 +139,7 @@ type connectionKey struct {
 // New returns a provider for cfg; it talks to no vCenter until Start.
 func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.NewBackend == nil {
-		opts.NewBackend = GovmomiBackend
+		opts.NewBackend = govmomiBackends(opts.UserAgent)
 	}
 	if opts.Metrics != nil && opts.Discovery.Observer == nil {
 		opts.Discovery.Observer = opts.Metrics

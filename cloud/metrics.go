@@ -30,7 +30,33 @@ type Metrics struct {
 	cache           *metrics.CounterVec
 	configReloads   *metrics.CounterVec
 	credentials     *metrics.CounterVec
+	buildInfo       *buildInfoCollector
 	inventory       *inventoryCollector
+}
+
+// buildInfoCollector is the build-info gauge, a constant read at scrape
+// time (so it needs no registration order).
+type buildInfoCollector struct {
+	metrics.BaseStableCollector
+	desc  *metrics.Desc
+	build BuildInfo
+}
+
+func (c *buildInfoCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- c.desc }
+
+func (c *buildInfoCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	ch <- metrics.NewLazyConstMetric(c.desc, metrics.GaugeValue, 1, c.build.Version, c.build.Commit, c.build.GoVersion)
+}
+
+// BuildInfo names the running binary: its version, the commit it was
+// built from and the Go that built it.
+type BuildInfo struct {
+	Version, Commit, GoVersion string
+}
+
+// UserAgent is what vCenter shows for this process's sessions.
+func (b BuildInfo) UserAgent() string {
+	return "vsphere-federated-ccm/" + b.Version
 }
 
 // InventoryStatus is one vCenter's inventory as the metrics show it.
@@ -79,10 +105,14 @@ func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 }
 
-// NewMetrics builds the metrics, unregistered.
-func NewMetrics() *Metrics {
+// NewMetrics builds the metrics, unregistered; the build-info gauge
+// carries build's labels.
+func NewMetrics(build BuildInfo) *Metrics {
 	const ns = "cloudprovider_vsphere"
-	return &Metrics{
+	m := &Metrics{
+		buildInfo: &buildInfoCollector{build: build, desc: metrics.NewDesc(ns+"_build_info",
+			"1, labelled with the running binary's version, commit and Go version.",
+			[]string{"version", "commit", "go_version"}, nil, metrics.ALPHA, "")},
 		requestDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
 			Namespace: ns, Name: "api_request_duration_seconds",
 			Help:           "Duration of vCenter calls, by vCenter and operation (find, get, tags).",
@@ -134,6 +164,7 @@ func NewMetrics() *Metrics {
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
 	}
+	return m
 }
 
 // Collectors lists the metrics for registration.
@@ -144,7 +175,7 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory}
+	return []metrics.StableCollector{m.inventory, m.buildInfo}
 }
 
 // setHealthSource tells the vcenter_up metric where to read from.

@@ -57,7 +57,7 @@ func startFromFile(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics) {
 // startFromFileRegistered also returns the registry holding the metrics.
 func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics, metrics.KubeRegistry) {
 	t.Helper()
-	m := cloud.NewMetrics()
+	m := cloud.NewMetrics(cloud.BuildInfo{Version: "v9.9.9-test", Commit: "abc123", GoVersion: "go-test"})
 	// component-base metrics only count once registered.
 	reg := metrics.NewKubeRegistry()
 	reg.MustRegister(m.Collectors()...)
@@ -384,4 +384,31 @@ func TestUnknownConfigKeysAreEventsNotRejections(t *testing.T) {
 			t.Errorf("a key CPI reads was reported as unknown: %s", e)
 		}
 	}
+}
+
+// The build-info gauge names the running binary.
+func TestBuildInfoMetric(t *testing.T) {
+	build := cloud.BuildInfo{Version: "v1.2.3", Commit: "0123abcd", GoVersion: "go1.26.8"}
+	m := cloud.NewMetrics(build)
+	reg := metrics.NewKubeRegistry()
+	reg.MustRegister(m.Collectors()...)
+	reg.CustomMustRegister(m.CustomCollectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cloudprovider_vsphere_build_info" {
+			continue
+		}
+		got := map[string]string{}
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 1 || got["version"] != build.Version || got["commit"] != build.Commit || got["go_version"] != build.GoVersion {
+			t.Fatalf("build_info = %v %v, want 1 with %+v", v, got, build)
+		}
+		return
+	}
+	t.Fatal("no cloudprovider_vsphere_build_info series")
 }

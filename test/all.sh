@@ -20,6 +20,9 @@ if [[ -n $unformatted ]]; then
 fi
 go vet ./...
 
+step "go.mod and go.sum are tidy"
+go mod tidy -diff
+
 step "unit tests (race detector)"
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /test/e2e)
 

@@ -50,6 +50,9 @@ type Options struct {
 	// KeepAlive is the idle time after which the SOAP session is pinged;
 	// default 5 minutes.
 	KeepAlive time.Duration
+	// UserAgent names the product and version in every request (vCenter's
+	// session list shows it); empty: govmomi's.
+	UserAgent string
 	// Inventory keeps the vCenter's VMs and the entities above them in
 	// memory, fed by a PropertyCollector watch, and the tags on those
 	// entities, read in bulk; lookups are answered from memory while the
@@ -310,6 +313,9 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	u := s.url()
 	sc := soap.NewClient(u, s.insecure())
+	if ua := s.opts.UserAgent; ua != "" {
+		sc.UserAgent = ua // the tags client derives from sc and keeps it
+	}
 	if tp := s.opts.Config.Thumbprint; tp != "" {
 		sc.SetThumbprint(u.Host, tp)
 	}

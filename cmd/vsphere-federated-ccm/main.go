@@ -6,6 +6,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,7 +30,66 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
+// Set at build time: go build -ldflags "-X main.version=v0.1.0 -X
+// main.commit=<sha>" (the image build does); when empty, the module's
+// build information is used. Read once, by buildInfo.
+var (
+	version string
+	commit  string
+)
+
+// buildInfo names this binary: the ldflags values, else what the Go
+// toolchain recorded (module version, VCS revision, "-dirty" when modified).
+func buildInfo() cloud.BuildInfo {
+	b := cloud.BuildInfo{Version: version, Commit: commit, GoVersion: runtime.Version()}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		modified := false
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if b.Commit == "" {
+					b.Commit = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if b.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			b.Version = info.Main.Version
+		}
+		if modified && commit == "" && b.Commit != "" {
+			b.Commit += "-dirty"
+		}
+	}
+	if b.Version == "" {
+		b.Version = "devel"
+	}
+	if b.Commit == "" {
+		b.Commit = "unknown"
+	}
+	return b
+}
+
+// versionRequested reports whether args ask for the version (the flag
+// component-base registers would print Kubernetes' instead).
+func versionRequested(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--version", "-version", "--version=true", "--version=raw":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
 func main() {
+	build := buildInfo()
+	if versionRequested(os.Args[1:]) {
+		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
+		return
+	}
 	ccmOptions, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
@@ -38,7 +99,7 @@ func main() {
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
-		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels) },
+		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels, build) },
 		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
 	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
 	// leaves it out runs unchanged.
@@ -56,7 +117,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string) cloudprovider.Interface {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build cloud.BuildInfo) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -69,10 +130,11 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string) cloud
 			klog.Fatalf("--node-labels %s=%s: %s", k, v, strings.Join(errs, "; "))
 		}
 	}
-	metrics := cloud.NewMetrics()
+	klog.Background().Info("Starting", "version", build.Version, "commit", build.Commit, "go", build.GoVersion)
+	metrics := cloud.NewMetrics(build)
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv()}
+	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv(), UserAgent: build.UserAgent()}
 	// CPI's switch: set at all (any value) means no Node is deleted.
 	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.

@@ -25,11 +25,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
 func main() {
+	// envtest logs through controller-runtime's logger; unset, that library
+	// prints a stack trace ("log.SetLogger(...) was never called") after
+	// 30 s. The control plane's own output is in its log files.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx); err != nil {
