@@ -40,5 +40,9 @@ step "fuzzing, ${FUZZTIME:=15s} per target"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZTIME" ./config/
 go test -run '^$' -fuzz '^FuzzParseProviderID$' -fuzztime "$FUZZTIME" ./discovery/
 
+step "container image: linux/amd64 + linux/arm64 with buildah (tested in e2e TestImage)"
+E2E_IMAGE=$(test/image.sh)
+export E2E_IMAGE
+
 step "e2e: real kube-apiserver, simulated vCenters, the built CCM"
 go test -count=1 -timeout 40m -v ./test/e2e/
