@@ -64,7 +64,7 @@ func TestChartForTheFederation(t *testing.T) {
 	must(t, env.ControlPlane.Apply(ctx, objs)) // strict field validation
 
 	// The CCM runs with what the chart rendered: its cloud config and the
-	// DaemonSet's args.
+	// DaemonSet's args, from the image.
 	find := func(kind string) *unstructured.Unstructured {
 		for _, o := range objs {
 			if o.GetKind() == kind {
@@ -80,7 +80,7 @@ func TestChartForTheFederation(t *testing.T) {
 	must(t, err)
 	vms := env.Fed.AllVMs()
 	createNodes(t, env, vms)
-	startCCM(t, env, "ccm", harness.CCMOptions{Args: args})
+	startCCM(t, env, "ccm", harness.CCMOptions{Args: args, Image: imageUnderTest(t)})
 	checkNodes(t, env, expectations(env, vms))
 	t.Logf("chart rendered %d objects; %d Nodes of %d vCenters initialized by the CCM run with its config and args %v", len(objs), len(vms), len(env.Fed.VCenters), args)
 }

@@ -10,6 +10,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 )
 
 type ociDescriptor struct {
@@ -187,4 +193,45 @@ func TestImage(t *testing.T) {
 	if out, err := exec.Command("buildah", append(bh, "run", "--isolation", "chroot", ctr, "--", "/bin/sh", "-c", "true")...).CombinedOutput(); err == nil {
 		t.Errorf("/bin/sh ran in the image:\n%s", out)
 	}
+}
+
+// The image's user is not root: a config mounted readable only by root
+// (mode 0600, as a hostPath or a Secret with defaultMode 0600 would be)
+// stops the CCM with an error naming the file; the same files with the
+// modes a kubelet gives a ConfigMap start it.
+func TestImageUserReadsOnlyWhatAPodCould(t *testing.T) {
+	path := os.Getenv("E2E_IMAGE")
+	if path == "" {
+		t.Skip("E2E_IMAGE is not set (test/all.sh builds the image with test/image.sh and sets it)")
+	}
+	t.Parallel()
+	env := newEnv(t, harness.Options{VCenters: 1, Datacenters: 1, MachinesPerPool: 1})
+	img, err := harness.OpenImage(path)
+	must(t, err)
+	t.Cleanup(func() { _ = img.Close() })
+	args, err := env.CCMArgs(harness.CCMOptions{})
+	must(t, err)
+	must(t, os.Chmod(env.Opts.Dir, 0o755))
+	must(t, os.Chmod(env.CCMKubeconfig, 0o644))
+	must(t, os.Chmod(env.CloudConfig, 0o600))
+	bin, argv := img.Command([]string{env.Opts.Dir}, args)
+	p, err := harness.StartCCMProcess("ccm-image", bin, env.Opts.Dir, argv)
+	must(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return !p.Running(), nil
+	})
+	if err != nil {
+		t.Fatalf("the CCM runs with a config its user cannot read:\n%s", p.Tail(20))
+	}
+	if p.ExitErr() == nil {
+		t.Fatalf("the CCM exited 0 with an unreadable config:\n%s", p.Tail(20))
+	}
+	if log := p.Log(); !strings.Contains(log, env.CloudConfig+": permission denied") {
+		t.Fatalf("the log does not say the config %s could not be read:\n%s", env.CloudConfig, p.Tail(20))
+	}
+	must(t, os.Chmod(env.CloudConfig, 0o644))
+	must(t, p.Restart())
+	must(t, p.WaitHealthy(t.Context(), time.Minute))
+	t.Logf("image user %s: refused a 0600 config (%v), runs with 0644", img.User, p.LogPaths())
 }

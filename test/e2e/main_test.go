@@ -155,6 +155,18 @@ func newEnv(t *testing.T, opts harness.Options) *harness.Env {
 	return env
 }
 
+// imageUnderTest is the OCI archive of the CCM's image that test/all.sh
+// built (E2E_IMAGE), for the scenarios that run the CCM as it ships; ""
+// (the binary built here) when unset.
+func imageUnderTest(t *testing.T) string {
+	t.Helper()
+	img := os.Getenv("E2E_IMAGE")
+	if img == "" {
+		t.Log("E2E_IMAGE is unset: the CCM runs from the binary built here, not from the image")
+	}
+	return img
+}
+
 // startCCM starts a CCM and waits until its /healthz answers.
 func startCCM(t *testing.T, env *harness.Env, name string, o harness.CCMOptions) *harness.CCMProcess {
 	t.Helper()

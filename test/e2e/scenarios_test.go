@@ -97,7 +97,7 @@ func checkNodes(t *testing.T, env *harness.Env, exp map[string]expectation) {
 
 // Scenario 1: Nodes of every vCenter and datacenter, registered before and
 // after the CCM starts, get providerID, addresses, instance type, zone and
-// region, and lose the uninitialized taint.
+// region, and lose the uninitialized taint. The CCM runs from the image.
 func TestNodesAcrossFederationAreInitialized(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, harness.Options{})
@@ -113,7 +113,8 @@ func TestNodesAcrossFederationAreInitialized(t *testing.T) {
 	// Half register before the CCM runs (found by its initial list), half after (by its watch).
 	before, after := vms[:len(vms)/2], vms[len(vms)/2:]
 	createNodes(t, env, before)
-	startCCM(t, env, "ccm", harness.CCMOptions{})
+	// As it ships: from the image, when test/all.sh built one.
+	startCCM(t, env, "ccm", harness.CCMOptions{Image: imageUnderTest(t)})
 	createNodes(t, env, after)
 	waitInitialized(t, env, names(vms), 90*time.Second)
 	checkNodes(t, env, exp)

@@ -225,6 +225,11 @@ type CCMOptions struct {
 	// Race runs the binary built with the race detector (BuildCCMRace);
 	// check CCMProcess.RaceReports.
 	Race bool
+	// Image, an OCI archive of the CCM's image (test/image.sh), runs the
+	// CCM from it instead of the binary built here: its entrypoint, as its
+	// user, Dir mounted read-only (made readable as a kubelet mounts a
+	// ConfigMap: see Image). Not with Race.
+	Image string
 	// Args, when set, replace the DaemonSet's arguments (e.g. CPI's own
 	// DaemonSet's): only --cloud-config's path and what a process on this
 	// host needs to reach the API server and serve its port are set, plus
@@ -325,17 +330,34 @@ func DaemonSetArgs(m *Manifests) ([]string, error) {
 // (its logs are <Dir>/<name>.<n>.log). It does not wait for it: see
 // CCMProcess.WaitHealthy.
 func (e *Env) StartCCM(name string, o CCMOptions) (*CCMProcess, error) {
-	build := BuildCCM
-	if o.Race {
-		build = BuildCCMRace
-	}
-	bin, err := build()
-	if err != nil {
-		return nil, err
-	}
 	args, err := e.CCMArgs(o)
 	if err != nil {
 		return nil, err
+	}
+	var bin string
+	switch {
+	case o.Image != "" && o.Race:
+		return nil, errors.New("harness: CCMOptions.Image and Race: the image holds no race-detector build")
+	case o.Image != "":
+		img, err := OpenImage(o.Image)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.closers = append(e.closers, func() { _ = img.Close() })
+		e.mu.Unlock()
+		if err := mountLikeKubelet(e.Opts.Dir, e.CloudConfig, e.CCMKubeconfig); err != nil {
+			return nil, err
+		}
+		bin, args = img.Command([]string{e.Opts.Dir}, args)
+	default:
+		build := BuildCCM
+		if o.Race {
+			build = BuildCCMRace
+		}
+		if bin, err = build(); err != nil {
+			return nil, err
+		}
 	}
 	p, err := StartCCMProcess(name, bin, e.Opts.Dir, args)
 	if err != nil {
