@@ -7,7 +7,10 @@
 # fixed file modes, every timestamp 0.
 #
 # Usage: test/image.sh [OUT]   (default .cache/image/vsphere-federated-ccm.oci.tar)
-# Prints OUT, and the index digest on stderr. Load it with e.g.
+# Prints OUT, and the index digest on stderr. When OUT exists and was built
+# from the same inputs (sources, go.mod/go.sum, Containerfile, LICENSE, CA
+# bundle, version, Go and buildah versions: OUT.inputs), it is reused;
+# FORCE=1 rebuilds. Load it with e.g.
 #   skopeo copy --all oci-archive:OUT docker://registry.example.com/vsphere-federated-ccm:TAG
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -26,6 +29,20 @@ need() { # command package
 }
 need buildah buildah
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] || need update-ca-certificates ca-certificates
+
+# The build's inputs, hashed: the same inputs give the same image.
+inputs() {
+	printf 'version %s\nrevision %s\n%s\n%s\n' "$version" "$revision" "$(go version)" "$(buildah --version)"
+	sha256sum /etc/ssl/certs/ca-certificates.crt | cut -d' ' -f1
+	(cd "$repo" && git ls-files -co --exclude-standard -z -- '*.go' go.mod go.sum LICENSE cmd/vsphere-federated-ccm/Containerfile |
+		sort -z | xargs -0 sha256sum)
+}
+key=$(inputs | sha256sum | cut -d' ' -f1)
+if [[ -z ${FORCE:-} && -f $out && -f $out.inputs && $(cat "$out.inputs") == "$key" ]]; then
+	log "reusing $out (built from the same inputs, $key; FORCE=1 rebuilds)"
+	echo "$out"
+	exit 0
+fi
 
 ctx=$(mktemp -d)
 name=localhost/vsphere-federated-ccm-build-$$
@@ -56,12 +73,13 @@ for arch in amd64 arm64; do
 		--manifest "$name" -f "$repo/cmd/vsphere-federated-ccm/Containerfile" "$ctx" >/dev/null
 done
 mkdir -p "$(dirname "$out")"
-rm -f "$out"
+rm -f "$out" "$out.inputs"
 "${bh[@]}" manifest push --quiet --all "$name" "oci-archive:$out" >/dev/null
 # Leave no image layers behind in the vfs store (each build is a full copy).
 for id in $("${bh[@]}" manifest inspect "$name" 2>/dev/null | grep -o '"digest": "sha256:[0-9a-f]*"' | cut -d'"' -f4); do
 	"${bh[@]}" rmi "$id" >/dev/null 2>&1 || true
 done
+echo "$key" >"$out.inputs"
 digest=$(tar -xOf "$out" index.json | grep -o 'sha256:[0-9a-f]*' | head -1)
 log "wrote $out ($(du -h "$out" | cut -f1)), index $digest"
 echo "$out"
