@@ -10,8 +10,10 @@
 # Prints OUT, and the index digest on stderr. When OUT exists and was built
 # from the same inputs (sources, go.mod/go.sum, Containerfile, LICENSE, CA
 # bundle, version, Go and buildah versions: OUT.inputs), it is reused;
-# FORCE=1 rebuilds. Load it with e.g.
-#   skopeo copy --all oci-archive:OUT docker://registry.example.com/vsphere-federated-ccm:TAG
+# FORCE=1 rebuilds. PUSH=registry.example.com/vsphere-federated-ccm:TAG
+# also pushes the index (both platforms) there with buildah's credentials
+# (buildah login); any buildah transport works too, e.g. PUSH=oci:/tmp/img.
+# Or later: skopeo copy --all oci-archive:OUT docker://registry/...:TAG
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 out=${1:-$repo/.cache/image/vsphere-federated-ccm.oci.tar}
@@ -38,7 +40,11 @@ inputs() {
 		sort -z | xargs -0 sha256sum)
 }
 key=$(inputs | sha256sum | cut -d' ' -f1)
-if [[ -z ${FORCE:-} && -f $out && -f $out.inputs && $(cat "$out.inputs") == "$key" ]]; then
+push=${PUSH:-}
+if [[ -n $push && $push != *:*/* && $push != oci:* && $push != oci-archive:* && $push != dir:* ]]; then
+	push=docker://$push
+fi
+if [[ -z ${FORCE:-} && -z $push && -f $out && -f $out.inputs && $(cat "$out.inputs") == "$key" ]]; then
 	log "reusing $out (built from the same inputs, $key; FORCE=1 rebuilds)"
 	echo "$out"
 	exit 0
@@ -75,6 +81,10 @@ done
 mkdir -p "$(dirname "$out")"
 rm -f "$out" "$out.inputs"
 "${bh[@]}" manifest push --quiet --all "$name" "oci-archive:$out" >/dev/null
+if [[ -n $push ]]; then
+	log "pushing to $push"
+	"${bh[@]}" manifest push --quiet --all "$name" "$push" >/dev/null
+fi
 # Leave no image layers behind in the vfs store (each build is a full copy).
 for id in $("${bh[@]}" manifest inspect "$name" 2>/dev/null | grep -o '"digest": "sha256:[0-9a-f]*"' | cut -d'"' -f4); do
 	"${bh[@]}" rmi "$id" >/dev/null 2>&1 || true
