@@ -59,18 +59,45 @@ type Backend interface {
 	Close(ctx context.Context) error
 }
 
+// InventoryReporter is a Backend with a watch-fed inventory of its
+// vCenter's VMs (backends/vsphere's), for metrics and diagnostics.
+type InventoryReporter interface {
+	InventoryStatus() InventoryStatus
+}
+
+// InventoryStatus is what an inventory shows of itself.
+type InventoryStatus struct {
+	Enabled bool // false for a backend without an inventory
+	Synced  bool // answering lookups now
+	VMs     int  // held, while synced
+	Updates uint64
+}
+
 // ErrClosed is every call of a backend after Close.
 var ErrClosed = errors.New("backend closed")
+
+// The kinds of failure a backend sorts its errors into, for callers to
+// test with errors.Is (metrics, Events, diagnostics) without knowing the
+// protocol. A deadline is context.DeadlineExceeded. Neither kind is ever
+// an answer about a VM.
+var (
+	// ErrAuth: vCenter refused the login or the session (invalid login,
+	// not authenticated even after logging in again).
+	ErrAuth = errors.New("vCenter refused the login")
+	// ErrUnreachable: no answer from vCenter (dial, TLS handshake,
+	// connection reset, timeout).
+	ErrUnreachable = errors.New("vCenter unreachable")
+)
 
 // ConnState is the outcome of a backend's last connection-level event.
 type ConnState int
 
 const (
-	// ConnUnknown: no connection attempt has ended yet.
+	// ConnUnknown means no connection attempt has ended yet.
 	ConnUnknown ConnState = iota
-	// ConnUp: the last connection-level event succeeded.
+	// ConnUp means the last connection-level event succeeded.
 	ConnUp
-	// ConnDown: the last connection-level event failed.
+	// ConnDown means the last connection-level event failed.
 	ConnDown
 )
 
@@ -106,8 +133,10 @@ type CredentialRefresher interface {
 // By says which VM attribute a Query matches.
 type By int
 
+// The attributes a Query matches: BIOS UUID (lowercase; several values are OR-ed),
+// VM name, guest IP, guest host name.
 const (
-	ByUUID By = iota // BIOS UUID, lowercase; several values are OR-ed
+	ByUUID By = iota
 	ByName
 	ByIP
 	// ByDNSName matches the guest host name VMware Tools reports
@@ -155,6 +184,7 @@ type VMRef struct {
 // PowerState of a VM, with vSphere's values.
 type PowerState string
 
+// The power states vSphere reports.
 const (
 	PoweredOn  PowerState = "poweredOn"
 	PoweredOff PowerState = "poweredOff"

@@ -25,7 +25,6 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -41,22 +40,11 @@ var (
 // BackendFactory builds the backend of one vCenter.
 type BackendFactory func(vc config.VCenterConfig, creds credentials.Source) backends.Backend
 
-// govmomiBackends is the production BackendFactory, GovmomiBackend with
-// the User-Agent vCenter shows for this process's sessions.
-func govmomiBackends(userAgent string) BackendFactory {
-	return func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
-		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent})
-	}
-}
-
-// GovmomiBackend is the production BackendFactory: each vCenter with its
-// watch-fed inventory and bulk tag cache, unless the config turns them off.
-func GovmomiBackend(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
-	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory})
-}
-
-// Options tune a Cloud; zero values are production defaults.
+// Options tune a Cloud; zero values are production defaults, but for
+// NewBackend.
 type Options struct {
+	// NewBackend builds each vCenter's backend; required (cmd builds
+	// backends/vsphere's, tests may build in-memory ones).
 	NewBackend BackendFactory
 	Discovery  discovery.Options
 	// ConfigPath, when set, is watched: edits are applied in place.
@@ -72,8 +60,6 @@ type Options struct {
 	// NodeLabels are added to every Node at initialization (CPI's
 	// --node-labels).
 	NodeLabels map[string]string
-	// UserAgent is sent with every vCenter request (product and version).
-	UserAgent string
 	// ConfigEnv is the environment the config file is read in (CPI's
 	// VSPHERE_* overrides, its default secrets directory); zero: none.
 	ConfigEnv config.Env
@@ -119,6 +105,11 @@ type Cloud struct {
 	// historyKnown is set once the config history has been recorded.
 	historyKnown bool
 	watcher      *fileWatcher
+	// retiring are the goroutines closing replaced backends (retireLater);
+	// stopping, closed by Stop, makes them close at once.
+	retiring sync.WaitGroup
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // vcenterBackend is a backend and the settings it was built with.
@@ -139,7 +130,9 @@ type connectionKey struct {
 // New returns a provider for cfg; it talks to no vCenter until Start.
 func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.NewBackend == nil {
-		opts.NewBackend = govmomiBackends(opts.UserAgent)
+		// Which backend to build is the caller's choice (cmd builds
+		// backends/vsphere's); a provider without one cannot run.
+		panic("cloud.New: Options.NewBackend is required")
 	}
 	if opts.Metrics != nil && opts.Discovery.Observer == nil {
 		opts.Discovery.Observer = opts.Metrics
@@ -158,7 +151,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
-	c := &Cloud{opts: opts, backends: map[string]*vcenterBackend{}, reloads: make(chan struct{}, 1)}
+	c := &Cloud{opts: opts, backends: map[string]*vcenterBackend{}, reloads: make(chan struct{}, 1), stopping: make(chan struct{})}
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.noteDuplicate
 	}
@@ -171,17 +164,12 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	return c
 }
 
-// inventoryReporter is a backend with a watch-fed inventory.
-type inventoryReporter interface {
-	InventoryStatus() vsphere.InventoryStatus
-}
-
 func (c *Cloud) inventoryStatuses() []InventoryStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []InventoryStatus
 	for name, b := range c.backends {
-		if r, ok := b.Backend.(inventoryReporter); ok {
+		if r, ok := b.Backend.(backends.InventoryReporter); ok {
 			if st := r.InventoryStatus(); st.Enabled {
 				out = append(out, InventoryStatus{VCenter: name, InventoryStatus: st})
 			}
@@ -238,7 +226,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		klog.Background().Error(err, "Watching the config file failed; edits will not be picked up")
 	}
 	c.watcher = w
-	c.applyLocked(c.cfg.Load())
+	c.applyLocked(context.Background(), c.cfg.Load())
 	go c.reloadLoop(stop)
 	c.RequestReload() // records the history, retried until it is known
 }
@@ -246,7 +234,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 // applyLocked makes cfg current: a backend per vCenter (kept when its
 // connection settings are unchanged), handed to discovery; backends of
 // removed or changed vCenters are closed once lookups in flight are done.
-func (c *Cloud) applyLocked(cfg *config.Config) {
+func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
 	vcs := make([]discovery.VCenter, 0, len(cfg.VCenters))
 	next := make(map[string]*vcenterBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
@@ -275,7 +263,7 @@ func (c *Cloud) applyLocked(cfg *config.Config) {
 	}
 	for name, old := range c.backends {
 		if next[name] != old {
-			closeLater(name, old, 2*grace+time.Second, grace)
+			c.retireLater(ctx, name, old, 2*grace+time.Second, grace)
 		}
 	}
 	c.backends = next
@@ -311,15 +299,32 @@ func (c *Cloud) WatchedSecrets() []credentials.SecretRef {
 	return c.secrets.Watching()
 }
 
-// closeLater logs a retired backend out once lookups that started with it
-// have had their deadline.
-func closeLater(name string, b backends.Backend, after, deadline time.Duration) {
-	time.AfterFunc(after, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+// retireLater logs a replaced backend out once lookups that started with
+// it have had their deadline, or at once when the provider stops; Stop
+// waits for it. It outlives ctx (the reload that replaced b), keeping its
+// values. The caller holds c.mu.
+func (c *Cloud) retireLater(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
+	closeIt := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		if err := b.Close(ctx); err != nil {
-			klog.Background().Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)
+			klog.FromContext(ctx).Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)
 		}
+	}
+	select {
+	case <-c.stopping: // Stop may be waiting already: no new goroutine
+		closeIt()
+		return
+	default:
+	}
+	c.retiring.Go(func() {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.stopping:
+		}
+		closeIt()
 	})
 }
 
@@ -378,9 +383,12 @@ func (c *Cloud) credentialsObject(vc config.VCenterConfig) *v1.ObjectReference {
 	return c.opts.EventObject
 }
 
-// Stop logs every vCenter session out and stops the background probes.
+// Stop logs every vCenter session out, replaced ones too, and stops the
+// background probes.
 func (c *Cloud) Stop(ctx context.Context) {
 	c.discovery.Close()
+	c.stopOnce.Do(func() { close(c.stopping) })
+	defer c.retiring.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.watcher != nil {

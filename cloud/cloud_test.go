@@ -37,6 +37,11 @@ type world struct {
 // waitInventory waits until vCenter vc's inventory shows the VM named name
 // satisfying cond: a test that changes a VM and needs the change seen
 // before its next step.
+// vsphereBackends builds each vCenter's backend with govmomi, as cmd does.
+func vsphereBackends(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory})
+}
+
 func (w *world) waitInventory(t *testing.T, vc, name string, cond func(*backends.VM) bool) {
 	t.Helper()
 	w.mu.Lock()

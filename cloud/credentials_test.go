@@ -76,7 +76,7 @@ func TestStaleInlinePasswordFallsBackToTheSecretsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cloud.New(cfg, cloud.Options{})
+	c := cloud.New(cfg, cloud.Options{NewBackend: vsphereBackends})
 	stop := make(chan struct{})
 	c.Start(nil, stop)
 	t.Cleanup(func() {

@@ -238,7 +238,7 @@ func TestGuestOSShortName(t *testing.T) {
 		"winXPPro64Guest":     "winxppro",
 		"":                    "unknown",
 		"UBUNTU64GUEST":       "unknown", // guest ids are case-sensitive
-		"ubuntu64Guest ":      "unknown",
+		"ubuntu64Guest ":      "unknown", //nolint:gocritic // mapKey: the trailing space is the case under test
 		"rhel9_64Guest":       "rhel9",
 		"rhel10_64Guest":      "rhel10",
 		"rhel8Guest":          "unknown", // CPI lists only the 64-bit id

@@ -3,17 +3,13 @@ package cloud
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/component-base/metrics"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -62,7 +58,7 @@ func (b BuildInfo) UserAgent() string {
 // InventoryStatus is one vCenter's inventory as the metrics show it.
 type InventoryStatus struct {
 	VCenter string
-	vsphere.InventoryStatus
+	backends.InventoryStatus
 }
 
 // inventoryCollector reads each vCenter's inventory at scrape time.
@@ -227,9 +223,9 @@ func reason(err error) string {
 		return "breaker_open"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline"
-	case fault.Is(err, &types.NotAuthenticated{}), fault.Is(err, &types.InvalidLogin{}), strings.Contains(err.Error(), "login as"):
+	case errors.Is(err, backends.ErrAuth):
 		return "auth"
-	case strings.Contains(err.Error(), "connection refused"), strings.Contains(err.Error(), "connection reset"), strings.Contains(err.Error(), "no such host"):
+	case errors.Is(err, backends.ErrUnreachable):
 		return "connection"
 	}
 	return "other"

@@ -148,7 +148,7 @@ func (c *Cloud) reloadConfig(ctx context.Context, path string) (err error, fresh
 	c.applied = sum
 	c.rejected.sum = [32]byte{}
 	old := c.cfg.Load()
-	c.applyLocked(cfg)
+	c.applyLocked(ctx, cfg)
 	c.observeReload("success")
 	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +17,10 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
@@ -62,7 +66,7 @@ func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Me
 	reg := metrics.NewKubeRegistry()
 	reg.MustRegister(m.Collectors()...)
 	reg.CustomMustRegister(m.CustomCollectors()...)
-	c, err := cloud.NewFromFile(path, cloud.Options{Metrics: m})
+	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: vsphereBackends, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,4 +415,56 @@ func TestBuildInfoMetric(t *testing.T) {
 		return
 	}
 	t.Fatal("no cloudprovider_vsphere_build_info series")
+}
+
+// A backend replaced by an edit is closed once lookups begun with it have
+// had their deadline, or at once when the provider stops: Stop returns
+// with no session behind it and no goroutine of its own left running.
+func TestStopClosesReplacedBackendsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	conf := func(server string) string {
+		return "global:\n  user: ccm\n  password: pw\n  requestTimeout: 20s\nvcenter:\n  vc1:\n    server: " + server + "\n"
+	}
+	writeAtomically(t, path, conf("a.example.com"))
+	var mu sync.Mutex
+	var made []*memory.Backend
+	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend {
+		mu.Lock()
+		defer mu.Unlock()
+		b := memory.New()
+		made = append(made, b)
+		return b
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	c.Start(nil, stop)
+	writeAtomically(t, path, conf("b.example.com"))
+	c.Reload(t.Context())
+	mu.Lock()
+	first := made[0]
+	n := len(made)
+	mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d backends built, want 2 (the edit changes the server)", n)
+	}
+	isClosed := func(b *memory.Backend) bool {
+		_, err := b.Find(t.Context(), backends.Query{By: backends.ByName, Values: []string{"x"}})
+		return errors.Is(err, backends.ErrClosed)
+	}
+	if isClosed(first) {
+		t.Fatal("the replaced backend was closed at once: lookups begun with it get no grace")
+	}
+	// Its grace is 2×20s+1s; Stop must not wait for it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c.Stop(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Stop waited out the replaced backend's grace")
+	}
+	if !isClosed(first) || !isClosed(made[1]) {
+		t.Fatalf("after Stop: replaced closed %v, current closed %v; want both", isClosed(first), isClosed(made[1]))
+	}
 }

@@ -123,7 +123,7 @@ func compareWithCPI(t *testing.T, cfg *Config, want *cpiView) {
 				name, vc.Server, vc.Port, vc.InsecureFlag, vc.CAFile, vc.Thumbprint, vc.RoundTripCount,
 				w.Server, w.Port, w.InsecureFlag, w.CAFile, w.Thumbprint, w.RoundTripperCount)
 		}
-		if !slices.Equal(vc.Datacenters, w.Datacenters) && !(len(vc.Datacenters) == 0 && len(w.Datacenters) == 0) {
+		if !slices.Equal(vc.Datacenters, w.Datacenters) && (len(vc.Datacenters) != 0 || len(w.Datacenters) != 0) {
 			t.Errorf("vCenter %q: datacenters %q, CPI's %q", name, vc.Datacenters, w.Datacenters)
 		}
 		var fams []string

@@ -98,15 +98,15 @@ type Config struct {
 type NoticeKind int
 
 const (
-	// NoticeIgnored: a key CPI reads (or its templates carry) that this
+	// NoticeIgnored is a key CPI reads (or its templates carry) that this
 	// CCM does not implement.
 	NoticeIgnored NoticeKind = iota
-	// NoticeUnknown: a key neither CPI nor this CCM knows; a typo?
+	// NoticeUnknown is a key neither CPI nor this CCM knows; a typo?
 	NoticeUnknown
-	// NoticeDiffers: a key that means something other than it seems to,
+	// NoticeDiffers is a key that means something other than it seems to,
 	// by CPI's rules, which apply.
 	NoticeDiffers
-	// NoticeEnv: a value set by one of CPI's environment variables.
+	// NoticeEnv is a value set by one of CPI's environment variables.
 	NoticeEnv
 )
 
@@ -147,12 +147,12 @@ func (n Notice) String() string {
 type CredentialsFrom int
 
 const (
-	// FromConfig: User and Password in the file.
+	// FromConfig means User and Password in the file.
 	FromConfig CredentialsFrom = iota
-	// FromSecret: the Secret SecretNamespace/SecretName (the vCenter's
+	// FromSecret means the Secret SecretNamespace/SecretName (the vCenter's
 	// own, or global's, shared by every vCenter without one).
 	FromSecret
-	// FromDirectory: files in Config.SecretsDirectory.
+	// FromDirectory means files in Config.SecretsDirectory.
 	FromDirectory
 )
 
@@ -222,7 +222,10 @@ const (
 // Password is a credential; it never prints.
 type Password string
 
-func (Password) String() string   { return "<redacted>" }
+// String and GoString redact it in every fmt verb (%v, %s, %#v).
+func (Password) String() string { return "<redacted>" }
+
+// GoString redacts it in %#v.
 func (Password) GoString() string { return `"<redacted>"` }
 
 // Reveal returns the password for a login call; nothing else should call it.

@@ -227,7 +227,7 @@ func (d *Discoverer) unready(v *vcenter, now time.Time) error {
 	case backends.ConnDown:
 		v.connectingSince.Store(0)
 		d.probeLater(v)
-		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err)
+		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err) //nolint:errorlint // the backend's error is shown, not wrapped: this error's kind is ErrVCenterDown
 	case backends.ConnUnknown:
 		v.connectingSince.CompareAndSwap(0, now.UnixNano())
 		since := time.Unix(0, v.connectingSince.Load())
@@ -249,7 +249,7 @@ func (d *Discoverer) unready(v *vcenter, now time.Time) error {
 func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
-	if err := d.unready(v, start); err != nil {
+	if err := d.unready(v, start); err != nil { //nolint:contextcheck // the probe outlives the lookup that found the vCenter down: Discoverer.probes owns it
 		if d.opts.Observer != nil {
 			d.opts.Observer.Call(v.Name, op, time.Since(start), err)
 		}

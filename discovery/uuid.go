@@ -21,7 +21,7 @@ func NormalizeUUID(s string) (string, error) {
 				return "", fmt.Errorf("uuid %q: want '-' at position %d", s, i+1)
 			}
 		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 				return "", fmt.Errorf("uuid %q: %q is not hexadecimal", s, c)
 			}
 		}

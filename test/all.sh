@@ -23,6 +23,10 @@ go vet ./...
 step "go.mod and go.sum are tidy"
 go mod tidy -diff
 
+step "golangci-lint (test/golangci.yml: depguard keeps govmomi in backends/vsphere)"
+LINT=$(test/golangci-lint.sh)
+"$LINT" run --config test/golangci.yml ./...
+
 step "unit tests (race detector)"
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /test/e2e)
 

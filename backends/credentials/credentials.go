@@ -82,13 +82,16 @@ type Source interface {
 	String() string
 }
 
-// UsernameKey and PasswordKey are CPI's Secret key layout.
+// UsernameKey is CPI's Secret key of server's user name.
 func UsernameKey(server string) string { return server + "." + keyUser }
+
+// PasswordKey is CPI's Secret key of server's password.
 func PasswordKey(server string) string { return server + "." + keyPassword }
 
-// SessionManagerURLKey and SessionManagerTokenKey are CPI's keys of the
-// shared session manager.
-func SessionManagerURLKey(server string) string   { return server + "." + keySessionURL }
+// SessionManagerURLKey is CPI's key of server's shared session manager URL.
+func SessionManagerURLKey(server string) string { return server + "." + keySessionURL }
+
+// SessionManagerTokenKey is CPI's key of the token for that session manager.
 func SessionManagerTokenKey(server string) string { return server + "." + keySessionToken }
 
 // Static is a login written in the config file.
@@ -123,6 +126,7 @@ func (d Directory) String() string { return "secrets directory " + d.Dir }
 // few keys per vCenter.
 const maxDirectoryEntries = 4096
 
+// Get reads the directory's files for the vCenter, in CPI's layouts.
 func (d Directory) Get(context.Context) (Credentials, error) {
 	const op = "credentials.Directory.Get"
 	entries, err := os.ReadDir(d.Dir)

@@ -127,26 +127,12 @@ func setGuestInfo(vm *backends.VM, key, value string) {
 	}
 }
 
-// InventoryStatus is what the inventory of a backend shows of itself.
-type InventoryStatus struct {
-	Enabled bool // false for a backend without an inventory
-	Synced  bool // answering lookups now
-	VMs     int  // held, while synced
-	Updates uint64
-}
-
-// InventoryStatus reports the state of the backend's inventory.
-func (b *Backend) InventoryStatus() InventoryStatus {
+// InventoryStatus implements backends.InventoryReporter.
+func (b *Backend) InventoryStatus() backends.InventoryStatus {
 	if b.inv == nil {
-		return InventoryStatus{}
+		return backends.InventoryStatus{}
 	}
-	st := InventoryStatus{Enabled: true, Updates: b.inv.updates.Load()}
-	b.inv.mu.RLock()
-	defer b.inv.mu.RUnlock()
-	if s := b.inv.current(); s != nil {
-		st.Synced, st.VMs = true, len(s.vms)
-	}
-	return st
+	return b.inv.status()
 }
 
 // UUIDs implements backends.Backend.
@@ -161,8 +147,9 @@ func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
 func (b *Backend) Inventoried() bool { return b.inv != nil }
 
 // Find implements backends.Backend.
-func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
+func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, err error) {
 	const op = "vsphere.Find"
+	defer sortFailure(&err)
 	if err := b.sessions.open(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -279,8 +266,9 @@ func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Re
 }
 
 // Get implements backends.Backend.
-func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
+func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, err error) {
 	const op = "vsphere.Get"
+	defer sortFailure(&err)
 	if err := b.sessions.open(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -435,8 +423,9 @@ func datacenterOf(objs map[types.ManagedObjectReference]any, ref types.ManagedOb
 // Tags implements backends.Backend. With the inventory, the walk is done
 // in memory over tags read in bulk; a category not found there is looked
 // for again in vCenter itself, so a tag just attached is seen at once.
-func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
+func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (_ map[string]string, err error) {
 	const op = "vsphere.Tags"
+	defer sortFailure(&err)
 	if err := b.sessions.open(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -656,8 +645,9 @@ func (b *Backend) Reachability() backends.Reachability { return b.sessions.reach
 
 // Probe implements backends.Backend: a login when there is no session,
 // then one cheap request.
-func (b *Backend) Probe(ctx context.Context) error {
+func (b *Backend) Probe(ctx context.Context) (err error) {
 	const op = "vsphere.Probe"
+	defer sortFailure(&err)
 	vc, err := b.sessions.client(ctx)
 	if err == nil {
 		_, err = methods.GetCurrentTime(ctx, vc)

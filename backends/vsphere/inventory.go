@@ -270,6 +270,17 @@ func (inv *inventory) touch(freshUntil time.Time) {
 	inv.freshUntil = freshUntil
 }
 
+// status is what the inventory shows of itself.
+func (inv *inventory) status() backends.InventoryStatus {
+	st := backends.InventoryStatus{Enabled: true, Updates: inv.updates.Load()}
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	if s := inv.current(); s != nil {
+		st.Synced, st.VMs = true, len(s.vms)
+	}
+	return st
+}
+
 // current returns the state if it is provably current; the caller holds
 // inv.mu for reading.
 func (inv *inventory) current() *invState {

@@ -25,10 +25,18 @@ import (
 type connError struct {
 	what string
 	err  error
+	// kind is backends.ErrUnreachable or ErrAuth when the failure is one.
+	kind error
 }
 
 func (e *connError) Error() string { return e.what + ": " + e.err.Error() }
-func (e *connError) Unwrap() error { return e.err }
+
+func (e *connError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.err, e.kind}
+}
 
 // classify names a failure to get an answer from vCenter.
 func classify(err error) *connError {
@@ -40,13 +48,13 @@ func classify(err error) *connError {
 	var ne net.Error
 	switch {
 	case errors.As(err, &op) && op.Op == "dial":
-		return &connError{what: "dial", err: err}
+		return &connError{what: "dial", err: err, kind: backends.ErrUnreachable}
 	case isTLSFailure(err):
-		return &connError{what: "TLS handshake", err: err}
+		return &connError{what: "TLS handshake", err: err, kind: backends.ErrUnreachable}
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return &connError{what: "timeout", err: err}
+		return &connError{what: "timeout", err: err, kind: backends.ErrUnreachable}
 	}
-	return &connError{what: "connection", err: err}
+	return &connError{what: "connection", err: err, kind: backends.ErrUnreachable}
 }
 
 func isTLSFailure(err error) bool {

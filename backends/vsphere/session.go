@@ -68,6 +68,8 @@ type Options struct {
 	TagRefresh time.Duration
 }
 
+// Defaults of Options.Heartbeat (the inventory watch's longest silence)
+// and Options.TagRefresh (the tag cache's age before a background refresh).
 const (
 	DefaultHeartbeat  = 5 * time.Second
 	DefaultTagRefresh = 5 * time.Minute
@@ -255,7 +257,7 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 		if f == nil {
 			f = newFlight()
 			s.connecting = f
-			s.goLocked(func() { s.firstLogin(f) })
+			s.goLocked(func() { s.firstLogin(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
 		}
 		s.mu.Unlock()
 		if err := f.wait(ctx, "login"); err != nil {
@@ -344,7 +346,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	// The keep-alive ping carries a deadline like every other call: the
 	// library's default would wait for ever on a vCenter that never
 	// answers. Its outcome is a connection-level event.
-	ping := func() error {
+	ping := func() error { //nolint:contextcheck // keep-alive pings run for the session's life, not the login's ctx
 		pctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
 		defer cancel()
 		// Below re-login: a lost session stops the pings (the next lookup
@@ -387,7 +389,7 @@ func loginFailure(err error) error {
 	if fault.Is(err, &types.InvalidLogin{}) {
 		err = refused{err}
 	}
-	return &connError{what: "login rejected", err: err}
+	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
 }
 
 // refused marks an invalid login as credentials.ErrRejected.
@@ -437,7 +439,7 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 	if f == nil {
 		f = newFlight()
 		c.relogging = f
-		s.goLocked(func() { s.reloginFlight(c, f) })
+		s.goLocked(func() { s.reloginFlight(c, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
 	}
 	s.mu.Unlock()
 	return f.wait(ctx, "re-login")
@@ -514,7 +516,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		_ = s.logout(next)
+		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 		return false, backends.ErrClosed
 	}
 	old := s.cur
@@ -522,14 +524,14 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		// vCenter refused the new credentials and the walk came back to
 		// the current ones: nothing rotated.
 		s.mu.Unlock()
-		_ = s.logout(next)
+		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 		return false, fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
 	}
 	s.cur = next
 	s.generation++
 	s.noteServedLocked(next.served)
 	if old != nil {
-		s.goLocked(func() {
+		s.goLocked(func() { //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			select {
@@ -576,7 +578,7 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 		if f == nil {
 			f = newFlight()
 			c.restLogin = f
-			s.goLocked(func() { s.restLoginFlight(c, rc, f) })
+			s.goLocked(func() { s.restLoginFlight(c, rc, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
 		}
 		s.mu.Unlock()
 		if err := f.wait(ctx, "REST login"); err != nil {

@@ -83,7 +83,7 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 			return nil, false
 		}
 	} else if time.Since(snap.loaded) > b.tagCache.refresh {
-		b.refreshTagsInBackground()
+		b.refreshTagsInBackground() //nolint:contextcheck // the refresh outlives the lookup that noticed the age: it runs under the tag cache's lifetime
 	}
 	out := firstCompleteChain(chains, snap.attached, categories)
 	if len(out) < len(categories) {

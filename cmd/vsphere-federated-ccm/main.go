@@ -26,6 +26,9 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
@@ -134,7 +137,10 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 	metrics := cloud.NewMetrics(build)
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv(), UserAgent: build.UserAgent()}
+	opts := cloud.Options{
+		NewBackend: vsphereBackends(build.UserAgent()), Metrics: metrics, EventObject: podReference(),
+		NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv(),
+	}
 	// CPI's switch: set at all (any value) means no Node is deleted.
 	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.
@@ -145,6 +151,16 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
 	}
 	return provider
+}
+
+// vsphereBackends builds each vCenter's backend with backends/vsphere:
+// its watch-fed inventory and bulk tag cache unless the
+// config turns them off, and userAgent on every request, so vCenter's
+// session list shows who is logged in.
+func vsphereBackends(userAgent string) cloud.BackendFactory {
+	return func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent})
+	}
 }
 
 // podReference names this replica's Pod, from the downward API variables

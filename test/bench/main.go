@@ -85,7 +85,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -199,11 +198,11 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// envtest logs through controller-runtime's logger; its output is not
 	// needed (the control plane's is in its log files).
 	ctrllog.SetLogger(logr.Discard())
 	err = run(ctx, cfg)
+	stop()
 	harness.Shutdown() // whatever a failure left running
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: FAIL:", err)
@@ -293,6 +292,3 @@ func delayLabel(d time.Duration) string {
 	}
 	return d.String()
 }
-
-// itoa is strconv.Itoa, short.
-func itoa(n int) string { return strconv.Itoa(n) }

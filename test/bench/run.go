@@ -240,7 +240,7 @@ func (w *world) waitInit(ctx context.Context, p *harness.CCMProcess, tr *tracker
 			return fmt.Errorf("%w (%s): %d of %d", errInitTimeout, w.cfg.InitTimeout, tr.initializedCount(), len(tr.want))
 		case <-tick.C:
 			if !p.Running() {
-				return fmt.Errorf("the CCM exited during init: %v\n%s", p.ExitErr(), p.Tail(30))
+				return fmt.Errorf("the CCM exited during init: %w\n%s", p.ExitErr(), p.Tail(30))
 			}
 			if time.Since(lastLog) >= 30*time.Second {
 				lastLog = time.Now()
@@ -323,7 +323,7 @@ func (w *world) steady(ctx context.Context, p *harness.CCMProcess, passes <-chan
 		n++
 		took += ps.Took
 		if !p.Running() {
-			return fmt.Errorf("the CCM exited in the steady state: %v", p.ExitErr())
+			return fmt.Errorf("the CCM exited in the steady state: %w", p.ExitErr())
 		}
 		if ps.At.Sub(s0.At) >= w.cfg.Steady {
 			break

@@ -38,8 +38,9 @@ func main() {
 	// 30 s. The control plane's own output is in its log files.
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx); err != nil {
+	err := run(ctx)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
@@ -201,7 +202,7 @@ func observe(ctx context.Context, env *harness.Env, kept []*vcsim.VM, gone *vcsi
 		case present != len(kept):
 			return deleted, fmt.Errorf("a Node of %s was deleted", kept[0].VCenter)
 		case deleted && !untilGone:
-			return deleted, fmt.Errorf("Node %s was deleted while a vCenter could not answer", gone.Name)
+			return deleted, fmt.Errorf("node %s was deleted while a vCenter could not answer", gone.Name)
 		case deleted && untilGone, time.Since(t0) > d:
 			return deleted, nil
 		}

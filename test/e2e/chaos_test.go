@@ -317,7 +317,7 @@ func waitServing(t *testing.T, ccm *harness.CCMProcess, token string, quiet, tim
 		for _, e := range ss.Find(errs) {
 			failed = append(failed, fmt.Sprintf("%s/%s/%s=%v", e.Labels["vcenter"], e.Labels["operation"], e.Labels["reason"], e.Value))
 		}
-		return time.Since(start), fmt.Errorf("not every vCenter serving within %s: breakers %v (2 = open), failed calls so far %v, still counting (last scrape error: %v)",
+		return time.Since(start), fmt.Errorf("not every vCenter serving within %s: breakers %v (2 = open), failed calls so far %v, still counting (last scrape error: %w)",
 			timeout, state, failed, scrapeErr)
 	}
 	return time.Since(start), nil

@@ -228,7 +228,7 @@ func (w *coldStart) run(label string, dead *deadMode, workers, try int) (healthy
 	// before found-fast lookups): enough to report a number.
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 		if !ccm.Running() {
-			return false, fmt.Errorf("the CCM exited: %v", ccm.ExitErr())
+			return false, fmt.Errorf("the CCM exited: %w", ccm.ExitErr())
 		}
 		if err := w.check(watch, dead != nil); err != nil {
 			return false, err

@@ -98,13 +98,11 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 	vms := env.Fed.AllVMs()
 	exp := expectations(env, vms)
 	later := []*vcsim.VM{vmsOf(env, vc1.Name, "")[0], vmsOf(env, vc2.Name, "")[0]} // Nodes that join after the swap
-	var existing []*vcsim.VM
 	before := map[string]*corev1.Node{}
 	for _, vm := range vms {
 		if slices.Contains(later, vm) {
 			continue
 		}
-		existing = append(existing, vm)
 		n, err := env.Client.CoreV1().Nodes().Create(ctx, cpiNode(vm, exp[harness.NodeName(vm)].instanceType), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -257,9 +257,7 @@ func TestVCenterOutageDeletesNoNode(t *testing.T) {
 		createNodes(t, env, batch)
 		created := time.Now()
 		// Each batch must initialize within 30s, deletions or not.
-		if err := harness.WaitForNodes(t.Context(), env.Client, names(batch), 30*time.Second, "initialized", func(n *corev1.Node) bool {
-			return harness.Initialized(n)
-		}); err != nil {
+		if err := harness.WaitForNodes(t.Context(), env.Client, names(batch), 30*time.Second, "initialized", harness.Initialized); err != nil {
 			t.Fatalf("batch %d during the vc2 outage: %v", i, err)
 		}
 		t.Logf("batch %d (%s) initialized %s after registering, %s into the outage", i, strings.Join(names(batch), ", "),

@@ -273,7 +273,7 @@ func (p *CCMProcess) WaitHealthy(ctx context.Context, timeout time.Duration) err
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if !p.Running() {
-			return false, fmt.Errorf("harness: %s exited: %v\n%s", p.Name, p.ExitErr(), p.Tail(40))
+			return false, fmt.Errorf("harness: %s exited: %w\n%s", p.Name, p.ExitErr(), p.Tail(40))
 		}
 		code, body, err := p.Healthz(ctx, "/healthz", "")
 		if err != nil {

@@ -311,7 +311,7 @@ func DaemonSetArgs(m *Manifests) ([]string, error) {
 	}
 	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
 	if err != nil || len(containers) == 0 {
-		return nil, fmt.Errorf("harness: DaemonSet %s has no containers (%v)", DaemonSetName, err)
+		return nil, fmt.Errorf("harness: DaemonSet %s has no containers (%w)", DaemonSetName, err)
 	}
 	c, _ := containers[0].(map[string]any)
 	args, _, err := unstructured.NestedStringSlice(c, "args")

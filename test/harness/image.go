@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,7 +35,8 @@ var buildahGlobal = []string{"--storage-driver", "vfs"}
 func buildah(args ...string) ([]byte, error) {
 	cmd := exec.Command("buildah", append(append([]string(nil), buildahGlobal...), args...)...)
 	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return out, fmt.Errorf("buildah %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(ee.Stderr)))
 	}
 	if err != nil {

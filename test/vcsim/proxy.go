@@ -117,9 +117,11 @@ func NewProxy(listenHost, target string) (*Proxy, error) {
 	return p, nil
 }
 
-// Host and Port of the proxy's listener.
+// Host of the proxy's listener.
 func (p *Proxy) Host() string { h, _, _ := net.SplitHostPort(p.addr); return h }
-func (p *Proxy) Port() int    { _, s, _ := net.SplitHostPort(p.addr); n, _ := strconv.Atoi(s); return n }
+
+// Port of the proxy's listener.
+func (p *Proxy) Port() int { _, s, _ := net.SplitHostPort(p.addr); n, _ := strconv.Atoi(s); return n }
 
 // SetDelay delays every request by d.
 func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
