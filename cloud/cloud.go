@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -110,6 +111,12 @@ type Cloud struct {
 	retiring sync.WaitGroup
 	stopping chan struct{}
 	stopOnce sync.Once
+	// workers are the goroutines Start runs (reloads, the Node watch,
+	// releasing the Secret informers and the Event broadcaster); they end
+	// when Start's stop closes or cancelWorkers is called, and Stop
+	// waits for them.
+	workers       sync.WaitGroup
+	cancelWorkers context.CancelFunc
 }
 
 // vcenterBackend is a backend and the settings it was built with.
@@ -209,25 +216,32 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		return
 	}
 	c.started = true
+	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
+	c.cancelWorkers = cancel
 	if client != nil {
 		c.client = client
-		c.secrets = credentials.NewSecrets(client, stop, func(_, _ string) { c.RequestReload() })
+		secrets := credentials.NewSecrets(client, func(_, _ string) { c.RequestReload() })
+		c.secrets = secrets
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"})
-		go func() { <-stop; b.Shutdown() }()
+		c.workers.Go(func() {
+			<-ctx.Done()
+			secrets.Close()
+			b.Shutdown()
+		})
 		// Until the record of the vCenters served before is read, a VM
 		// not found is not gone: one may have left the config meanwhile.
 		c.discovery.SetHistory(discovery.History{Why: "reading configmap " + c.opts.HistoryObject.String()})
-		go c.watchNodes(stop)
+		c.workers.Go(func() { c.watchNodes(ctx) })
 	}
 	w, err := newFileWatcher(c.opts.ConfigPath, c.RequestReload)
 	if err != nil {
 		klog.Background().Error(err, "Watching the config file failed; edits will not be picked up")
 	}
 	c.watcher = w
-	c.applyLocked(context.Background(), c.cfg.Load())
-	go c.reloadLoop(stop)
+	c.applyLocked(ctx, c.cfg.Load())
+	c.workers.Go(func() { c.reloadLoop(ctx) })
 	c.RequestReload() // records the history, retried until it is known
 }
 
@@ -389,6 +403,13 @@ func (c *Cloud) Stop(ctx context.Context) {
 	c.discovery.Close()
 	c.stopOnce.Do(func() { close(c.stopping) })
 	defer c.retiring.Wait()
+	c.mu.Lock()
+	cancel := c.cancelWorkers
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	c.workers.Wait() // they take c.mu
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.watcher != nil {

@@ -30,23 +30,20 @@ const AnnotationLookupRetry = "vsphere-federated-ccm.io/lookup-retry"
 //     uninitialized taint so it is looked up again at once;
 //   - when discovery reports a BIOS UUID newly held in several vCenters,
 //     it records a DuplicateVMUUID Event on each Node of that UUID.
-func (c *Cloud) watchNodes(stop <-chan struct{}) {
+func (c *Cloud) watchNodes(ctx context.Context) {
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	nodes := factory.Core().V1().Nodes()
 	lister := nodes.Lister()
 	nodes.Informer() // registered before Start
-	factory.Start(stop)
+	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-stop; cancel() }()
 
 	healthy := map[string]bool{}
 	tick := time.NewTicker(c.opts.RecoveryPoll)
 	defer tick.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}

@@ -48,14 +48,11 @@ func (c *Cloud) RequestReload() {
 // API server cannot be read or written.
 const historyRetry = 5 * time.Second
 
-func (c *Cloud) reloadLoop(stop <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { <-stop; cancel() }()
+func (c *Cloud) reloadLoop(ctx context.Context) {
 	var retry <-chan time.Time
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-c.reloads:
 		case <-retry:
@@ -272,23 +269,20 @@ func newFileWatcher(configPath string, reload func()) (*fileWatcher, error) {
 
 func (fw *fileWatcher) run(reload func()) {
 	defer close(fw.done)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	// Debounced in this goroutine (no timer callback outliving it): a
+	// burst of events is one reload, debounce after the last.
+	timer := time.NewTimer(debounce)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
+		case <-timer.C:
+			reload()
 		case _, ok := <-fw.w.Events:
 			if !ok {
 				return
 			}
-			if timer == nil {
-				timer = time.AfterFunc(debounce, reload)
-			} else {
-				timer.Reset(debounce)
-			}
+			timer.Reset(debounce)
 		case err, ok := <-fw.w.Errors:
 			if !ok {
 				return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -467,4 +470,40 @@ func TestStopClosesReplacedBackendsAtOnce(t *testing.T) {
 	if !isClosed(first) || !isClosed(made[1]) {
 		t.Fatalf("after Stop: replaced closed %v, current closed %v; want both", isClosed(first), isClosed(made[1]))
 	}
+}
+
+// Stop ends every goroutine the provider started, with Start's stop
+// channel never closed (as cloud-provider runs it): the reload loop, the
+// Node watch, the Secret informers, the Event broadcaster, the file watch.
+func TestStopLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	path := filepath.Join(t.TempDir(), "vsphere.conf")
+	writeAtomically(t, path, "global:\n  secretName: creds\n  secretNamespace: kube-system\nvcenter:\n  vc1:\n    server: a.example.com\n")
+	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend { return memory.New() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start(fake.NewClientset(), wait.NeverStop)
+	c.Reload(t.Context())
+	if len(c.WatchedSecrets()) != 1 {
+		t.Fatalf("watching %v, want the config's Secret", c.WatchedSecrets())
+	}
+	running := runtime.NumGoroutine()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c.Stop(ctx)
+	// Stop waited for its own; the HTTP-free fake client's watchers end
+	// with their informers, a moment later at most.
+	var after int
+	for range 50 {
+		if after = runtime.NumGoroutine(); after <= before {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before Start, %d running, %d after Stop:\n%s", before, running, after, buf[:runtime.Stack(buf, true)])
+	}
+	t.Logf("goroutines: %d before Start, %d running, %d after Stop", before, running, after)
 }

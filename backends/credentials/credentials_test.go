@@ -35,14 +35,13 @@ func secret(data map[string]string) *corev1.Secret {
 func TestSecretSource(t *testing.T) {
 	const server = "10.0.0.1"
 	client := fake.NewClientset(secret(map[string]string{server + ".username": "ccm", server + ".password": "pw-1\n"}))
-	stop := make(chan struct{})
-	defer close(stop)
 	var changes atomic.Int64
-	secrets := credentials.NewSecrets(client, stop, func(ns, name string) {
+	secrets := credentials.NewSecrets(client, func(ns, name string) {
 		if ns == "kube-system" && name == "vsphere-creds" {
 			changes.Add(1)
 		}
 	})
+	defer secrets.Close()
 	src := secrets.Source("kube-system", "vsphere-creds", server)
 	ctx := ctxT(t)
 	got, err := src.Get(ctx)
@@ -192,14 +191,13 @@ func TestWatchStopsInformersOfReleasedSecrets(t *testing.T) {
 	b := secret(map[string]string{"vc-b.username": "ccm", "vc-b.password": "pw-b"})
 	b.Name = "other-creds"
 	client := fake.NewClientset(a, b)
-	stop := make(chan struct{})
-	defer close(stop)
 	var changesB atomic.Int64
-	secrets := credentials.NewSecrets(client, stop, func(_, name string) {
+	secrets := credentials.NewSecrets(client, func(_, name string) {
 		if name == "other-creds" {
 			changesB.Add(1)
 		}
 	})
+	defer secrets.Close()
 	ctx := ctxT(t)
 	srcA := secrets.Source("kube-system", "vsphere-creds", "vc-a")
 	srcB := secrets.Source("kube-system", "other-creds", "vc-b")

@@ -257,9 +257,8 @@ func TestSecretLayoutCPICases(t *testing.T) {
 			for k, v := range tc.data {
 				s.Data[k] = []byte(v)
 			}
-			stop := make(chan struct{})
-			defer close(stop)
-			secrets := credentials.NewSecrets(fake.NewClientset(s), stop, nil)
+			secrets := credentials.NewSecrets(fake.NewClientset(s), nil)
+			defer secrets.Close()
 			for _, w := range tc.wants {
 				checkWant(t, secrets.Source("kube-system", "vsconf", w.server), w, secretValues(tc.data))
 			}
@@ -289,10 +288,9 @@ func TestDirectoryLayoutCPICases(t *testing.T) {
 // existence.
 func TestSecretSourceCPICases(t *testing.T) {
 	ctx := ctxT(t)
-	stop := make(chan struct{})
-	defer close(stop)
 	client := fake.NewClientset()
-	secrets := credentials.NewSecrets(client, stop, nil)
+	secrets := credentials.NewSecrets(client, nil)
+	defer secrets.Close()
 	src := secrets.Source("kube-system", "vsconf", "0.0.0.0")
 
 	// "Getcredentials should fail by not adding at secret at first time"
@@ -322,12 +320,12 @@ func TestSecretSourceCPICases(t *testing.T) {
 // password to the alternative form, then to the session manager.
 func TestSecretRotationAcrossForms(t *testing.T) {
 	ctx := ctxT(t)
-	stop := make(chan struct{})
-	defer close(stop)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "vsconf"},
 		Data: map[string][]byte{testIP + ".username": []byte(testUser), testIP + ".password": []byte("pw-1")}}
 	client := fake.NewClientset(s)
-	src := credentials.NewSecrets(client, stop, nil).Source("kube-system", "vsconf", testIP)
+	secrets := credentials.NewSecrets(client, nil)
+	defer secrets.Close()
+	src := secrets.Source("kube-system", "vsconf", testIP)
 	for _, data := range []map[string]string{
 		{"server_x": testIP, "username_x": testUser, "password_x": "pw-2"},
 		{testIP + ".vc-session-manager-url": testSMURL, testIP + ".vc-session-manager-token": "tok-3"},

@@ -44,19 +44,18 @@ type watchedSecret struct {
 	stop     chan struct{}
 }
 
-// NewSecrets returns a Secret reader; every informer stops, and is waited
-// for, when stop closes. onChange, when set, is called after a watched
-// Secret is added, updated or deleted.
-func NewSecrets(client kubernetes.Interface, stop <-chan struct{}, onChange func(namespace, name string)) *Secrets {
-	s := &Secrets{client: client, onChange: onChange, watching: map[SecretRef]*watchedSecret{}, warned: map[SecretRef]string{}}
-	go func() {
-		<-stop
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-		s.Watch(nil)
-	}()
-	return s
+// NewSecrets returns a Secret reader; its owner calls Close. onChange,
+// when set, is called after a watched Secret is added, updated or deleted.
+func NewSecrets(client kubernetes.Interface, onChange func(namespace, name string)) *Secrets {
+	return &Secrets{client: client, onChange: onChange, watching: map[SecretRef]*watchedSecret{}, warned: map[SecretRef]string{}}
+}
+
+// Close stops every informer and waits for them; later reads fail.
+func (s *Secrets) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.Watch(nil)
 }
 
 // Source returns the credentials of server held in Secret namespace/name.
