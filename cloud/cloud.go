@@ -355,7 +355,7 @@ func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenterConfig) conne
 func credentialsKey(src credentials.Source) string {
 	switch s := src.(type) {
 	case credentials.Static:
-		sum := sha256.Sum256([]byte(s.User + "\x00" + s.Password.Reveal()))
+		sum := credentials.Credentials(s).Fingerprint()
 		return fmt.Sprintf("%s %x", s, sum[:8])
 	case *credentials.Chain:
 		keys := make([]string, 0, len(s.Links()))

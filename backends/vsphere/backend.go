@@ -35,14 +35,17 @@ const tagTTL = 10 * time.Minute
 
 // Backend talks to one vCenter.
 type Backend struct {
-	sessions   *sessions
-	tags       *cache.TTL[string, tags.Tag]
-	categories *cache.TTL[string, string] // id -> name
+	sessions *sessions
+	// tagsByID and categoryNames serve the tag lookups made without the
+	// inventory (and for tags the bulk cache lacks): tag id -> tag,
+	// category id -> name.
+	tagsByID      *cache.TTL[string, tags.Tag]
+	categoryNames *cache.TTL[string, string]
 
-	// inv and tagCache are set when Options.Inventory is: lookups are
+	// inv and bulkTags are set when Options.Inventory is: lookups are
 	// answered from memory while the watch is current.
 	inv      *inventory
-	tagCache *tagCache
+	bulkTags *attachedTagCache
 	// stop ends the background work (watch, tag refreshes); done is
 	// closed when the watch has returned.
 	stop context.CancelFunc
@@ -53,10 +56,10 @@ type Backend struct {
 // the inventory watch when Options.Inventory is set.
 func New(opts Options) *Backend {
 	b := &Backend{
-		sessions:   newSessions(opts),
-		tags:       cache.NewTTL[string, tags.Tag](tagTTL),
-		categories: cache.NewTTL[string, string](tagTTL),
-		done:       make(chan struct{}),
+		sessions:      newSessions(opts),
+		tagsByID:      cache.NewTTL[string, tags.Tag](tagTTL),
+		categoryNames: cache.NewTTL[string, string](tagTTL),
+		done:          make(chan struct{}),
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	b.stop = stop
@@ -77,7 +80,7 @@ func New(opts Options) *Backend {
 		refresh = DefaultTagRefresh
 	}
 	b.inv = newInventory(b.sessions, heartbeat, log)
-	b.tagCache = &tagCache{refresh: refresh, lifetime: ctx, log: log}
+	b.bulkTags = &attachedTagCache{refresh: refresh, lifetime: ctx, log: log}
 	go func() {
 		defer close(b.done)
 		b.inv.run(ctx)
@@ -343,13 +346,18 @@ func toVM(o mo.VirtualMachine, dc string) backends.VM {
 	}
 	if g := o.Guest; g != nil {
 		vm.GuestHostName = g.HostName
-		for _, n := range g.Net {
-			vm.NICs = append(vm.NICs, backends.NIC{
-				Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId,
-			})
-		}
+		vm.NICs = nicsOf(g.Net)
 	}
 	return vm
+}
+
+// nicsOf converts the guest's NICs, as read or as watched.
+func nicsOf(net []types.GuestNicInfo) []backends.NIC {
+	var out []backends.NIC
+	for _, n := range net {
+		out = append(out, backends.NIC{Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId})
+	}
+	return out
 }
 
 // retrieveWithAncestors fetches objs and every ancestor of them, walking
@@ -390,23 +398,39 @@ func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.M
 	return out, nil
 }
 
-// chain lists ref and its ancestors, nearest first.
+// chain lists ref and its ancestors among objs, nearest first.
 func chain(objs map[types.ManagedObjectReference]any, ref types.ManagedObjectReference) []types.ManagedObjectReference {
-	var out []types.ManagedObjectReference
-	for range 64 { // inventory depth is bounded; this guards against a cycle
+	return walkUp(ref, func(ref types.ManagedObjectReference) (types.ManagedObjectReference, bool) {
 		o, ok := objs[ref]
 		if !ok {
-			break
+			return ref, false
 		}
-		out = append(out, ref)
 		parent := o.(mo.IsManagedEntity).GetManagedEntity().Parent
 		if vm, isVM := o.(mo.VirtualMachine); isVM && vm.ParentVApp != nil && parent == nil {
 			parent = vm.ParentVApp
 		}
 		if parent == nil {
+			return types.ManagedObjectReference{}, true
+		}
+		return *parent, true
+	})
+}
+
+// walkUp lists ref and its ancestors, nearest first: parentOf returns an
+// entity's parent (zero at the root) and whether the entity is known; the
+// walk stops at the first unknown one.
+func walkUp(ref types.ManagedObjectReference, parentOf func(types.ManagedObjectReference) (types.ManagedObjectReference, bool)) []types.ManagedObjectReference {
+	var out []types.ManagedObjectReference
+	for range 64 { // inventory depth is bounded; this guards against a cycle
+		parent, known := parentOf(ref)
+		if !known {
 			break
 		}
-		ref = *parent
+		out = append(out, ref)
+		if parent.Value == "" {
+			break
+		}
+		ref = parent
 	}
 	return out
 }
@@ -465,8 +489,8 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if b.tagCache != nil {
-		b.tagCache.merge(all, attached)
+	if b.bulkTags != nil {
+		b.bulkTags.merge(all, attached)
 	}
 	return firstCompleteChain(chains, attached, categories), nil
 }
@@ -568,23 +592,23 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 }
 
 func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	t, ok := b.tags.Get(id)
+	t, ok := b.tagsByID.Get(id)
 	if !ok {
 		got, err := m.GetTag(ctx, id)
 		if err != nil {
 			return namedTag{}, fmt.Errorf("tag %s: %w", id, err)
 		}
 		t = *got
-		b.tags.Set(id, t)
+		b.tagsByID.Set(id, t)
 	}
-	cat, ok := b.categories.Get(t.CategoryID)
+	cat, ok := b.categoryNames.Get(t.CategoryID)
 	if !ok {
 		got, err := m.GetCategory(ctx, t.CategoryID)
 		if err != nil {
 			return namedTag{}, fmt.Errorf("category %s: %w", t.CategoryID, err)
 		}
 		cat = got.Name
-		b.categories.Set(t.CategoryID, cat)
+		b.categoryNames.Set(t.CategoryID, cat)
 	}
 	return namedTag{name: t.Name, category: cat}, nil
 }
@@ -626,8 +650,8 @@ func (b *Backend) Close(ctx context.Context) error {
 	case <-b.done:
 	case <-ctx.Done():
 	}
-	if b.tagCache != nil {
-		b.tagCache.wait(ctx)
+	if b.bulkTags != nil {
+		b.bulkTags.wait(ctx)
 	}
 	if err := b.sessions.close(ctx); err != nil {
 		return fmt.Errorf("%s: %w", op, err)

@@ -413,11 +413,7 @@ func (r *vmRecord) set(c types.PropertyChange) {
 	case "guest.net":
 		vm.NICs = nil
 		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok && !removed {
-			for _, n := range a.GuestNicInfo {
-				vm.NICs = append(vm.NICs, backends.NIC{
-					Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId,
-				})
-			}
+			vm.NICs = nicsOf(a.GuestNicInfo)
 		}
 	}
 }
@@ -549,16 +545,10 @@ func (r *vmRecord) up() types.ManagedObjectReference {
 
 // chain lists ref and its ancestors held in memory, nearest first.
 func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObjectReference {
-	var out []types.ManagedObjectReference
-	for range 64 { // inventory depth is bounded; this guards against a cycle
+	return walkUp(ref, func(ref types.ManagedObjectReference) (types.ManagedObjectReference, bool) {
 		e, ok := s.entities[ref]
-		if !ok {
-			break
-		}
-		out = append(out, ref)
-		ref = e.parent
-	}
-	return out
+		return e.parent, ok
+	})
 }
 
 // tagChains lists, in CPI's order, the chains whose tags place vm, each

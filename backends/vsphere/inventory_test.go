@@ -448,7 +448,7 @@ func TestTagCache(t *testing.T) {
 
 	// A re-tagged datacenter (another rack): seen after the background
 	// refresh that a lookup on a stale cache starts.
-	fx.b.tagCache.refresh = 0 // every snapshot is stale from now on
+	fx.b.bulkTags.refresh = 0 // every snapshot is stale from now on
 	cat2, err := tm.CreateCategory(ctx, &tags.Category{Name: "k8s-row", Cardinality: "SINGLE"})
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +609,7 @@ func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
 		if err != nil || got["cpi-zone"] != zone || got["cpi-region"] != region {
 			t.Fatalf("%s: direct Tags = %v, %v; want zone %q region %q", step, got, err, zone, region)
 		}
-		fx.b.tagCache.refresh = 0 // a stale cache refreshes in the background
+		fx.b.bulkTags.refresh = 0 // a stale cache refreshes in the background
 		fx.eventually(step+": the inventory's answer agrees", func() bool {
 			got, err := fx.b.Tags(ctx, vm, cats)
 			return err == nil && got["cpi-zone"] == zone && got["cpi-region"] == region

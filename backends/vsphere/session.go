@@ -1,15 +1,10 @@
-// Package vsphere is the govmomi implementation of backends.Backend: SOAP for
-// VM lookups and properties, the vAPI REST tagging service for zones and
-// regions, one long-lived session of each per vCenter.
 package vsphere
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -29,50 +24,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
-)
-
-// Options configure one vCenter backend.
-type Options struct {
-	Config config.VCenterConfig
-	// Credentials are the vCenter's logins; a *credentials.Chain is tried
-	// in order (see there), any other Source alone.
-	Credentials credentials.Source
-	// SessionManagerRootCAs are the roots a shared session manager's
-	// certificate is verified against (credentials of that form); nil: the
-	// system's, as CPI.
-	SessionManagerRootCAs *x509.CertPool
-	// ServiceAccountTokenFile is sent to a session manager when the
-	// credentials carry no token; default DefaultServiceAccountTokenFile.
-	ServiceAccountTokenFile string
-	// WrapTransport, when set, wraps the HTTP transport of both sessions
-	// (tests count or delay requests with it).
-	WrapTransport func(http.RoundTripper) http.RoundTripper
-	// KeepAlive is the idle time after which the SOAP session is pinged;
-	// default 5 minutes.
-	KeepAlive time.Duration
-	// UserAgent names the product and version in every request (vCenter's
-	// session list shows it); empty: govmomi's.
-	UserAgent string
-	// Inventory keeps the vCenter's VMs and the entities above them in
-	// memory, fed by a PropertyCollector watch, and the tags on those
-	// entities, read in bulk; lookups are answered from memory while the
-	// watch is current. Off, every lookup asks vCenter.
-	Inventory bool
-	// Heartbeat is the longest the watch waits on vCenter for a change
-	// before it must answer anyway; a vCenter silent for Heartbeat plus
-	// the request timeout takes the inventory out of service. Default
-	// DefaultHeartbeat.
-	Heartbeat time.Duration
-	// TagRefresh is the age after which the bulk tag cache is re-read in
-	// the background; default DefaultTagRefresh.
-	TagRefresh time.Duration
-}
-
-// Defaults of Options.Heartbeat (the inventory watch's longest silence)
-// and Options.TagRefresh (the tag cache's age before a background refresh).
-const (
-	DefaultHeartbeat  = 5 * time.Second
-	DefaultTagRefresh = 5 * time.Minute
 )
 
 // sessions holds the SOAP and REST sessions of one vCenter.

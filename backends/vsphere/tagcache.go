@@ -16,10 +16,10 @@ import (
 // tagBatch bounds the objects of one list-attached-tags call.
 const tagBatch = 1000
 
-// tagCache holds the tags attached to every non-VM entity of the
+// attachedTagCache holds the tags attached to every non-VM entity of the
 // inventory (hosts, clusters, folders, datacenters), read in bulk and
 // re-read in the background once older than refresh.
-type tagCache struct {
+type attachedTagCache struct {
 	refresh  time.Duration
 	lifetime context.Context // the backend's: ends background refreshes
 	log      klog.Logger
@@ -40,14 +40,14 @@ type tagSnapshot struct {
 	loaded   time.Time
 }
 
-func (c *tagCache) get() *tagSnapshot {
+func (c *attachedTagCache) get() *tagSnapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.snap
 }
 
 // merge records fresh tags of objs (read directly) into the snapshot.
-func (c *tagCache) merge(objs []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag) {
+func (c *attachedTagCache) merge(objs []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap == nil {
@@ -72,7 +72,7 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 	for _, c := range chains {
 		order = append(order, c...)
 	}
-	snap := b.tagCache.get()
+	snap := b.bulkTags.get()
 	if !covers(snap, order) {
 		var err error
 		if snap, err = b.loadTags(ctx, snap); err != nil {
@@ -82,7 +82,7 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 		if !covers(snap, order) {
 			return nil, false
 		}
-	} else if time.Since(snap.loaded) > b.tagCache.refresh {
+	} else if time.Since(snap.loaded) > b.bulkTags.refresh {
 		b.refreshTagsInBackground() //nolint:contextcheck // the refresh outlives the lookup that noticed the age: it runs under the tag cache's lifetime
 	}
 	out := firstCompleteChain(chains, snap.attached, categories)
@@ -107,7 +107,7 @@ func covers(snap *tagSnapshot, order []types.ManagedObjectReference) bool {
 // loadTags reads the tags of every inventory entity, unless someone else
 // did since seen was taken.
 func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot, error) {
-	c := b.tagCache
+	c := b.bulkTags
 	c.loadMu.Lock()
 	defer c.loadMu.Unlock()
 	if cur := c.get(); cur != seen {
@@ -137,7 +137,7 @@ func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot
 // refreshTagsInBackground re-reads the tag cache once, off the lookup's
 // path; lookups keep the current snapshot meanwhile.
 func (b *Backend) refreshTagsInBackground() {
-	c := b.tagCache
+	c := b.bulkTags
 	c.mu.Lock()
 	if c.refreshing != nil || c.lifetime.Err() != nil {
 		c.mu.Unlock()
@@ -164,7 +164,7 @@ func (b *Backend) refreshTagsInBackground() {
 
 // wait returns when the background refresh under way, if any, has
 // returned (the backend's lifetime has ended: it ends soon), or ctx ends.
-func (c *tagCache) wait(ctx context.Context) {
+func (c *attachedTagCache) wait(ctx context.Context) {
 	c.mu.Lock()
 	done := c.refreshing
 	c.mu.Unlock()
