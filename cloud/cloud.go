@@ -367,25 +367,10 @@ func credentialsKey(src credentials.Source) string {
 	return src.String()
 }
 
-// credentialSource is the chain CPI's connection manager tries for vc:
-// the user and password written in the config first (config.Parse keeps
-// only the vCenter section's own when a Secret or directory applies, as
-// CPI); then, once vCenter refuses them as an invalid login (or when the
-// config has none), the source CPI's rules pick (vc.CredentialsFrom): the
-// Secret or the secrets directory. A chain is built for each backend: it
-// remembers what that vCenter refused.
+// credentialSource is vc's chain of credentials (credentials.ForVCenter),
+// built for each backend: it remembers what that vCenter refused.
 func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenterConfig) credentials.Source {
-	var links []credentials.Source
-	if vc.User != "" || vc.Password != "" {
-		links = append(links, credentials.Static{User: vc.User, Password: vc.Password})
-	}
-	switch {
-	case vc.CredentialsFrom == config.FromSecret && c.secrets != nil:
-		links = append(links, c.secrets.Source(vc.SecretNamespace, vc.SecretName, vc.Server))
-	case vc.CredentialsFrom == config.FromDirectory:
-		links = append(links, credentials.Directory{Dir: cfg.SecretsDirectory, Server: vc.Server})
-	}
-	return credentials.NewChain(links...)
+	return credentials.ForVCenter(cfg, vc, c.secrets)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go

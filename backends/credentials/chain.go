@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // Chain is the sources of one vCenter's credentials, tried in order, as
@@ -29,6 +31,27 @@ type Chain struct {
 
 	mu       sync.Mutex
 	rejected map[int][32]byte // link → fingerprint of what vCenter refused
+}
+
+// ForVCenter is the chain CPI's connection manager tries for vc: the user
+// and password written in the config first (config.Parse keeps only the
+// vCenter section's own when a Secret or directory applies, as CPI); then,
+// once vCenter refuses them as an invalid login (or when the config has
+// none), the source CPI's rules pick (vc.CredentialsFrom): the Secret (read
+// through secrets; nil: no Kubernetes, no Secret) or the secrets directory.
+// The CCM and its validate command build their logins with it.
+func ForVCenter(cfg *config.Config, vc config.VCenterConfig, secrets *Secrets) *Chain {
+	var links []Source
+	if vc.User != "" || vc.Password != "" {
+		links = append(links, Static{User: vc.User, Password: vc.Password})
+	}
+	switch {
+	case vc.CredentialsFrom == config.FromSecret && secrets != nil:
+		links = append(links, secrets.Source(vc.SecretNamespace, vc.SecretName, vc.Server))
+	case vc.CredentialsFrom == config.FromDirectory:
+		links = append(links, Directory{Dir: cfg.SecretsDirectory, Server: vc.Server})
+	}
+	return NewChain(links...)
 }
 
 // NewChain returns the chain of links, first tried first.

@@ -89,6 +89,14 @@ func versionRequested(args []string) bool {
 
 func main() {
 	build := buildInfo()
+	// The operator commands share the binary (and so the image) and the
+	// CCM's own code paths.
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "validate":
+			os.Exit(runValidate(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, build))
+		}
+	}
 	if versionRequested(os.Args[1:]) {
 		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return

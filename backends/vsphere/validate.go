@@ -1,0 +1,452 @@
+package vsphere
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha1" // vSphere's thumbprint format, shown to be compared
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// The names of Validate's checks, in the order they run.
+const (
+	CheckTCP         = "tcp"
+	CheckTLS         = "tls"
+	CheckLogin       = "login"
+	CheckDatacenters = "datacenters"
+	CheckTags        = "tag categories"
+	CheckPrivileges  = "privileges"
+	CheckVMs         = "vms"
+	CheckLatency     = "latency"
+)
+
+// Verdict is the outcome of one check.
+type Verdict string
+
+// The verdicts: passed, failed, not run (an earlier check failed, or
+// nothing to check).
+const (
+	Passed  Verdict = "pass"
+	Failed  Verdict = "fail"
+	Skipped Verdict = "skip"
+)
+
+// Check is one verdict of Validate, with its reason in words; it never
+// holds a credential.
+type Check struct {
+	Name    string        `json:"name"`
+	Verdict Verdict       `json:"verdict"`
+	Detail  string        `json:"detail"`
+	Took    time.Duration `json:"tookNanoseconds"`
+}
+
+// ValidateRequest says what Validate checks beyond the connection.
+type ValidateRequest struct {
+	// Categories are the zone and region tag categories of the config's
+	// labels; none: not checked.
+	Categories []string
+	// Privileges the login needs on every configured datacenter (all of
+	// them when none is configured); default RequiredPrivileges().
+	Privileges []string
+}
+
+// RequiredPrivileges are what the CCM needs on the datacenters: vSphere's
+// read-only role. It reads VMs, their hosts and folders, and tags; it
+// never changes anything.
+func RequiredPrivileges() []string {
+	return []string{"System.Anonymous", "System.Read", "System.View"}
+}
+
+// Validate checks, read-only, what the CCM needs of this vCenter, each step
+// under ctx: the TCP connection, the TLS verification the config asks for,
+// the login with the backend's own credentials, the datacenters, the tag
+// categories, the privileges, the VMs visible and the round-trip latency. A
+// failed step skips those that need it. Nothing is written to vCenter but
+// the session itself (and a container view, destroyed after counting).
+func (b *Backend) Validate(ctx context.Context, req ValidateRequest) []Check {
+	if len(req.Privileges) == 0 {
+		req.Privileges = RequiredPrivileges()
+	}
+	var out []Check
+	run := func(name string, fn func() (Verdict, string)) Verdict {
+		start := time.Now()
+		v, detail := fn()
+		out = append(out, Check{Name: name, Verdict: v, Detail: detail, Took: time.Since(start)})
+		return v
+	}
+	skipRest := func(names ...string) []Check {
+		for _, n := range names {
+			out = append(out, Check{Name: n, Verdict: Skipped, Detail: "not run: an earlier check failed"})
+		}
+		return out
+	}
+	cfg := b.sessions.opts.Config
+	addr := net.JoinHostPort(cfg.Server, strconv.Itoa(cmp.Or(cfg.Port, 443)))
+
+	if run(CheckTCP, func() (Verdict, string) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return Failed, fmt.Sprintf("%s: %v", addr, err)
+		}
+		_ = conn.Close()
+		return Passed, addr + " accepts connections"
+	}) != Passed {
+		return skipRest(CheckTLS, CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	}
+
+	// TLS and login happen together, in the session's own code: its
+	// verification (thumbprint, caFile, system roots) is what is tested.
+	start := time.Now()
+	vc, loginErr := b.sessions.client(ctx)
+	took := time.Since(start)
+	var ce *connError
+	if loginErr != nil && (isTLSFailure(loginErr) || errors.As(loginErr, &ce) && strings.HasPrefix(ce.what, "TLS")) {
+		out = append(out, Check{Name: CheckTLS, Verdict: Failed, Detail: fmt.Sprintf("%v; %s", loginErr, presented(ctx, addr, cfg.Server)), Took: took})
+		return skipRest(CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	}
+	sortFailure(&loginErr)
+	if loginErr != nil && errors.Is(loginErr, backends.ErrUnreachable) {
+		detail := fmt.Sprintf("%s accepts connections but its TLS handshake or login got no answer: %v", addr, loginErr)
+		out = append(out, Check{Name: CheckTLS, Verdict: Failed, Detail: detail, Took: took})
+		return skipRest(CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	}
+	out = append(out, Check{Name: CheckTLS, Verdict: Passed, Detail: verification(cfg.Thumbprint, cfg.CAFile, cfg.InsecureFlag)})
+	if loginErr != nil {
+		out = append(out, Check{Name: CheckLogin, Verdict: Failed, Detail: loginErr.Error(), Took: took})
+		return skipRest(CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	}
+	var user string
+	run(CheckLogin, func() (Verdict, string) {
+		us, err := session.NewManager(vc).UserSession(ctx)
+		if err != nil || us == nil {
+			return Failed, fmt.Sprintf("logged in, but the session cannot be read: %v", err)
+		}
+		user = us.UserName
+		return Passed, fmt.Sprintf("as %s (credentials from %s)", user, b.CredentialSource())
+	})
+	out[len(out)-1].Took += took // the login itself
+	if user == "" {
+		return skipRest(CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	}
+
+	var dcs []mo.Datacenter
+	run(CheckDatacenters, func() (Verdict, string) {
+		all, err := datacenters(ctx, vc)
+		if err != nil {
+			return Failed, fmt.Sprintf("listing datacenters: %v", err)
+		}
+		names := make([]string, len(all))
+		for i, dc := range all {
+			names[i] = dc.Name
+		}
+		if len(cfg.Datacenters) == 0 {
+			dcs = all
+			return Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(names, ", "))
+		}
+		var missing []string
+		for _, want := range cfg.Datacenters {
+			i := slices.Index(names, want)
+			if i < 0 {
+				missing = append(missing, fmt.Sprintf("%q not found%s", want, suggest(want, names)))
+				continue
+			}
+			dcs = append(dcs, all[i])
+		}
+		if len(missing) > 0 {
+			return Failed, strings.Join(missing, "; ")
+		}
+		return Passed, fmt.Sprintf("%s found", strings.Join(cfg.Datacenters, ", "))
+	})
+
+	run(CheckTags, func() (Verdict, string) {
+		if len(req.Categories) == 0 {
+			return Skipped, "labels.zone and labels.region not configured: no zones or regions"
+		}
+		return b.checkCategories(ctx, req.Categories)
+	})
+
+	run(CheckPrivileges, func() (Verdict, string) {
+		if len(dcs) == 0 {
+			return Skipped, "no datacenter to check them on"
+		}
+		return checkPrivileges(ctx, vc, user, dcs, req.Privileges)
+	})
+
+	run(CheckVMs, func() (Verdict, string) {
+		n, err := countVMs(ctx, vc, dcs)
+		if err != nil {
+			return Failed, fmt.Sprintf("listing VMs: %v", err)
+		}
+		if n == 0 {
+			return Failed, "no VM visible to this login in the datacenters searched"
+		}
+		return Passed, fmt.Sprintf("%d visible in the datacenters searched", n)
+	})
+
+	run(CheckLatency, func() (Verdict, string) {
+		var rtts []time.Duration
+		for range 3 {
+			t0 := time.Now()
+			if _, err := methods.GetCurrentTime(ctx, vc); err != nil {
+				return Failed, fmt.Sprintf("GetCurrentTime: %v", err)
+			}
+			rtts = append(rtts, time.Since(t0))
+		}
+		slices.Sort(rtts)
+		detail := fmt.Sprintf("round trip %s (median of 3)", rtts[1].Round(100*time.Microsecond))
+		if limit := b.sessions.requestTimeout(); rtts[1] > limit/2 {
+			return Failed, fmt.Sprintf("%s: over half the request timeout %s", detail, limit)
+		}
+		return Passed, detail
+	})
+	return out
+}
+
+// verification says how the server's certificate was verified.
+func verification(thumbprint, caFile string, insecure bool) string {
+	switch {
+	case thumbprint != "":
+		return "certificate matches the configured thumbprint"
+	case caFile != "":
+		return "certificate verified against caFile " + caFile
+	case insecure:
+		return "certificate NOT verified (insecureFlag: true)"
+	}
+	return "certificate verified against the system's roots"
+}
+
+// presented describes the certificate the server at addr presents, read
+// without verifying it, so the user can pin its thumbprint or fix the CA.
+func presented(ctx context.Context, addr, serverName string) string {
+	d := tls.Dialer{Config: &tls.Config{ServerName: serverName, InsecureSkipVerify: true}} // only to show what it presents
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Sprintf("the server's certificate could not be read: %v", err)
+	}
+	defer conn.Close()
+	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return "the server presented no certificate"
+	}
+	leaf := certs[0]
+	s1, s256 := sha1.Sum(leaf.Raw), sha256.Sum256(leaf.Raw)
+	var chain []string
+	for _, c := range certs {
+		chain = append(chain, c.Subject.String())
+	}
+	return fmt.Sprintf("the server presents SHA-1 thumbprint %s, SHA-256 %s; chain: %s (issuer %s)",
+		colonHex(s1[:]), colonHex(s256[:]), strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
+}
+
+func colonHex(b []byte) string {
+	parts := make([]string, len(b))
+	for i, x := range b {
+		parts[i] = fmt.Sprintf("%02X", x)
+	}
+	return strings.Join(parts, ":")
+}
+
+// datacenters lists every datacenter of the vCenter, by name.
+func datacenters(ctx context.Context, vc *vim25.Client) ([]mo.Datacenter, error) {
+	m := view.NewManager(vc)
+	v, err := m.CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"Datacenter"}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	var dcs []mo.Datacenter
+	if err := v.Retrieve(ctx, []string{"Datacenter"}, []string{"name"}, &dcs); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(dcs, func(a, b mo.Datacenter) int { return cmp.Compare(a.Name, b.Name) })
+	return dcs, nil
+}
+
+// countVMs counts the VMs in dcs.
+func countVMs(ctx context.Context, vc *vim25.Client, dcs []mo.Datacenter) (int, error) {
+	m := view.NewManager(vc)
+	n := 0
+	for _, dc := range dcs {
+		v, err := m.CreateContainerView(ctx, dc.Reference(), []string{"VirtualMachine"}, true)
+		if err != nil {
+			return n, err
+		}
+		var refs []types.ManagedObjectReference
+		refs, err = v.Find(ctx, []string{"VirtualMachine"}, nil)
+		_ = v.Destroy(context.WithoutCancel(ctx))
+		if err != nil {
+			return n, err
+		}
+		n += len(refs)
+	}
+	return n, nil
+}
+
+// checkPrivileges names the privileges of want that user lacks on a
+// datacenter of dcs, as vCenter's AuthorizationManager reports them.
+func checkPrivileges(ctx context.Context, vc *vim25.Client, user string, dcs []mo.Datacenter, want []string) (Verdict, string) {
+	refs := make([]types.ManagedObjectReference, len(dcs))
+	names := map[types.ManagedObjectReference]string{}
+	for i, dc := range dcs {
+		refs[i] = dc.Reference()
+		names[refs[i]] = dc.Name
+	}
+	res, err := object.NewAuthorizationManager(vc).FetchUserPrivilegeOnEntities(ctx, refs, user)
+	if err != nil {
+		return Failed, fmt.Sprintf("reading %s's privileges: %v", user, err)
+	}
+	return privilegeVerdict(user, want, res, names)
+}
+
+// privilegeVerdict turns vCenter's answer into the missing privileges per
+// datacenter.
+func privilegeVerdict(user string, want []string, res []types.UserPrivilegeResult, names map[types.ManagedObjectReference]string) (Verdict, string) {
+	held := map[types.ManagedObjectReference][]string{}
+	for _, r := range res {
+		held[r.Entity] = r.Privileges
+	}
+	var problems []string
+	for _, ref := range slices.SortedFunc(maps.Keys(names), func(a, b types.ManagedObjectReference) int { return cmp.Compare(names[a], names[b]) }) {
+		var missing []string
+		for _, p := range want {
+			if !slices.Contains(held[ref], p) {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			problems = append(problems, fmt.Sprintf("%s lacks %s on datacenter %s", user, strings.Join(missing, ", "), names[ref]))
+		}
+	}
+	if len(problems) > 0 {
+		return Failed, strings.Join(problems, "; ")
+	}
+	return Passed, fmt.Sprintf("%s holds %s on %d datacenter(s)", user, strings.Join(want, ", "), len(names))
+}
+
+// checkCategories reports, per category, whether it exists, its tags and
+// how many objects carry one.
+func (b *Backend) checkCategories(ctx context.Context, categories []string) (Verdict, string) {
+	rc, err := b.sessions.restClient(ctx)
+	if err != nil {
+		return Failed, fmt.Sprintf("REST login: %v", err)
+	}
+	m := tags.NewManager(rc)
+	all, err := m.GetCategories(ctx)
+	if err != nil {
+		return Failed, fmt.Sprintf("listing tag categories: %v", err)
+	}
+	var names []string
+	byName := map[string]tags.Category{}
+	for _, c := range all {
+		names = append(names, c.Name)
+		byName[c.Name] = c
+	}
+	slices.Sort(names)
+	verdict := Passed
+	var details []string
+	for _, want := range categories {
+		c, ok := byName[want]
+		if !ok {
+			verdict = Failed
+			details = append(details, fmt.Sprintf("category %q not found%s", want, suggest(want, names)))
+			continue
+		}
+		ts, err := m.GetTagsForCategory(ctx, c.ID)
+		if err != nil {
+			verdict = Failed
+			details = append(details, fmt.Sprintf("category %q: listing its tags: %v", want, err))
+			continue
+		}
+		ids := make([]string, len(ts))
+		for i, t := range ts {
+			ids[i] = t.ID
+		}
+		attached := 0
+		if len(ids) > 0 {
+			objs, err := m.GetAttachedObjectsOnTags(ctx, ids)
+			if err != nil {
+				verdict = Failed
+				details = append(details, fmt.Sprintf("category %q: listing attachments: %v", want, err))
+				continue
+			}
+			for _, o := range objs {
+				attached += len(o.ObjectIDs)
+			}
+		}
+		if attached == 0 {
+			verdict = Failed
+			details = append(details, fmt.Sprintf("category %q: %d tag(s), attached to nothing: no Node would get this label", want, len(ts)))
+			continue
+		}
+		details = append(details, fmt.Sprintf("%q: %d tag(s) on %d object(s)", want, len(ts), attached))
+	}
+	return verdict, strings.Join(details, "; ")
+}
+
+// suggest names up to three of names nearest to want (by edit distance,
+// case-insensitively), as ", nearest: a, b".
+func suggest(want string, names []string) string {
+	type scored struct {
+		name string
+		d    int
+	}
+	var s []scored
+	for _, n := range names {
+		d := editDistance(strings.ToLower(want), strings.ToLower(n))
+		if d <= max(3, len(want)/2) {
+			s = append(s, scored{n, d})
+		}
+	}
+	if len(s) == 0 {
+		if len(names) == 0 {
+			return " (there are none)"
+		}
+		return fmt.Sprintf(" (there are: %s)", strings.Join(names[:min(len(names), 5)], ", "))
+	}
+	slices.SortStableFunc(s, func(a, b scored) int { return cmp.Compare(a.d, b.d) })
+	var out []string
+	for _, x := range s[:min(len(s), 3)] {
+		out = append(out, strconv.Quote(x.name))
+	}
+	return "; nearest: " + strings.Join(out, ", ")
+}
+
+// editDistance is Levenshtein's, over bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// Exit codes of the operator commands.
+const (
+	exitOK     = 0 // every check passed
+	exitFailed = 1 // a check failed (or the Node would not initialize)
+	exitUsage  = 2 // the command line is wrong
+)
+
+const validateUsage = `Usage: vsphere-federated-ccm validate --cloud-config FILE|- [flags]
+
+Checks a cloud config before it goes live, with the CCM's own parser and
+connection code: offline, every problem by path and line; online (default),
+per vCenter in parallel and read-only: TCP, TLS (the server's thumbprints on
+a verification failure), login, datacenters, the zone and region tag
+categories, privileges, VMs visible and latency. Exit code 0 only when
+everything passes, 1 when a check fails, 2 on a usage error.
+
+Flags:
+`
+
+// validateReport is validate's answer, as -o json prints it.
+type validateReport struct {
+	Config   configReport      `json:"config"`
+	VCenters []vcenterReport   `json:"vcenters,omitempty"`
+	Passed   bool              `json:"passed"`
+	notices  []config.Notice   // printed in the table form
+	checked  map[string]string // vCenter -> server, for the table
+}
+
+type configReport struct {
+	Verdict  vsphere.Verdict `json:"verdict"`
+	Detail   string          `json:"detail"`
+	Notices  []string        `json:"notices,omitempty"`
+	VCenters int             `json:"vcenters"`
+}
+
+type vcenterReport struct {
+	Name   string          `json:"name"`
+	Server string          `json:"server"`
+	Checks []vsphere.Check `json:"checks"`
+}
+
+// runValidate is the validate command; it returns the exit code.
+func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build cloud.BuildInfo) int {
+	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, validateUsage)
+		fs.PrintDefaults()
+	}
+	path := fs.String("cloud-config", "", "the cloud config to check, YAML or INI; - reads standard input")
+	offline := fs.Bool("offline", false, "parse and validate only; contact no vCenter and no API server")
+	strict := fs.Bool("strict", false, "unknown keys and keys CPI reads but this CCM ignores are errors")
+	output := fs.StringP("output", "o", "table", "table or json")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for the Secrets the config names; default in-cluster")
+	timeout := fs.Duration("timeout", 30*time.Second, "deadline for each vCenter's checks")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if *path == "" || fs.NArg() > 0 || (*output != "table" && *output != "json") {
+		fs.Usage()
+		return exitUsage
+	}
+	data, err := readConfig(*path, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "validate: --cloud-config %s: %v\n", *path, err)
+		return exitUsage
+	}
+	rep := validateConfig(data, *strict)
+	if rep.Passed && !*offline {
+		cfg, _ := config.ParseIn(data, config.ProcessEnv()) // parsed once already: cannot fail
+		rep.VCenters = validateVCenters(cfg, *kubeconfig, *timeout, build)
+		for _, v := range rep.VCenters {
+			for _, c := range v.Checks {
+				rep.Passed = rep.Passed && c.Verdict != vsphere.Failed
+			}
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		printValidateTable(stdout, rep)
+	}
+	if !rep.Passed {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func readConfig(path string, stdin io.Reader) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(io.LimitReader(stdin, 16<<20))
+	}
+	return os.ReadFile(path)
+}
+
+// validateConfig parses data as the CCM does (CPI's environment included).
+func validateConfig(data []byte, strict bool) validateReport {
+	rep := validateReport{checked: map[string]string{}}
+	cfg, err := config.ParseIn(data, config.ProcessEnv())
+	if err != nil {
+		rep.Config = configReport{Verdict: vsphere.Failed, Detail: err.Error()}
+		return rep
+	}
+	rep.notices = cfg.Notices
+	var strictErrs []string
+	for _, n := range cfg.Notices {
+		rep.Config.Notices = append(rep.Config.Notices, n.String())
+		if strict && (n.Kind == config.NoticeUnknown || n.Kind == config.NoticeIgnored) {
+			strictErrs = append(strictErrs, n.String())
+		}
+	}
+	rep.Config.VCenters = len(cfg.VCenters)
+	var names []string
+	for _, vc := range cfg.VCenters {
+		names = append(names, fmt.Sprintf("%s (%s:%d)", vc.Name, vc.Server, vc.Port))
+		rep.checked[vc.Name] = vc.Server
+	}
+	if len(strictErrs) > 0 {
+		rep.Config.Verdict = vsphere.Failed
+		rep.Config.Detail = "--strict: " + strings.Join(strictErrs, "; ")
+		return rep
+	}
+	rep.Config.Verdict = vsphere.Passed
+	rep.Config.Detail = fmt.Sprintf("%d vCenter(s): %s", len(cfg.VCenters), strings.Join(names, ", "))
+	if len(cfg.Notices) > 0 {
+		rep.Config.Detail += fmt.Sprintf("; %d notice(s)", len(cfg.Notices))
+	}
+	rep.Passed = true
+	return rep
+}
+
+// validateVCenters runs every vCenter's checks in parallel, each under
+// timeout, with the credentials the CCM would use.
+func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Duration, build cloud.BuildInfo) []vcenterReport {
+	var secrets *credentials.Secrets
+	var secretsErr error
+	for _, vc := range cfg.VCenters {
+		if vc.CredentialsFrom == config.FromSecret && secrets == nil && secretsErr == nil {
+			var client kubernetes.Interface
+			client, secretsErr = kubeClient(kubeconfig)
+			if secretsErr == nil {
+				secrets = credentials.NewSecrets(client, nil)
+				defer secrets.Close()
+			}
+		}
+	}
+	req := vsphere.ValidateRequest{}
+	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
+		req.Categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
+	}
+	out := make([]vcenterReport, len(cfg.VCenters))
+	var wg sync.WaitGroup
+	for i, vc := range cfg.VCenters {
+		out[i] = vcenterReport{Name: vc.Name, Server: vc.Server}
+		if vc.CredentialsFrom == config.FromSecret && secretsErr != nil && vc.User == "" {
+			out[i].Checks = []vsphere.Check{{Name: vsphere.CheckLogin, Verdict: vsphere.Failed,
+				Detail: fmt.Sprintf("Secret %s/%s cannot be read: %v", vc.SecretNamespace, vc.SecretName, secretsErr)}}
+			continue
+		}
+		wg.Go(func() {
+			b := vsphere.New(vsphere.Options{
+				Config: vc, Credentials: credentials.ForVCenter(cfg, vc, secrets),
+				UserAgent: build.UserAgent() + " (validate)",
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			out[i].Checks = b.Validate(ctx, req)
+			closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer closeCancel()
+			_ = b.Close(closeCtx)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// kubeClient is the API client of --kubeconfig, or in-cluster.
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "vsphere-federated-ccm-validate"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// mark is how a verdict shows in the table.
+func mark(v vsphere.Verdict) string {
+	switch v {
+	case vsphere.Passed:
+		return "✓"
+	case vsphere.Failed:
+		return "✗"
+	}
+	return "–"
+}
+
+func printValidateTable(w io.Writer, rep validateReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VCENTER\tCHECK\t\tDETAIL")
+	configDetail := rep.Config.Detail
+	if lines := strings.Split(strings.TrimSpace(configDetail), "\n"); len(lines) > 1 {
+		configDetail = strings.TrimSuffix(lines[0], ":") + " (below)"
+	}
+	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", mark(rep.Config.Verdict), oneLine(configDetail))
+	for _, v := range rep.VCenters {
+		for _, c := range v.Checks {
+			detail := c.Detail
+			if c.Took > 0 && c.Verdict != vsphere.Skipped {
+				detail += " [" + roundTook(c.Took).String() + "]"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, c.Name, mark(c.Verdict), oneLine(detail))
+		}
+	}
+	_ = tw.Flush()
+	if rep.Config.Verdict == vsphere.Failed && strings.Contains(strings.TrimSpace(rep.Config.Detail), "\n") {
+		fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(rep.Config.Detail))
+	}
+	for _, n := range rep.notices {
+		fmt.Fprintf(w, "notice: %s\n", n)
+	}
+	if rep.Passed {
+		fmt.Fprintln(w, "PASS")
+	} else {
+		fmt.Fprintln(w, "FAIL")
+	}
+}
+
+// roundTook keeps two or three significant digits.
+func roundTook(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// oneLine keeps a table row on one line (a config error lists one
+// problem per line).
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+}
