@@ -768,3 +768,21 @@ func hasNotice(cfg *Config, kind NoticeKind, path string) bool {
 	}
 	return false
 }
+
+// Problems found after decoding name their line too: the key's own, or
+// its section's when the key is missing.
+func TestValidationProblemsNameTheirLine(t *testing.T) {
+	_, err := Parse([]byte("global:\n  port: 70000\nvcenter:\n  a:\n    user: u\n    password: p\n    requestTimeout: -1s\n"))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		`global.port: must be a number from 1 to 65535, got "70000" (line 2)`,
+		"vcenter.a.requestTimeout: must be > 0 (line 7)",
+		"vcenter.a.server: required (line 4)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

@@ -90,7 +90,7 @@ func ParseIn(data []byte, env Env) (*Config, error) {
 	} else if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, scrub(err, data)
 	}
-	w := keyWalk{seen: map[aliasVisit]bool{}, notices: notices}
+	w := keyWalk{seen: map[aliasVisit]bool{}, notices: notices, lines: map[string]int{}}
 	if len(root.Content) == 1 {
 		w.check(root.Content[0], reflect.TypeFor[File](), "")
 	}
@@ -107,7 +107,7 @@ func ParseIn(data []byte, env Env) (*Config, error) {
 	}
 	w.notices = append(w.notices, env.apply(&f)...)
 	cfg, verrs := f.resolve()
-	errs = multierror.Append(errs, verrs...)
+	errs = multierror.Append(errs, w.withLines(verrs)...)
 	if errs.ErrorOrNil() != nil {
 		// A typo is often the cause: name the unknown keys too.
 		for _, n := range w.notices {
@@ -161,7 +161,46 @@ type keyWalk struct {
 	errs    *multierror.Error
 	notices []Notice
 	seen    map[aliasVisit]bool
+	// lines holds the line of every key walked, by path, for the
+	// problems found after decoding (see withLines).
+	lines map[string]int
 }
+
+// withLines adds its line to each problem that names a key by path but
+// not its line ("vcenter.a.port: must be …"); a key that is absent
+// ("vcenter.a.server: required") gets its nearest section's line.
+func (w *keyWalk) withLines(errs []error) []error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+		msg := e.Error()
+		path, _, ok := strings.Cut(msg, ": ")
+		if !ok || strings.Contains(msg, "(line ") {
+			continue
+		}
+		for p := path; p != ""; {
+			if line, known := w.lines[p]; known {
+				out[i] = lineError{err: e, line: line}
+				break
+			}
+			cut := strings.LastIndexByte(p, '.')
+			if cut < 0 {
+				break
+			}
+			p = p[:cut]
+		}
+	}
+	return out
+}
+
+// lineError is a problem with the line of the key it names.
+type lineError struct {
+	err  error
+	line int
+}
+
+func (e lineError) Error() string { return fmt.Sprintf("%s (line %d)", e.err, e.line) }
+func (e lineError) Unwrap() error { return e.err }
 
 func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
@@ -204,6 +243,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 			if isMerge(n.Content[i]) {
 				continue
 			}
+			w.lines[join(path, n.Content[i].Value)] = n.Content[i].Line
 			w.check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
 		}
 	case reflect.Struct:
@@ -218,6 +258,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 				w.notices = append(w.notices, unknownKey(path, key, fields, n.Content[i].Line))
 				continue
 			}
+			w.lines[join(path, key)] = n.Content[i].Line
 			w.check(n.Content[i+1], ft, join(path, key))
 		}
 	}
