@@ -168,6 +168,7 @@ func TestValidate(t *testing.T) {
 		path := writeFile(t, env.Opts.Dir, "cat.yaml", strings.Replace(good, "zone: k8s-zone", "zone: k8s-zones", 1))
 		r := runValidate(t, env, "", "--cloud-config", path)
 		r.expect(t, 1, map[[2]string]string{{vc1.Name, "tag categories"}: `category "k8s-zones" not found; nearest: "k8s-zone"`})
+		t.Logf("missing tag category:\n%s", r.stdout)
 	})
 
 	t.Run("wrong thumbprint", func(t *testing.T) {
@@ -177,6 +178,7 @@ func TestValidate(t *testing.T) {
 		path := writeFile(t, env.Opts.Dir, "thumb.yaml", edit)
 		r := runValidate(t, env, "", "--cloud-config", path)
 		r.expect(t, 1, map[[2]string]string{{vc1.Name, "tls"}: "SHA-1 thumbprint "})
+		t.Logf("wrong thumbprint:\n%s", r.stdout)
 	})
 
 	t.Run("unreachable", func(t *testing.T) {
