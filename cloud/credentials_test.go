@@ -13,7 +13,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -42,7 +42,7 @@ func TestCredentialSourcesInCPIOrder(t *testing.T) {
 					mu.Lock()
 					got = append(got, creds.String())
 					mu.Unlock()
-					return memory.New()
+					return backendtest.New()
 				}
 			})
 			mu.Lock()

@@ -21,7 +21,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -430,11 +430,11 @@ func TestStopClosesReplacedBackendsAtOnce(t *testing.T) {
 	}
 	writeAtomically(t, path, conf("a.example.com"))
 	var mu sync.Mutex
-	var made []*memory.Backend
+	var made []*backendtest.Backend
 	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend {
 		mu.Lock()
 		defer mu.Unlock()
-		b := memory.New()
+		b := backendtest.New()
 		made = append(made, b)
 		return b
 	}})
@@ -453,7 +453,7 @@ func TestStopClosesReplacedBackendsAtOnce(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("%d backends built, want 2 (the edit changes the server)", n)
 	}
-	isClosed := func(b *memory.Backend) bool {
+	isClosed := func(b *backendtest.Backend) bool {
 		_, err := b.Find(t.Context(), backends.Query{By: backends.ByName, Values: []string{"x"}})
 		return errors.Is(err, backends.ErrClosed)
 	}
@@ -479,7 +479,7 @@ func TestStopLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, "global:\n  secretName: creds\n  secretNamespace: kube-system\nvcenter:\n  vc1:\n    server: a.example.com\n")
-	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend { return memory.New() }})
+	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend { return backendtest.New() }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,19 +19,19 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // fakeFleet is in-memory vCenters by name, for the decisions of the
 // provider itself (what counts as absence), not the wire.
-type fakeFleet map[string]*memory.Backend
+type fakeFleet map[string]*backendtest.Backend
 
 func newFakeFleet(names ...string) fakeFleet {
 	f := fakeFleet{}
 	for _, n := range names {
-		f[n] = memory.New()
+		f[n] = backendtest.New()
 	}
 	return f
 }
@@ -318,7 +318,7 @@ func TestUninitializedNodesAreRequeuedWhenAVCenterComesBack(t *testing.T) {
 func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 	const v6 = "fd00::10"
 	long := strings.Repeat("vcenter-", 9) // 72 characters
-	f := fakeFleet{v6: memory.New(), long: memory.New()}
+	f := fakeFleet{v6: backendtest.New(), long: backendtest.New()}
 	f[v6].Add(fakeVM("DC 1", "vm-1", "node-6", uuidA), nil)
 	f[long].Add(fakeVM("dc0", "vm-2", "node-l", uuidB), nil)
 	cpiInitialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-6"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // fleet is three fake vCenters with two datacenters and two VMs each.
 type fleet struct {
 	names    []string
-	backends map[string]*memory.Backend
+	backends map[string]*backendtest.Backend
 	vms      map[string][]backends.VM
 }
 
@@ -26,10 +26,10 @@ func uuidOf(vc, dc, i int) string {
 }
 
 func newFleet() *fleet {
-	f := &fleet{backends: map[string]*memory.Backend{}, vms: map[string][]backends.VM{}}
+	f := &fleet{backends: map[string]*backendtest.Backend{}, vms: map[string][]backends.VM{}}
 	for vc := range 3 {
 		name := fmt.Sprintf("vc%d", vc+1)
-		b := memory.New()
+		b := backendtest.New()
 		for dc := range 2 {
 			for i := range 2 {
 				vm := backends.VM{

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/memory"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // A lookup is found, confirmed absent (nil, nil), or an error that names
 // the vCenters that could not answer: absence is never inferred from them.
 func ExampleDiscoverer_FindByUUID() {
-	east, west := memory.New(), memory.New()
+	east, west := backendtest.New(), backendtest.New()
 	east.Add(backends.VM{
 		Ref:  backends.VMRef{Datacenter: "dc-a", ID: "vm-42"},
 		Name: "worker-1", UUID: "422e4956-ad22-1139-1234-567890abcdef",

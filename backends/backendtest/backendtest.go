@@ -1,7 +1,7 @@
-// Package memory is an in-memory backends.Backend for unit tests of the
+// Package backendtest is an in-memory backends.Backend, a test double for
 // controller logic. It answers from a map, counts calls and can be told to
 // fail or to block until the caller's deadline.
-package memory
+package backendtest
 
 import (
 	"context"
