@@ -20,8 +20,8 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
