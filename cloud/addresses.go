@@ -20,7 +20,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Errors of NodeAddresses, in CPI's words (the texts its users search for).
+// Errors of vmAddresses, in CPI's words (the texts its users search for).
 // Each is returned where CPI's DiscoverNode fails, so the Node stays tainted,
 // or keeps the addresses it has, as under CPI.
 var (
@@ -39,8 +39,8 @@ type candidate struct {
 	network string
 }
 
-// NodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
-func NodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
+// vmAddresses selects a VM's addresses as CPI's DiscoverNode does.
+func vmAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
 	return nodeAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 }
 

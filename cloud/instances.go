@@ -126,7 +126,7 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := NodeAddresses(vm, families, cfg.Nodes)
+	addrs, err := vmAddresses(vm, families, cfg.Nodes)
 	if err != nil {
 		if c.recorder != nil {
 			c.recorder.Event(node, v1.EventTypeWarning, ReasonNoNodeAddress, err.Error())

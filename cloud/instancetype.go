@@ -10,13 +10,13 @@ import (
 // InstanceType formats a VM's size as CPI does:
 // vsphere-vm.cpu-<numCPU>.mem-<memGiB>gb.os-<short guest OS name>.
 func InstanceType(vm *backends.VM) string {
-	return fmt.Sprintf("vsphere-vm.cpu-%d.mem-%dgb.os-%s", vm.NumCPU, vm.MemoryMB/1024, GuestOSShortName(vm.GuestID))
+	return fmt.Sprintf("vsphere-vm.cpu-%d.mem-%dgb.os-%s", vm.NumCPU, vm.MemoryMB/1024, guestOSShortName(vm.GuestID))
 }
 
-// GuestOSShortName maps a vSphere guestId to the short name CPI puts in the
+// guestOSShortName maps a vSphere guestId to the short name CPI puts in the
 // instance type; "unknown" for ids CPI does not list, so the label a Node
 // gets is the same under either CCM.
-func GuestOSShortName(guestID string) string {
+func guestOSShortName(guestID string) string {
 	if s, ok := guestOSShort[guestID]; ok {
 		return s
 	}
