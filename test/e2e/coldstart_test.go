@@ -250,12 +250,8 @@ func (w *coldStart) run(label string, dead *deadMode, workers, try int) (healthy
 	if err := w.waitLookupFailed(ctx, uids, time.Minute); err != nil {
 		return 0, 0, err
 	}
-	observeUntil := time.Now().Add(3 * time.Second)
-	for time.Now().Before(observeUntil) {
-		if err := w.check(watch, true); err != nil {
-			return 0, 0, err
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := holds(ctx, 3*time.Second, func() error { return w.check(watch, true) }); err != nil {
+		return 0, 0, err
 	}
 	if dead.tried != nil {
 		if err := dead.tried(proxy.Traffic().Sub(before)); err != nil {

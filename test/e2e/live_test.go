@@ -4,118 +4,18 @@ package e2e
 // by the running CCM, which is never restarted.
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
-
-// vcenterSection matches one "  <name>:" section of the harness's config.
-func vcenterSection(name string) *regexp.Regexp {
-	return regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + `:\n(    .*\n)+`)
-}
-
-func withoutVCenter(yaml, name string) string {
-	return vcenterSection(name).ReplaceAllString(yaml, "")
-}
-
-func withDatacenters(yaml, name, list string) string {
-	return strings.Replace(yaml, "  "+name+":\n", "  "+name+":\n    datacenters: "+list+"\n", 1)
-}
-
-// writeConfig replaces the cloud config as an editor does (write, rename).
-func writeConfig(t *testing.T, env *harness.Env, yaml string) time.Time {
-	t.Helper()
-	tmp := env.CloudConfig + ".new"
-	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Now()
-	if err := os.Rename(tmp, env.CloudConfig); err != nil {
-		t.Fatal(err)
-	}
-	return at
-}
-
-// sameProcess fails t unless p still runs with the PID it had.
-func sameProcess(t *testing.T, p *harness.CCMProcess, pid int) {
-	t.Helper()
-	if !p.Running() || p.Pid() != pid {
-		t.Fatalf("the CCM was restarted or died (pid %d, was %d, running %v)", p.Pid(), pid, p.Running())
-	}
-}
-
-func vmsOf(env *harness.Env, vcenter, datacenter string) []*vcsim.VM {
-	var out []*vcsim.VM
-	for _, vm := range env.Fed.VCenter(vcenter).VMs {
-		if datacenter == "" || vm.Datacenter == datacenter {
-			out = append(out, vm)
-		}
-	}
-	return out
-}
-
-// firstInitialized waits for any Node of names to be initialized and
-// returns when that was seen.
-func firstInitialized(t *testing.T, env *harness.Env, names []string, timeout time.Duration) time.Time {
-	t.Helper()
-	var at time.Time
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		for _, n := range names {
-			node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err == nil && harness.Initialized(node) {
-				at = time.Now()
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("none of %v initialized within %s", names, timeout)
-	}
-	return at
-}
-
-// events lists the Events about one object.
-func events(t *testing.T, env *harness.Env, namespace, kind, name string) []corev1.Event {
-	t.Helper()
-	sel := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}.AsSelector().String()
-	list, err := env.Client.CoreV1().Events(namespace).List(t.Context(), metav1.ListOptions{FieldSelector: sel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
-}
-
-func waitEvent(t *testing.T, env *harness.Env, namespace, kind, name, reason string, timeout time.Duration) corev1.Event {
-	t.Helper()
-	var found corev1.Event
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		for _, e := range events(t, env, namespace, kind, name) {
-			if e.Reason == reason {
-				found = e
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no %s Event on %s %s/%s within %s: %v", reason, kind, namespace, name, timeout, events(t, env, namespace, kind, name))
-	}
-	return found
-}
 
 func TestAddVCenterByConfigEdit(t *testing.T) {
 	t.Parallel()

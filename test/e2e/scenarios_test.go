@@ -497,23 +497,3 @@ func identify(t *testing.T, ps []*harness.CCMProcess, holder string) (leader, ot
 	return leaders[0], other
 }
 
-// observe checks cond every 250ms for d, failing the test the moment it
-// reports a problem (negative properties need a window; positive ones poll
-// until a deadline instead).
-func observe(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			return
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
