@@ -496,4 +496,3 @@ func identify(t *testing.T, ps []*harness.CCMProcess, holder string) (leader, ot
 	}
 	return leaders[0], other
 }
-
