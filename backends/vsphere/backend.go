@@ -651,6 +651,23 @@ func isNotFound(err error) bool {
 	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
 }
 
+// Session is the backend's current SOAP session: when it was logged in
+// and which credential source served it (a name, never a value).
+type Session struct {
+	LoggedIn    time.Time
+	Credentials string
+}
+
+// Session reports the current session; ok is false without one.
+func (b *Backend) Session() (s Session, ok bool) {
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	if b.sessions.cur == nil {
+		return Session{}, false
+	}
+	return Session{LoggedIn: b.sessions.cur.loggedIn, Credentials: b.sessions.cur.served.Source}, true
+}
+
 // Reachability implements backends.Backend.
 func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
 
