@@ -86,6 +86,13 @@ func versionRequested(args []string) bool {
 
 func main() {
 	build := buildInfo()
+	// Subcommands of the same binary, so they run where the CCM runs.
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "diagnose":
+			os.Exit(runDiagnose(os.Args[2:], build, os.Stdout, os.Stderr))
+		}
+	}
 	if versionRequested(os.Args[1:]) {
 		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return
@@ -95,11 +102,20 @@ func main() {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
 	var nodeLabels map[string]string
+	var vcentersPort int
 	extra := cliflag.NamedFlagSets{}
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
+	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
+		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
-		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels, build) },
+		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
+			provider := initCloud(c, nodeLabels, build)
+			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
+				klog.Background().Error(err, "Not serving "+VCentersPath)
+			}
+			return provider
+		},
 		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
 	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
 	// leaves it out runs unchanged.
@@ -117,7 +133,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build cloud.BuildInfo) cloudprovider.Interface {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build cloud.BuildInfo) *cloud.Cloud {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -134,17 +150,25 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 	metrics := cloud.NewMetrics(build)
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	opts := cloud.Options{Metrics: metrics, EventObject: podReference(), NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv(), UserAgent: build.UserAgent()}
-	// CPI's switch: set at all (any value) means no Node is deleted.
-	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
-	// The record of the vCenters served lives beside the Pod.
-	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
+	opts := providerOptions(build)
+	opts.Metrics, opts.EventObject, opts.NodeLabels = metrics, podReference(), nodeLabels
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
 	}
 	return provider
+}
+
+// providerOptions are the provider's options from the process's
+// environment, as both the CCM and `diagnose` build it.
+func providerOptions(build cloud.BuildInfo) cloud.Options {
+	opts := cloud.Options{ConfigEnv: config.ProcessEnv(), UserAgent: build.UserAgent()}
+	// CPI's switch: set at all (any value) means no Node is deleted.
+	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
+	// The record of the vCenters served lives beside the Pod.
+	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
+	return opts
 }
 
 // podReference names this replica's Pod, from the downward API variables
