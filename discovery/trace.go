@@ -29,6 +29,9 @@ const (
 	PassDirect = "direct"
 	// PassRemembered: the VM's remembered location was re-read.
 	PassRemembered = "remembered location"
+	// PassNotAsked: nothing was sent; the vCenter is known down, its
+	// breaker is open, or it was not waited for.
+	PassNotAsked = "not asked"
 )
 
 // TraceAnswer is one vCenter's answer to one search.
@@ -82,6 +85,9 @@ func record(ctx context.Context, what, pass string, v *vcenter, vms []backends.V
 	}
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
 		a.Err = err
+		if errors.Is(err, ErrVCenterDown) || errors.Is(err, ErrBreakerOpen) || errors.Is(err, ErrVCenterConnecting) || errors.Is(err, errNotWaited) {
+			a.Pass = PassNotAsked
+		}
 	}
 	for _, vm := range vms {
 		a.Found = append(a.Found, Result{VCenter: v.Name, VM: vm})

@@ -86,6 +86,15 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 		t.Fatalf("vc1's answers = %+v; want a deadline error with its breaker open (one failure trips it)", vc1)
 	}
 
+	// Its breaker open, the next lookup sends it nothing: traced so.
+	var again discovery.Trace
+	_, _ = d.FindByUUID(discovery.WithTrace(ctxT(t), &again), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	for _, a := range again.Answers() {
+		if a.VCenter == "vc1" && (a.Pass != discovery.PassNotAsked || !errors.Is(a.Err, discovery.ErrBreakerOpen)) {
+			t.Errorf("vc1 with its breaker open: %+v; want not asked, ErrBreakerOpen", a)
+		}
+	}
+
 	f.backends["vc1"].Hang(false)
 	f2 := newFleet()
 	d2 := f2.discoverer(time.Second, 5, time.Minute)

@@ -348,11 +348,11 @@ func explain(r *nodeReport, lookupErr, metaErr error, settled bool) []string {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		what := "did not answer"
 		if r.VM != nil {
-			what += " (the VM was found elsewhere; a duplicate there cannot be ruled out)"
+			why = append(why, fmt.Sprintf("%s did not answer: %s; not needed, the VM was found in %s (a duplicate in %s cannot be ruled out until it answers)", n, failed[n], r.VM.VCenter, n))
+			continue
 		}
-		why = append(why, fmt.Sprintf("%s %s: %s; the Node is kept and retried", n, what, failed[n]))
+		why = append(why, fmt.Sprintf("%s did not answer: %s; the Node is kept and retried", n, failed[n]))
 	}
 	var dup *discovery.DuplicateError
 	if errors.As(lookupErr, &dup) {
@@ -407,7 +407,7 @@ func keysOf(node *v1.Node) nodeKeys {
 		}
 	}
 	for _, a := range node.Status.Addresses {
-		if a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP {
+		if (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && !slices.Contains(k.IPs, a.Address) {
 			k.IPs = append(k.IPs, a.Address)
 		}
 	}
