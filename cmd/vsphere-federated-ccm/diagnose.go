@@ -517,9 +517,16 @@ func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
 	return s
 }
 
-// write prints r for people.
+// write prints r for people; an error that repeats the lookup error is
+// not printed again (-o json has every message whole).
 func (r *nodeReport) write(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	short := func(msg string) string {
+		if r.Problem != "" && strings.Contains(msg, r.Problem) {
+			return strings.Replace(msg, r.Problem, "(the lookup error above)", 1)
+		}
+		return msg
+	}
 	p("Node %s", r.Node)
 	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s", orDash(r.Keys.ProviderID), orDash(r.Keys.SystemUUID),
 		orDash(r.Keys.SystemUUIDSwapped), r.Keys.Name, orDash(strings.Join(r.Keys.IPs, " ")))
@@ -560,12 +567,12 @@ func (r *nodeReport) write(w io.Writer) {
 		slices.Sort(labels)
 		p("    labels         %s", strings.Join(labels, ", "))
 	} else {
-		p("  InstanceMetadata: error: %s", r.MetadataError)
+		p("  InstanceMetadata: error: %s", short(r.MetadataError))
 	}
-	p("  InstanceExists:   %s", r.Exists.text())
-	p("  InstanceShutdown: %s", r.Shutdown.text())
+	p("  InstanceExists:   %s", short(r.Exists.text()))
+	p("  InstanceShutdown: %s", short(r.Shutdown.text()))
 	if r.Tainted {
-		p("  tainted %s: %s", cloudproviderapi.TaintExternalCloudProvider, r.TaintReason)
+		p("  tainted %s: %s", cloudproviderapi.TaintExternalCloudProvider, short(r.TaintReason))
 	} else {
 		p("  not tainted %s (initialized)", cloudproviderapi.TaintExternalCloudProvider)
 	}
@@ -599,7 +606,7 @@ func (r *nodeReport) write(w io.Writer) {
 	_ = tw.Flush()
 	p("  verdict:")
 	for _, s := range r.Why {
-		p("    - %s", s)
+		p("    - %s", short(s))
 	}
 }
 
