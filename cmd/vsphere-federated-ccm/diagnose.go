@@ -53,6 +53,9 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	fs.Usage = func() { fmt.Fprint(stderr, diagnoseUsageText+fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return diagnoseOK
+		}
 		return diagnoseUsage
 	}
 	rest := fs.Args()
@@ -156,7 +159,7 @@ type diagnoser struct {
 }
 
 func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build cloud.BuildInfo) (*diagnoser, error) {
-	const op = "diagnose"
+	const op = "main.newDiagnoser"
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)

@@ -63,6 +63,9 @@ func runDiagnose(t *testing.T, env *harness.Env, args ...string) diagnoseRun {
 		t.Fatalf("diagnose %v: %v\n%s", args, err, r.stderr)
 	}
 	t.Logf("$ vsphere-federated-ccm %s  (exit %d, %s)\n%s", strings.Join(args[:len(args)-2], " "), r.code, r.took.Round(time.Millisecond), r.stdout)
+	if r.stderr != "" {
+		t.Logf("its stderr:\n%s", r.stderr)
+	}
 	return r
 }
 
