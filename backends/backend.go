@@ -73,6 +73,20 @@ type InventoryStatus struct {
 	Updates uint64
 }
 
+// SessionReporter is a Backend holding a session with its vCenter
+// (backends/vsphere's), for status pages.
+type SessionReporter interface {
+	// Session is the current session; ok is false without one.
+	Session() (s Session, ok bool)
+}
+
+// Session is what a backend shows of its session: when it logged in and
+// the name of the credentials' source (never a credential).
+type Session struct {
+	LoggedIn    time.Time
+	Credentials string
+}
+
 // ErrClosed is every call of a backend after Close.
 var ErrClosed = errors.New("backend closed")
 

@@ -67,6 +67,13 @@ type Options struct {
 	// SkipNodeDeletion is CPI's SKIP_NODE_DELETION switch: a VM confirmed
 	// absent is reported as an error, so no Node is ever deleted.
 	SkipNodeDeletion bool
+	// ReadOnly makes a provider that writes nothing, for `diagnose`: no
+	// Event, no Node patch (location labels are not backfilled), no write
+	// of the state ConfigMap (the record is read, and the current config
+	// folded into it in memory, as the running CCM would), no watch of
+	// the config file or of Nodes, no re-queue of Nodes. Lookups, logins
+	// and the inventories are the running CCM's own.
+	ReadOnly bool
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
@@ -218,6 +225,17 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	c.started = true
 	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
 	c.cancelWorkers = cancel
+	if c.opts.ReadOnly {
+		if client != nil {
+			c.client = client
+			secrets := credentials.NewSecrets(client, nil)
+			c.secrets = secrets
+			c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
+			c.discovery.SetHistory(discovery.History{Why: "reading configmap " + c.opts.HistoryObject.String()})
+		}
+		c.applyLocked(ctx, c.cfg.Load())
+		return
+	}
 	if client != nil {
 		c.client = client
 		secrets := credentials.NewSecrets(client, func(_, _ string) { c.RequestReload() })

@@ -190,6 +190,18 @@ func (s historyStore) save(ctx context.Context, cm *v1.ConfigMap, h *configHisto
 	return err
 }
 
+// peek is record without the write: the stored history with cfg folded
+// in, in memory only (a read-only provider's view).
+func (s historyStore) peek(ctx context.Context, cfg *config.Config, now time.Time) (*configHistory, error) {
+	const op = "cloud.history.peek"
+	h, _, err := s.load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	h.update(cfg, now, cfg.RetiredRetention)
+	return h, nil
+}
+
 // record folds cfg into the stored history, writing it back when it
 // changed (optimistic concurrency: a conflict reads it again), and hands
 // the result to discovery. Until a record has been read, discovery treats

@@ -17,7 +17,7 @@ import (
 // or before these labels existed, would never get them. Best effort: a
 // failure is logged and retried at the next status pass.
 func (c *Cloud) backfillLabels(ctx context.Context, node *v1.Node, want map[string]string) {
-	if c.client == nil || uninitialized(node) {
+	if c.client == nil || c.opts.ReadOnly || uninitialized(node) {
 		return
 	}
 	missing := map[string]string{}

@@ -96,7 +96,11 @@ func (c *Cloud) recordHistory(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(ctx, config.DefaultRequestTimeout)
 	defer cancel()
 	store := historyStore{client: c.client, object: c.opts.HistoryObject}
-	h, err := store.record(rctx, cfg, time.Now())
+	record := store.record
+	if c.opts.ReadOnly {
+		record = store.peek
+	}
+	h, err := record(rctx, cfg, time.Now())
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "The vCenters served before are not known; until they are, no VM is reported deleted")
 		if !c.historyKnownLocked() {

@@ -239,7 +239,7 @@ func (d *Discoverer) checkNamesake(ctx context.Context, vcs []*vcenter, name str
 	what := fmt.Sprintf("vm name %q (looking for an unreadable VM of the Node's name)", name)
 	var failed *multierror.Error
 	var answered []string
-	for _, a := range d.ask(ctx, vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false) {
+	for _, a := range d.ask(ctx, vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false, fmt.Sprintf("vm name %q (inaccessible-VM check)", name)) {
 		if a.err != nil {
 			failed = multierror.Append(failed, a.err)
 			continue
@@ -351,7 +351,8 @@ func LabelValue(name string) string {
 type VCenterHealth struct {
 	Name         string
 	Reachability backends.Reachability
-	BreakerOpen  bool // open or half-open: lookups fail fast or probe
+	BreakerOpen  bool   // open or half-open: lookups fail fast or probe
+	Breaker      string // its state: closed, half-open or open
 }
 
 // Healthy reports whether lookups reach the vCenter normally.
@@ -364,7 +365,8 @@ func (d *Discoverer) Health() []VCenterHealth {
 	vcs := *d.vcenters.Load()
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
-		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Reachability(), BreakerOpen: v.breaker.State() != gobreaker.StateClosed}
+		st := v.breaker.State()
+		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Reachability(), BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st)}
 	}
 	return out
 }

@@ -452,7 +452,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 	// "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, vcs, q, !l.strict)
+	answers := d.ask(ctx, vcs, q, !l.strict, l.what)
 	if nothingFound(answers) {
 		var again []*vcenter
 		for _, v := range vcs {
@@ -462,7 +462,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, again, q, !l.strict) {
+			for _, a := range d.ask(ctx, again, q, !l.strict, l.what) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
@@ -573,19 +573,29 @@ type answer struct {
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
 // answer.
-func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, foundFast bool) []answer {
+func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, foundFast bool, what string) []answer {
 	q.Datacenters = nil
+	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make([]answer, len(vcs))
+	// For a Trace only: how each was asked, and how long it took.
+	passes := make([]string, len(vcs))
+	latencies := make([]time.Duration, len(vcs))
+	start := time.Now()
 	done := make(chan int, len(vcs))
 	var wg sync.WaitGroup
 	for i, v := range vcs {
+		passes[i] = PassDirect
+		if q.AllowCached && v.Backend.Inventoried() {
+			passes[i] = PassInventory
+		}
 		wg.Go(func() {
 			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {
 				return b.Find(ctx, q)
 			})
 			answers[i] = answer{vc: v, vms: vms, err: err}
+			latencies[i] = time.Since(start)
 			done <- i
 		})
 	}
@@ -621,6 +631,9 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, 
 	wg.Wait()
 	for i := range pending {
 		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
+	}
+	for i, a := range answers {
+		record(outer, what, passes[i], a.vc, a.vms, a.err, latencies[i])
 	}
 	return answers
 }
@@ -699,9 +712,15 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 		return cached{}, false
 	}
 	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
+	start := time.Now()
 	vm, err := call(ctx, d, vcs[i], "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
 	})
+	if vm != nil {
+		record(ctx, key, PassRemembered, vcs[i], []backends.VM{*vm}, err, time.Since(start))
+	} else {
+		record(ctx, key, PassRemembered, vcs[i], nil, err, time.Since(start))
+	}
 	switch {
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):
 		// An inaccessible or orphaned VM has no readable UUID, but the

@@ -664,6 +664,16 @@ func isNotFound(err error) bool {
 	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
 }
 
+// Session reports the current session; ok is false without one.
+func (b *Backend) Session() (s backends.Session, ok bool) {
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	if b.sessions.cur == nil {
+		return backends.Session{}, false
+	}
+	return backends.Session{LoggedIn: b.sessions.cur.loggedIn, Credentials: b.sessions.cur.served.Source}, true
+}
+
 // Reachability implements backends.Backend.
 func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
 

@@ -146,6 +146,7 @@ type conn struct {
 	// session manager's.
 	served         credentials.Served
 	sessionManager bool
+	loggedIn       time.Time // when its current session was logged in
 	rest           *rest.Client
 	restValid      bool
 	restShared     bool    // the REST client uses the SOAP session: no REST logout
@@ -159,6 +160,7 @@ type conn struct {
 func (c *conn) setServed(sv credentials.Served) {
 	c.fingerprint = sv.Fingerprint()
 	c.sessionManager = sv.SessionManager()
+	c.loggedIn = time.Now()
 	c.served = sv
 	c.served.Credentials = credentials.Credentials{}
 }

@@ -95,6 +95,8 @@ func main() {
 		switch os.Args[1] {
 		case "validate":
 			os.Exit(runValidate(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, build))
+		case "diagnose":
+			os.Exit(runDiagnose(os.Args[2:], build, os.Stdout, os.Stderr))
 		}
 	}
 	if versionRequested(os.Args[1:]) {
@@ -106,11 +108,20 @@ func main() {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
 	var nodeLabels map[string]string
+	var vcentersPort int
 	extra := cliflag.NamedFlagSets{}
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
+	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
+		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
-		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, nodeLabels, build) },
+		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
+			provider := initCloud(c, nodeLabels, build)
+			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
+				klog.Background().Error(err, "Not serving "+VCentersPath)
+			}
+			return provider
+		},
 		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
 	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
 	// leaves it out runs unchanged.
@@ -128,7 +139,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build cloud.BuildInfo) cloudprovider.Interface {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build cloud.BuildInfo) *cloud.Cloud {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -145,14 +156,8 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 	metrics := cloud.NewMetrics(build)
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
-	opts := cloud.Options{
-		NewBackend: vsphereBackends(build.UserAgent()), Metrics: metrics, EventObject: podReference(),
-		NodeLabels: nodeLabels, ConfigEnv: config.ProcessEnv(),
-	}
-	// CPI's switch: set at all (any value) means no Node is deleted.
-	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
-	// The record of the vCenters served lives beside the Pod.
-	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
+	opts := providerOptions(build)
+	opts.Metrics, opts.EventObject, opts.NodeLabels = metrics, podReference(), nodeLabels
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -161,10 +166,21 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 	return provider
 }
 
+// providerOptions are the provider's options from the process's
+// environment, as both the CCM and `diagnose` build it.
+func providerOptions(build cloud.BuildInfo) cloud.Options {
+	opts := cloud.Options{NewBackend: vsphereBackends(build.UserAgent()), ConfigEnv: config.ProcessEnv()}
+	// CPI's switch: set at all (any value) means no Node is deleted.
+	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
+	// The record of the vCenters served lives beside the Pod.
+	opts.HistoryObject.Namespace = os.Getenv("POD_NAMESPACE")
+	return opts
+}
+
 // vsphereBackends builds each vCenter's backend with backends/vsphere:
-// its watch-fed inventory and bulk tag cache unless the
-// config turns them off, and userAgent on every request, so vCenter's
-// session list shows who is logged in.
+// its watch-fed inventory and bulk tag cache unless the config turns them
+// off, and userAgent on every request, so vCenter's session list shows who
+// is logged in.
 func vsphereBackends(userAgent string) cloud.BackendFactory {
 	return func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
 		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent})

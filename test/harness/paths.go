@@ -73,7 +73,8 @@ type ccmBuild struct {
 
 var plainBuild, raceBuild ccmBuild
 
-// BuildCCM builds the CCM binary into <repo>/.cache/bin once per process and
+// BuildCCM builds the CCM binary into <repo>/.cache/bin (or $E2E_BIN_DIR
+// when set: a worktree that must not hold a .cache) once per process and
 // returns its path.
 func BuildCCM() (string, error) { return plainBuild.build("vsphere-federated-ccm") }
 
@@ -93,7 +94,11 @@ func (b *ccmBuild) build(name string, flags ...string) (string, error) {
 			b.err = err
 			return
 		}
-		out := filepath.Join(root, ".cache", "bin", name)
+		dir := filepath.Join(root, ".cache", "bin")
+		if d := os.Getenv("E2E_BIN_DIR"); d != "" {
+			dir = d
+		}
+		out := filepath.Join(dir, name)
 		args := append(append([]string{"build"}, flags...), "-o", out, "./cmd/vsphere-federated-ccm")
 		cmd := exec.Command("go", args...)
 		cmd.Dir = root

@@ -1,0 +1,99 @@
+package cloud
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// VCenterStatus is what this process knows of one configured vCenter, as
+// the /vcenters endpoint and `diagnose` show it. It holds no secret: the
+// credential source is named, never read out.
+type VCenterStatus struct {
+	Name   string `json:"name"`
+	Server string `json:"server"`
+	// Reachability: "up", "down" or "unknown" (its first connection
+	// attempt has not ended), since when, and the failure that made it
+	// down.
+	Reachability string    `json:"reachability"`
+	Since        time.Time `json:"since,omitzero"`
+	LastError    string    `json:"lastError,omitempty"`
+	// Breaker: "closed", "half-open" or "open".
+	Breaker   string            `json:"breaker"`
+	Session   *SessionStatus    `json:"session,omitempty"`
+	Inventory *InventorySummary `json:"inventory,omitempty"`
+}
+
+// SessionStatus is a vCenter's current SOAP session.
+type SessionStatus struct {
+	LoggedIn    time.Time `json:"loggedIn"`
+	AgeSeconds  float64   `json:"ageSeconds"`
+	Credentials string    `json:"credentials"` // the source's name
+}
+
+// InventorySummary is a vCenter's watch-fed inventory.
+type InventorySummary struct {
+	InService bool   `json:"inService"` // answering lookups now
+	VMs       int    `json:"vms"`
+	Updates   uint64 `json:"updates"`
+}
+
+// VCenterStatuses lists every configured vCenter's status, in the
+// config's order. It reads memory only: never a call to vCenter.
+func (c *Cloud) VCenterStatuses() []VCenterStatus {
+	cfg := c.cfg.Load()
+	health := c.discovery.Health()
+	c.mu.Lock()
+	bs := make(map[string]backends.Backend, len(c.backends))
+	for name, b := range c.backends {
+		bs[name] = b.Backend
+	}
+	c.mu.Unlock()
+	now := time.Now()
+	out := make([]VCenterStatus, 0, len(cfg.VCenters))
+	for _, vc := range cfg.VCenters {
+		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String()}
+		if i := slices.IndexFunc(health, func(h discovery.VCenterHealth) bool { return h.Name == vc.Name }); i >= 0 {
+			h := health[i]
+			st.Reachability, st.Since, st.Breaker = h.Reachability.State.String(), h.Reachability.Since.UTC(), h.Breaker
+			if h.Reachability.Err != nil {
+				st.LastError = h.Reachability.Err.Error()
+			}
+		}
+		if r, ok := bs[vc.Name].(backends.SessionReporter); ok {
+			if s, ok := r.Session(); ok {
+				st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
+			}
+		}
+		if r, ok := bs[vc.Name].(backends.InventoryReporter); ok {
+			if inv := r.InventoryStatus(); inv.Enabled {
+				st.Inventory = &InventorySummary{InService: inv.Synced, VMs: inv.VMs, Updates: inv.Updates}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Settle prepares a started provider for one lookup as the running CCM
+// would make it: the record of the vCenters served is read (written too,
+// unless ReadOnly), and every vCenter's connection is settled once (a
+// login each, in parallel; none is written to), so that no vCenter is
+// "still connecting". It reports whether the record could be read; until
+// it is, no VM is reported gone.
+func (c *Cloud) Settle(ctx context.Context) bool {
+	ok := c.recordHistory(ctx)
+	c.discovery.Connect(ctx)
+	return ok
+}
+
+// Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
+// InstanceShutdown do (their first step), for `diagnose`.
+func (c *Cloud) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
+	return c.locate(ctx, node)
+}

@@ -1,0 +1,59 @@
+package cloud_test
+
+import (
+	"errors"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// A ReadOnly provider (diagnose's) answers as the CCM does and writes
+// nothing: no Node patch (the location labels a CCM would backfill), no
+// Event (a lookup that fails), no state ConfigMap; it reads the record
+// the running CCM wrote.
+func TestReadOnlyProviderWritesNothing(t *testing.T) {
+	f := newFakeFleet("vcA", "vcB")
+	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
+	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
+	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
+	initialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
+	missing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidC}}
+	client := stateClient(initialized, missing)
+	c := f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) { o.ReadOnly = true })
+	ctx := ctxT(t)
+	if !c.Settle(ctx) {
+		t.Fatal("Settle: the (absent) record could not be read")
+	}
+
+	var tr discovery.Trace
+	res, err := c.Locate(discovery.WithTrace(ctx, &tr), initialized)
+	if err != nil || res == nil || res.VCenter != "vcA" {
+		t.Fatalf("Locate = %v, %v; want vcA", res, err)
+	}
+	if len(tr.Answers()) != 2 {
+		t.Errorf("trace %+v; want vcA's and vcB's answers", tr.Answers())
+	}
+	md, err := c.InstanceMetadata(ctx, initialized)
+	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {
+		t.Fatalf("InstanceMetadata = %+v, %v", md, err)
+	}
+	if _, err := c.InstanceExists(ctx, missing); err == nil {
+		t.Fatal("InstanceExists with vcB down: no error")
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("a read-only provider wrote: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+
+	st := c.VCenterStatuses()
+	if len(st) != 2 || st[0].Name != "vcA" || st[0].Reachability != "up" || st[1].Reachability != "down" ||
+		st[1].LastError != "dial tcp: connection refused" || st[1].Breaker == "" {
+		t.Errorf("VCenterStatuses = %+v; want vcA up, vcB down with its error and a breaker state", st)
+	}
+}

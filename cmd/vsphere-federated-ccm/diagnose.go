@@ -1,0 +1,621 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// Exit codes of diagnose.
+const (
+	diagnoseOK      = 0 // the Node(s) would initialize
+	diagnoseFailing = 1 // a Node would not initialize (or its lookup fails)
+	diagnoseUsage   = 2 // bad arguments, config, or cluster access
+)
+
+const diagnoseUsageText = `Usage:
+  vsphere-federated-ccm diagnose node NAME [flags]   one Node: its keys, each vCenter's answer, what the CCM would set, why it is tainted
+  vsphere-federated-ccm diagnose nodes [flags]       one line per Node still tainted or whose lookup fails
+
+Runs the CCM's own lookup once, with its config and credentials, and writes
+nothing: no Node patch, no Event, no ConfigMap, nothing in vCenter. Exit code
+1 when a Node would not initialize, 2 on bad arguments or no cluster access.
+
+Flags:
+`
+
+// runDiagnose is `vsphere-federated-ccm diagnose …`.
+func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("diagnose", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cloudConfig := fs.String("cloud-config", "/etc/cloud/vsphere.conf", "the CCM's --cloud-config (same parsing)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; in-cluster (the Pod's ServiceAccount) when empty")
+	output := fs.StringP("output", "o", "text", "text or json")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	fs.Usage = func() { fmt.Fprint(stderr, diagnoseUsageText+fs.FlagUsages()) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return diagnoseOK
+		}
+		return diagnoseUsage
+	}
+	rest := fs.Args()
+	var one string
+	switch {
+	case len(rest) == 2 && rest[0] == "node":
+		one = rest[1]
+	case len(rest) == 1 && rest[0] == "nodes":
+	default:
+		fs.Usage()
+		return diagnoseUsage
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "diagnose: -o %q: want text or json\n", *output)
+		return diagnoseUsage
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, build)
+	if err != nil {
+		fmt.Fprintf(stderr, "diagnose: %v\n", err)
+		return diagnoseUsage
+	}
+	defer d.close()
+
+	if one != "" {
+		node, err := d.client.CoreV1().Nodes().Get(ctx, one, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(stderr, "diagnose: node %s: %v\n", one, err)
+			return diagnoseUsage
+		}
+		r := d.node(ctx, node)
+		if *output == "json" {
+			writeJSON(stdout, r)
+		} else {
+			r.write(stdout)
+		}
+		if !r.WouldInitialize {
+			return diagnoseFailing
+		}
+		return diagnoseOK
+	}
+
+	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "diagnose: listing nodes: %v\n", err)
+		return diagnoseUsage
+	}
+	var lines []nodeSummary
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		s := d.summary(ctx, n)
+		if s.Tainted || s.Problem != "" {
+			lines = append(lines, s)
+		}
+	}
+	if *output == "json" {
+		writeJSON(stdout, struct {
+			Checked int           `json:"checked"`
+			Nodes   []nodeSummary `json:"nodes"`
+		}{len(nodes.Items), lines})
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "NODE\tTAINTED\tVCENTER\tPROBLEM\n")
+		for _, s := range lines {
+			problem := s.Problem
+			if problem == "" {
+				problem = "none now: the cloud-node controller initializes it at its next retry"
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(stdout, "%d Nodes checked, %d listed (still tainted or failing)\n", len(nodes.Items), len(lines))
+	}
+	if slices.ContainsFunc(lines, func(s nodeSummary) bool { return s.Problem != "" }) {
+		return diagnoseFailing
+	}
+	return diagnoseOK
+}
+
+func writeJSON(w io.Writer, v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// diagnoser is a read-only provider built as the CCM builds its own
+// (providerOptions, cloud.NewFromFile), started with the cluster's client.
+type diagnoser struct {
+	provider *cloud.Cloud
+	client   kubernetes.Interface
+	stop     chan struct{}
+	settled  bool // the record of vCenters served was read
+}
+
+func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build cloud.BuildInfo) (*diagnoser, error) {
+	const op = "main.newDiagnoser"
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
+	}
+	rc.UserAgent = "vsphere-federated-ccm-diagnose/" + build.Version
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	opts := providerOptions(build) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
+	opts.ReadOnly = true
+	provider, err := cloud.NewFromFile(cloudConfig, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
+	}
+	d := &diagnoser{provider: provider, client: client, stop: make(chan struct{})}
+	provider.Start(client, d.stop) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
+	d.settled = provider.Settle(ctx)
+	return d, nil
+}
+
+// close logs the sessions out and stops the provider's informers.
+func (d *diagnoser) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d.provider.Stop(ctx)
+	close(d.stop)
+}
+
+// nodeReport is `diagnose node NAME`'s answer.
+type nodeReport struct {
+	Node  string   `json:"node"`
+	Keys  nodeKeys `json:"keys"`
+	Claim string   `json:"claimedLocation,omitempty"`
+	// Lookup is how the Node's VM is looked for and each vCenter's answer.
+	Lookup  []vcenterAnswer `json:"lookup"`
+	VM      *vmFound        `json:"vm,omitempty"`
+	Problem string          `json:"lookupError,omitempty"`
+	// WouldSet is what InstanceMetadata returns now (the cloud-node
+	// controller writes it); MetadataError why it fails.
+	WouldSet      *wouldSet             `json:"wouldSet,omitempty"`
+	MetadataError string                `json:"metadataError,omitempty"`
+	Exists        verdict               `json:"instanceExists"`
+	Shutdown      verdict               `json:"instanceShutdown"`
+	Tainted       bool                  `json:"uninitializedTaint"`
+	TaintReason   string                `json:"taintReason,omitempty"`
+	Events        []eventSummary        `json:"events"`
+	EventsError   string                `json:"eventsError,omitempty"`
+	VCenters      []cloud.VCenterStatus `json:"vcenters"`
+	// WouldInitialize: InstanceMetadata succeeds now.
+	WouldInitialize bool     `json:"wouldInitialize"`
+	Why             []string `json:"why"`
+}
+
+type nodeKeys struct {
+	ProviderID        string   `json:"providerID,omitempty"`
+	SystemUUID        string   `json:"systemUUID,omitempty"`
+	SystemUUIDSwapped string   `json:"systemUUIDSwapped,omitempty"`
+	Name              string   `json:"name"`
+	IPs               []string `json:"ips,omitempty"`
+	// Used says which key the lookup uses.
+	Used string `json:"used"`
+}
+
+type vcenterAnswer struct {
+	Lookup       string   `json:"lookup"`
+	VCenter      string   `json:"vcenter"`
+	Answer       string   `json:"answer"` // found, absent or error
+	Found        []string `json:"found,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	Pass         string   `json:"from"`
+	LatencyMS    float64  `json:"latencyMs"`
+	Breaker      string   `json:"breaker"`
+	Reachability string   `json:"reachability"`
+}
+
+type vmFound struct {
+	VCenter    string `json:"vcenter"`
+	Datacenter string `json:"datacenter"`
+	Name       string `json:"name"`
+	ID         string `json:"id"`
+	UUID       string `json:"biosUUID"`
+	PowerState string `json:"powerState"`
+}
+
+type wouldSet struct {
+	ProviderID   string            `json:"providerID"`
+	InstanceType string            `json:"instanceType"`
+	Zone         string            `json:"zone,omitempty"`
+	Region       string            `json:"region,omitempty"`
+	Addresses    []string          `json:"addresses"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+type verdict struct {
+	Value  *bool  `json:"value,omitempty"` // nil: an error
+	Error  string `json:"error,omitempty"`
+	Reason string `json:"reason"`
+}
+
+type eventSummary struct {
+	Last    time.Time `json:"lastTimestamp"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Count   int32     `json:"count"`
+	Source  string    `json:"source"`
+	Message string    `json:"message"`
+}
+
+// node runs the CCM's lookup of node once (traced), then what each
+// controller would ask: InstanceMetadata, InstanceExists,
+// InstanceShutdown.
+func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
+	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node), Events: []eventSummary{}}
+	if vc, dc := node.Labels[cloud.LabelVCenter], node.Labels[cloud.LabelDatacenter]; vc != "" {
+		r.Claim = "vcenter " + vc
+		if dc != "" {
+			r.Claim += " datacenter " + dc
+		}
+	}
+	var tr discovery.Trace
+	res, lookupErr := d.provider.Locate(discovery.WithTrace(ctx, &tr), node)
+	r.Lookup = answersOf(tr.Answers())
+	if lookupErr != nil {
+		r.Problem = lookupErr.Error()
+	}
+	if res != nil {
+		r.VM = &vmFound{VCenter: res.VCenter, Datacenter: res.VM.Ref.Datacenter, Name: res.VM.Name, ID: res.VM.Ref.ID, UUID: res.VM.UUID, PowerState: string(res.VM.PowerState)}
+	}
+
+	meta, metaErr := d.provider.InstanceMetadata(ctx, node)
+	if metaErr != nil {
+		r.MetadataError = metaErr.Error()
+	} else {
+		w := &wouldSet{ProviderID: meta.ProviderID, InstanceType: meta.InstanceType, Zone: meta.Zone, Region: meta.Region, Labels: meta.AdditionalLabels}
+		for _, a := range meta.NodeAddresses {
+			w.Addresses = append(w.Addresses, fmt.Sprintf("%s %s", a.Type, a.Address))
+		}
+		r.WouldSet = w
+	}
+	r.WouldInitialize = metaErr == nil
+
+	exists, err := d.provider.InstanceExists(ctx, node)
+	r.Exists = verdictOf(exists, err)
+	switch {
+	case err != nil:
+		r.Exists.Reason = "cannot be decided: the Node is kept (never deleted on an error) and asked again"
+	case exists:
+		r.Exists.Reason = "its VM exists"
+	default:
+		r.Exists.Reason = "every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady"
+	}
+	shutdown, err := d.provider.InstanceShutdown(ctx, node)
+	r.Shutdown = verdictOf(shutdown, err)
+	switch {
+	case err != nil:
+		r.Shutdown.Reason = "cannot be decided: no shutdown taint is added or removed until it can"
+	case shutdown:
+		r.Shutdown.Reason = "its VM is powered off: a NotReady Node gets the node.cloudprovider.kubernetes.io/shutdown taint"
+	default:
+		r.Shutdown.Reason = "its VM is not powered off"
+	}
+
+	r.Events, r.EventsError = d.events(ctx, node)
+	r.VCenters = d.provider.VCenterStatuses()
+	r.Why = explain(r, lookupErr, metaErr, d.settled)
+	if r.Tainted {
+		if metaErr != nil {
+			r.TaintReason = "InstanceMetadata fails, so the cloud-node controller keeps it and retries with backoff: " + metaErr.Error()
+		} else {
+			r.TaintReason = "InstanceMetadata succeeds now: the cloud-node controller removes it at its next retry (a vCenter's return re-queues it within a second)"
+		}
+	}
+	return r
+}
+
+// explain says, in words, what each vCenter's answer means for the Node.
+func explain(r *nodeReport, lookupErr, metaErr error, settled bool) []string {
+	var why []string
+	failed := map[string]string{}
+	for _, a := range r.Lookup {
+		if a.Answer == "error" {
+			failed[a.VCenter] = a.Error
+		}
+	}
+	names := make([]string, 0, len(failed))
+	for n := range failed {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if r.VM != nil {
+			why = append(why, fmt.Sprintf("%s did not answer: %s; not needed, the VM was found in %s (a duplicate in %s cannot be ruled out until it answers)", n, failed[n], r.VM.VCenter, n))
+			continue
+		}
+		why = append(why, fmt.Sprintf("%s did not answer: %s; the Node is kept and retried", n, failed[n]))
+	}
+	var dup *discovery.DuplicateError
+	if errors.As(lookupErr, &dup) {
+		why = append(why, "the same BIOS UUID is held by several VMs ("+strings.Join(resultNames(dup.Matches), " and ")+"): the CCM refuses to choose; the Node stays tainted and is never deleted until one is removed or changed")
+	}
+	var outside *discovery.OutsideError
+	if errors.As(lookupErr, &outside) {
+		why = append(why, "its VM exists only in a datacenter the config leaves out: not served, not deleted")
+	}
+	if strings.Contains(r.MetadataError, "no tag for") {
+		why = append(why, "its VM has no zone or region tag in the configured categories (on its host, cluster, datacenter, resource pool or folders): the Node stays tainted rather than join without its zone")
+	}
+	if lookupErr == nil && r.VM == nil {
+		why = append(why, "no vCenter has its VM (see instanceExists for whether that is confirmed absence)")
+	}
+	if !settled {
+		why = append(why, "the record of the vCenters served before (ConfigMap vsphere-federated-ccm-state) could not be read: until it is, no VM is reported gone")
+	}
+	switch {
+	case metaErr == nil && r.Tainted:
+		why = append(why, "would initialize now: InstanceMetadata succeeds")
+	case metaErr == nil:
+		why = append(why, "initialized, and InstanceMetadata succeeds")
+	case r.Tainted:
+		why = append(why, "would not initialize: "+metaErr.Error())
+	default:
+		why = append(why, "initialized, but its status refresh fails: "+metaErr.Error())
+	}
+	return why
+}
+
+func resultNames(rs []*discovery.Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
+}
+
+func verdictOf(v bool, err error) verdict {
+	if err != nil {
+		return verdict{Error: err.Error()}
+	}
+	return verdict{Value: &v}
+}
+
+func keysOf(node *v1.Node) nodeKeys {
+	k := nodeKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}
+	if u, err := discovery.NormalizeUUID(k.SystemUUID); err == nil {
+		if s := discovery.SwapByteOrder(u); s != u {
+			k.SystemUUIDSwapped = s
+		}
+	}
+	for _, a := range node.Status.Addresses {
+		if (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && !slices.Contains(k.IPs, a.Address) {
+			k.IPs = append(k.IPs, a.Address)
+		}
+	}
+	switch {
+	case k.ProviderID != "":
+		k.Used = "providerID (the VM's BIOS UUID, exactly)"
+	case k.SystemUUID != "":
+		k.Used = "systemUUID, in both byte orders; then the name as guest host name" + map[bool]string{true: " and as guest IP", false: ""}[isIP(node.Name)]
+	default:
+		k.Used = "name (as VM name, then as guest host name)"
+	}
+	return k
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(strings.TrimSpace(s))
+	return err == nil
+}
+
+func tainted(node *v1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+}
+
+func answersOf(as []discovery.TraceAnswer) []vcenterAnswer {
+	out := make([]vcenterAnswer, 0, len(as))
+	for _, a := range as {
+		v := vcenterAnswer{
+			Lookup: a.Lookup, VCenter: a.VCenter, Pass: a.Pass, Breaker: a.Breaker, Reachability: a.Reachability,
+			LatencyMS: float64(a.Latency.Microseconds()) / 1000,
+		}
+		switch {
+		case a.Err != nil:
+			v.Answer, v.Error = "error", a.Err.Error()
+		case len(a.Found) > 0:
+			v.Answer = "found"
+			for _, f := range a.Found {
+				v.Found = append(v.Found, f.String())
+			}
+		default:
+			v.Answer = "absent"
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ourEvent: an Event from this CCM — the provider's own (reasons
+// cloud.ReasonLookupFailed, ReasonDuplicateUUID, ReasonZoneTagMissing,
+// ReasonNoNodeAddress) or the library's controllers acting on Nodes.
+func ourEvent(e *v1.Event) bool {
+	src := e.Source.Component
+	if src == "" {
+		src = e.ReportingController
+	}
+	return src == "vsphere-federated-ccm" || strings.Contains(src, "cloud-node") || strings.Contains(src, "cloud-controller-manager")
+}
+
+// events lists the Node's recent Events from this CCM, newest first.
+func (d *diagnoser) events(ctx context.Context, node *v1.Node) ([]eventSummary, string) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"), fields.OneTermEqualSelector("involvedObject.name", node.Name)).String()
+	list, err := d.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return []eventSummary{}, err.Error()
+	}
+	out := []eventSummary{}
+	for i := range list.Items {
+		e := &list.Items[i]
+		if !ourEvent(e) {
+			continue
+		}
+		last := e.LastTimestamp.Time
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		src := e.Source.Component
+		if src == "" {
+			src = e.ReportingController
+		}
+		out = append(out, eventSummary{Last: last.UTC(), Type: e.Type, Reason: e.Reason, Count: max(e.Count, 1), Source: src, Message: e.Message})
+	}
+	slices.SortFunc(out, func(a, b eventSummary) int { return b.Last.Compare(a.Last) })
+	if len(out) > 10 {
+		out = out[:10]
+	}
+	return out, ""
+}
+
+// nodeSummary is one line of `diagnose nodes`.
+type nodeSummary struct {
+	Node    string `json:"node"`
+	Tainted bool   `json:"uninitializedTaint"`
+	VCenter string `json:"vcenter,omitempty"`
+	Problem string `json:"problem,omitempty"`
+}
+
+func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
+	s := nodeSummary{Node: node.Name, Tainted: tainted(node)}
+	meta, err := d.provider.InstanceMetadata(ctx, node)
+	if err != nil {
+		s.Problem = err.Error()
+		if errors.Is(err, cloudprovider.InstanceNotFound) {
+			s.Problem = "no vCenter has its VM: " + err.Error()
+		}
+		return s
+	}
+	s.VCenter = meta.AdditionalLabels[cloud.LabelVCenter]
+	return s
+}
+
+// write prints r for people; an error that repeats the lookup error is
+// not printed again (-o json has every message whole).
+func (r *nodeReport) write(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	short := func(msg string) string {
+		if r.Problem != "" && strings.Contains(msg, r.Problem) {
+			return strings.Replace(msg, r.Problem, "(the lookup error above)", 1)
+		}
+		return msg
+	}
+	p("Node %s", r.Node)
+	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s", orDash(r.Keys.ProviderID), orDash(r.Keys.SystemUUID),
+		orDash(r.Keys.SystemUUIDSwapped), r.Keys.Name, orDash(strings.Join(r.Keys.IPs, " ")))
+	p("  looked up by: %s", r.Keys.Used)
+	if r.Claim != "" {
+		p("  its labels place it in: %s", r.Claim)
+	}
+	p("  each vCenter's answer:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "    VCENTER\tANSWER\tFROM\tLATENCY\tBREAKER\tCONNECTION\tLOOKUP\tDETAIL\n")
+	for _, a := range r.Lookup {
+		detail := a.Error
+		if len(a.Found) > 0 {
+			detail = strings.Join(a.Found, "; ")
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fms\t%s\t%s\t%s\t%s\n", a.VCenter, a.Answer, a.Pass, a.LatencyMS, a.Breaker, a.Reachability, a.Lookup, orDash(detail))
+	}
+	_ = tw.Flush()
+	if r.VM != nil {
+		p("  VM: vcenter %s, datacenter %s, %q (%s), BIOS UUID %s, %s", r.VM.VCenter, r.VM.Datacenter, r.VM.Name, r.VM.ID, r.VM.UUID, r.VM.PowerState)
+	} else {
+		p("  VM: none")
+	}
+	if r.Problem != "" {
+		p("  lookup error: %s", r.Problem)
+	}
+	if s := r.WouldSet; s != nil {
+		p("  would set:")
+		p("    providerID     %s", s.ProviderID)
+		p("    instance type  %s", s.InstanceType)
+		p("    zone           %s", orDash(s.Zone))
+		p("    region         %s", orDash(s.Region))
+		p("    addresses      %s", strings.Join(s.Addresses, ", "))
+		labels := make([]string, 0, len(s.Labels))
+		for k, v := range s.Labels {
+			labels = append(labels, k+"="+v)
+		}
+		slices.Sort(labels)
+		p("    labels         %s", strings.Join(labels, ", "))
+	} else {
+		p("  InstanceMetadata: error: %s", short(r.MetadataError))
+	}
+	p("  InstanceExists:   %s", short(r.Exists.text()))
+	p("  InstanceShutdown: %s", short(r.Shutdown.text()))
+	if r.Tainted {
+		p("  tainted %s: %s", cloudproviderapi.TaintExternalCloudProvider, short(r.TaintReason))
+	} else {
+		p("  not tainted %s (initialized)", cloudproviderapi.TaintExternalCloudProvider)
+	}
+	switch {
+	case r.EventsError != "":
+		p("  events: cannot list: %s", r.EventsError)
+	case len(r.Events) == 0:
+		p("  events: none from this CCM")
+	default:
+		p("  recent events from this CCM:")
+		for _, e := range r.Events {
+			p("    %s  %s %s (x%d, %s): %s", e.Last.Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Source, e.Message)
+		}
+	}
+	p("  vCenters now:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "    VCENTER\tCONNECTION\tBREAKER\tSESSION\tINVENTORY\tLAST ERROR\n")
+	for _, v := range r.VCenters {
+		session, inv := "-", "off"
+		if v.Session != nil {
+			session = fmt.Sprintf("%.0fs (%s)", v.Session.AgeSeconds, v.Session.Credentials)
+		}
+		if v.Inventory != nil {
+			inv = "out of service"
+			if v.Inventory.InService {
+				inv = fmt.Sprintf("%d VMs", v.Inventory.VMs)
+			}
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, orDash(v.LastError))
+	}
+	_ = tw.Flush()
+	p("  verdict:")
+	for _, s := range r.Why {
+		p("    - %s", short(s))
+	}
+}
+
+func (v verdict) text() string {
+	if v.Value == nil {
+		return "error (" + v.Reason + "): " + v.Error
+	}
+	return fmt.Sprintf("%v (%s)", *v.Value, v.Reason)
+}
