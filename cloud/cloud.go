@@ -39,7 +39,7 @@ var (
 )
 
 // BackendFactory builds the backend of one vCenter.
-type BackendFactory func(vc config.VCenterConfig, creds credentials.Source) backends.Backend
+type BackendFactory func(vc config.VCenter, creds credentials.Source) backends.Backend
 
 // Options tune a Cloud; zero values are production defaults, but for
 // NewBackend.
@@ -92,7 +92,7 @@ type Cloud struct {
 	started  bool
 	client   kubernetes.Interface // nil without a cluster (unit tests)
 	secrets  *credentials.Secrets
-	backends map[string]*vcenterBackend
+	backends map[string]*builtBackend
 	recorder record.EventRecorder
 	// applied is the file content applied last: an unchanged file is
 	// not applied again. rejected is the last rejection's content and
@@ -126,8 +126,8 @@ type Cloud struct {
 	cancelWorkers context.CancelFunc
 }
 
-// vcenterBackend is a backend and the settings it was built with.
-type vcenterBackend struct {
+// builtBackend is a backend and the settings it was built with.
+type builtBackend struct {
 	backends.Backend
 	key connectionKey
 }
@@ -165,7 +165,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
-	c := &Cloud{opts: opts, backends: map[string]*vcenterBackend{}, reloads: make(chan struct{}, 1), stopping: make(chan struct{})}
+	c := &Cloud{opts: opts, backends: map[string]*builtBackend{}, reloads: make(chan struct{}, 1), stopping: make(chan struct{})}
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.noteDuplicate
 	}
@@ -267,16 +267,16 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 // connection settings are unchanged), handed to discovery; backends of
 // removed or changed vCenters are closed once lookups in flight are done.
 func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
-	vcs := make([]discovery.VCenter, 0, len(cfg.VCenters))
-	next := make(map[string]*vcenterBackend, len(cfg.VCenters))
+	vcs := make([]discovery.Target, 0, len(cfg.VCenters))
+	next := make(map[string]*builtBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
 		key := c.connectionKey(cfg, vc)
 		b, ok := c.backends[vc.Name]
 		if !ok || b.key != key {
-			b = &vcenterBackend{Backend: c.opts.NewBackend(vc, c.credentialSource(cfg, vc)), key: key}
+			b = &builtBackend{Backend: c.opts.NewBackend(vc, c.credentialSource(cfg, vc)), key: key}
 		}
 		next[vc.Name] = b
-		vcs = append(vcs, discovery.VCenter{
+		vcs = append(vcs, discovery.Target{
 			Name: vc.Name, Backend: b.Backend, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
@@ -360,7 +360,7 @@ func (c *Cloud) retireLater(ctx context.Context, name string, b backends.Backend
 	})
 }
 
-func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenterConfig) connectionKey {
+func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
 	return connectionKey{
 		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: vc.Thumbprint,
 		roundTrips: vc.RoundTripCount, credentials: credentialsKey(c.credentialSource(cfg, vc)), inventory: vc.Inventory,
@@ -387,13 +387,13 @@ func credentialsKey(src credentials.Source) string {
 
 // credentialSource is vc's chain of credentials (credentials.ForVCenter),
 // built for each backend: it remembers what that vCenter refused.
-func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenterConfig) credentials.Source {
+func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
 	return credentials.ForVCenter(cfg, vc, c.secrets)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go
 // to: its Secret when it has one, else the config's event object.
-func (c *Cloud) credentialsObject(vc config.VCenterConfig) *v1.ObjectReference {
+func (c *Cloud) credentialsObject(vc config.VCenter) *v1.ObjectReference {
 	if vc.CredentialsFrom == config.FromSecret {
 		return &v1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: vc.SecretNamespace, Name: vc.SecretName}
 	}

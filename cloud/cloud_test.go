@@ -38,7 +38,7 @@ type world struct {
 // satisfying cond: a test that changes a VM and needs the change seen
 // before its next step.
 // vsphereBackends builds each vCenter's backend with govmomi, as cmd does.
-func vsphereBackends(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+func vsphereBackends(vc config.VCenter, creds credentials.Source) backends.Backend {
 	return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory})
 }
 
@@ -103,7 +103,7 @@ func newWorldWith(t *testing.T, mutate func(string) string, inventory bool) *wor
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
 	w := &world{fed: fed, proxies: proxies, requests: map[string]*atomic.Int64{}, backends: map[string]*vsphere.Backend{}}
-	w.cloud = cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+	w.cloud = cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenter, creds credentials.Source) backends.Backend {
 		n := new(atomic.Int64)
 		w.mu.Lock()
 		w.requests[vc.Name] = n

@@ -38,7 +38,7 @@ func TestCredentialSourcesInCPIOrder(t *testing.T) {
 			var got []string
 			fleet := newFakeFleet("a")
 			fleet.start(t, tc.yaml, fake.NewClientset(), func(o *cloud.Options) {
-				o.NewBackend = func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+				o.NewBackend = func(vc config.VCenter, creds credentials.Source) backends.Backend {
 					mu.Lock()
 					got = append(got, creds.String())
 					mu.Unlock()

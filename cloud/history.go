@@ -59,7 +59,7 @@ func (h *configHistory) update(cfg *config.Config, now time.Time, retention time
 	if h.Served == nil {
 		h.Served = map[string]servedVCenter{}
 	}
-	current := map[string]config.VCenterConfig{}
+	current := map[string]config.VCenter{}
 	for _, vc := range cfg.VCenters {
 		current[vc.Name] = vc
 	}

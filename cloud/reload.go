@@ -191,7 +191,7 @@ func (c *Cloud) observeReload(result string) {
 func (c *Cloud) refreshCredentials(ctx context.Context) {
 	cfg := c.cfg.Load()
 	c.mu.Lock()
-	current := make(map[string]*vcenterBackend, len(c.backends))
+	current := make(map[string]*builtBackend, len(c.backends))
 	for name, b := range c.backends {
 		current[name] = b
 	}

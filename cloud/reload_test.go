@@ -431,7 +431,7 @@ func TestStopClosesReplacedBackendsAtOnce(t *testing.T) {
 	writeAtomically(t, path, conf("a.example.com"))
 	var mu sync.Mutex
 	var made []*backendtest.Backend
-	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend {
+	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenter, credentials.Source) backends.Backend {
 		mu.Lock()
 		defer mu.Unlock()
 		b := backendtest.New()
@@ -479,7 +479,7 @@ func TestStopLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, "global:\n  secretName: creds\n  secretNamespace: kube-system\nvcenter:\n  vc1:\n    server: a.example.com\n")
-	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenterConfig, credentials.Source) backends.Backend { return backendtest.New() }})
+	c, err := cloud.NewFromFile(path, cloud.Options{NewBackend: func(config.VCenter, credentials.Source) backends.Backend { return backendtest.New() }})
 	if err != nil {
 		t.Fatal(err)
 	}

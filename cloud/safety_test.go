@@ -49,7 +49,7 @@ func (f fakeFleet) yaml(extraGlobal string, names ...string) string {
 }
 
 func (f fakeFleet) options() cloud.Options {
-	return cloud.Options{NewBackend: func(vc config.VCenterConfig, _ credentials.Source) backends.Backend {
+	return cloud.Options{NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend {
 		return f[vc.Name]
 	}}
 }

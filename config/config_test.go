@@ -110,20 +110,20 @@ global:
 `
 
 // defaults returns a VCenterConfig carrying every default.
-func defaults(name, server string) VCenterConfig {
-	return VCenterConfig{
+func defaults(name, server string) VCenter {
+	return VCenter{
 		Name:           name,
 		Server:         server,
 		Port:           DefaultPort,
 		IPFamily:       []string{IPv4},
 		RoundTripCount: DefaultRoundTripCount,
 		RequestTimeout: DefaultRequestTimeout,
-		Breaker:        BreakerConfig{ConsecutiveFailures: DefaultConsecutiveFailures, OpenTimeout: DefaultOpenTimeout},
+		Breaker:        Breaker{ConsecutiveFailures: DefaultConsecutiveFailures, OpenTimeout: DefaultOpenTimeout},
 		Inventory:      true,
 	}
 }
 
-func with(vc VCenterConfig, f func(*VCenterConfig)) VCenterConfig {
+func with(vc VCenter, f func(*VCenter)) VCenter {
 	f(&vc)
 	return vc
 }
@@ -137,7 +137,7 @@ func mustParse(t *testing.T, yaml string) *Config {
 	return cfg
 }
 
-func checkVCenters(t *testing.T, got, want []VCenterConfig) {
+func checkVCenters(t *testing.T, got, want []VCenter) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("got %d vCenters %+v, want %d %+v", len(got), got, len(want), want)
@@ -157,13 +157,13 @@ func TestParseCPIExamples(t *testing.T) {
 	tests := []struct {
 		name  string
 		yaml  string
-		want  []VCenterConfig
+		want  []VCenter
 		check func(t *testing.T, cfg *Config)
 	}{
 		{
 			name: "basic global-only",
 			yaml: strings.Replace(cpiBasicYAML, "CAFILE", ca, 1),
-			want: []VCenterConfig{with(defaults("0.0.0.0", "0.0.0.0"), func(v *VCenterConfig) {
+			want: []VCenter{with(defaults("0.0.0.0", "0.0.0.0"), func(v *VCenter) {
 				v.Datacenters = []string{"us-west"}
 				v.InsecureFlag = true
 				v.CAFile = ca
@@ -174,18 +174,18 @@ func TestParseCPIExamples(t *testing.T) {
 		{
 			name: "multi vCenter with secrets",
 			yaml: cpiMultiVCSecretsYAML,
-			want: []VCenterConfig{
-				with(defaults("10.0.0.3", "10.0.0.3"), func(v *VCenterConfig) {
+			want: []VCenter{
+				with(defaults("10.0.0.3", "10.0.0.3"), func(v *VCenter) {
 					v.Datacenters = []string{"vicdc"}
 					v.InsecureFlag = true
 					v.CredentialsFrom, v.SecretName, v.SecretNamespace = FromSecret, "eu-secret", "kube-system"
 				}),
-				with(defaults("tenant1", "10.0.0.1"), func(v *VCenterConfig) {
+				with(defaults("tenant1", "10.0.0.1"), func(v *VCenter) {
 					v.Datacenters = []string{"vic0dc"}
 					v.InsecureFlag = true
 					v.CredentialsFrom, v.SecretName, v.SecretNamespace = FromSecret, "tenant1-secret", "kube-system"
 				}),
-				with(defaults("tenant2", "10.0.0.2"), func(v *VCenterConfig) {
+				with(defaults("tenant2", "10.0.0.2"), func(v *VCenter) {
 					v.Datacenters = []string{"vic1dc"}
 					v.InsecureFlag = true
 					v.CredentialsFrom, v.SecretName, v.SecretNamespace = FromSecret, "tenant2-secret", "kube-system"
@@ -195,7 +195,7 @@ func TestParseCPIExamples(t *testing.T) {
 		{
 			name: "documented full config",
 			yaml: cpiFullYAML,
-			want: []VCenterConfig{with(defaults("10.0.0.1", "10.0.0.1"), func(v *VCenterConfig) {
+			want: []VCenter{with(defaults("10.0.0.1", "10.0.0.1"), func(v *VCenter) {
 				v.Datacenters = []string{"SDDC-Datacenter"}
 				v.InsecureFlag = true
 				v.Thumbprint = "AA:BB:CC"
@@ -228,7 +228,7 @@ func TestParseCPIExamples(t *testing.T) {
 		{
 			name: "datacenters as a comma-separated string",
 			yaml: commaDatacentersYAML,
-			want: []VCenterConfig{with(defaults("vc.example.com", "vc.example.com"), func(v *VCenterConfig) {
+			want: []VCenter{with(defaults("vc.example.com", "vc.example.com"), func(v *VCenter) {
 				v.Datacenters = []string{"dc1", "dc2"}
 				v.User, v.Password = "u", "p"
 			})},
@@ -236,7 +236,7 @@ func TestParseCPIExamples(t *testing.T) {
 		{
 			name: "datacenters list items may hold comma lists",
 			yaml: "global: {server: vc, user: u, password: p, datacenters: [\"a,b\", c]}",
-			want: []VCenterConfig{with(defaults("vc", "vc"), func(v *VCenterConfig) {
+			want: []VCenter{with(defaults("vc", "vc"), func(v *VCenter) {
 				v.Datacenters = []string{"a", "b", "c"}
 				v.User, v.Password = "u", "p"
 			})},
@@ -254,9 +254,9 @@ vcenter:
   tenant1:
     server: 10.0.0.1
 `,
-			want: []VCenterConfig{
-				with(defaults("10.0.0.9", "10.0.0.9"), func(v *VCenterConfig) { v.User, v.Password = "gu", "gp" }),
-				with(defaults("tenant1", "10.0.0.1"), func(v *VCenterConfig) { v.User, v.Password = "gu", "gp" }),
+			want: []VCenter{
+				with(defaults("10.0.0.9", "10.0.0.9"), func(v *VCenter) { v.User, v.Password = "gu", "gp" }),
+				with(defaults("tenant1", "10.0.0.1"), func(v *VCenter) { v.User, v.Password = "gu", "gp" }),
 			},
 		},
 		{
@@ -266,8 +266,8 @@ global: {server: 10.0.0.1, user: gu, password: gp}
 vcenter:
   tenant1: {server: 10.0.0.1, port: 8443}
 `,
-			want: []VCenterConfig{
-				with(defaults("tenant1", "10.0.0.1"), func(v *VCenterConfig) { v.User, v.Password, v.Port = "gu", "gp", 8443 }),
+			want: []VCenter{
+				with(defaults("tenant1", "10.0.0.1"), func(v *VCenter) { v.User, v.Password, v.Port = "gu", "gp", 8443 }),
 			},
 		},
 	}
@@ -335,7 +335,7 @@ vcenter:
 `)
 	// Global names a Secret, so every vCenter without its own uses it
 	// and keeps only its own user and password (CPI's rule).
-	inherited := VCenterConfig{
+	inherited := VCenter{
 		Port:            8443,
 		CredentialsFrom: FromSecret,
 		Datacenters:     []string{"gdc"},
@@ -347,9 +347,9 @@ vcenter:
 		IPFamily:        []string{IPv6},
 		RoundTripCount:  7,
 		RequestTimeout:  20 * time.Second,
-		Breaker:         BreakerConfig{ConsecutiveFailures: 9, OpenTimeout: time.Minute},
+		Breaker:         Breaker{ConsecutiveFailures: 9, OpenTimeout: time.Minute},
 	}
-	named := func(name, server string, f func(*VCenterConfig)) VCenterConfig {
+	named := func(name, server string, f func(*VCenter)) VCenter {
 		v := inherited
 		v.Name, v.Server = name, server
 		v.Datacenters = append([]string(nil), inherited.Datacenters...)
@@ -360,7 +360,7 @@ vcenter:
 		return v
 	}
 	cfg := mustParse(t, yaml)
-	checkVCenters(t, cfg.VCenters, []VCenterConfig{
+	checkVCenters(t, cfg.VCenters, []VCenter{
 		named("inherit", "inherit.example.com", nil),
 		{
 			Name:            "override",
@@ -378,11 +378,11 @@ vcenter:
 			IPFamily:        []string{IPv4, IPv6},
 			RoundTripCount:  1,
 			RequestTimeout:  3 * time.Second,
-			Breaker:         BreakerConfig{ConsecutiveFailures: 2, OpenTimeout: 5 * time.Second},
+			Breaker:         Breaker{ConsecutiveFailures: 2, OpenTimeout: 5 * time.Second},
 			Inventory:       true,
 		},
-		named("zfailures", "failures.example.com", func(v *VCenterConfig) { v.Breaker.ConsecutiveFailures = 3 }),
-		named("zopen", "open.example.com", func(v *VCenterConfig) { v.Breaker.OpenTimeout = 2 * time.Second }),
+		named("zfailures", "failures.example.com", func(v *VCenter) { v.Breaker.ConsecutiveFailures = 3 }),
+		named("zopen", "open.example.com", func(v *VCenter) { v.Breaker.OpenTimeout = 2 * time.Second }),
 	})
 
 	// Resolved slices must not alias each other or the global ones.
@@ -395,7 +395,7 @@ vcenter:
 
 func TestParseDefaults(t *testing.T) {
 	cfg := mustParse(t, "vcenter:\n  only:\n    server: vc\n    user: u\n    password: p\n")
-	checkVCenters(t, cfg.VCenters, []VCenterConfig{with(defaults("only", "vc"), func(v *VCenterConfig) { v.User, v.Password = "u", "p" })})
+	checkVCenters(t, cfg.VCenters, []VCenter{with(defaults("only", "vc"), func(v *VCenter) { v.User, v.Password = "u", "p" })})
 	vc := cfg.VCenters[0]
 	if vc.Port != 443 || vc.RequestTimeout != 10*time.Second || vc.Breaker.ConsecutiveFailures != 5 ||
 		vc.Breaker.OpenTimeout != 30*time.Second || !reflect.DeepEqual(vc.IPFamily, []string{"ipv4"}) || !vc.Inventory {
@@ -701,10 +701,10 @@ vcenter:
     <<: [*a]
     server: vc3
 `)
-	checkVCenters(t, cfg.VCenters, []VCenterConfig{
-		with(defaults("a", "vc1"), func(v *VCenterConfig) { v.User, v.Password, v.Datacenters = "u", "p", []string{"dc"} }),
-		with(defaults("b", "vc2"), func(v *VCenterConfig) { v.User, v.Password, v.Datacenters, v.Port = "u", "p", []string{"dc"}, 8443 }),
-		with(defaults("c", "vc3"), func(v *VCenterConfig) { v.User, v.Password, v.Datacenters = "u", "p", []string{"dc"} }),
+	checkVCenters(t, cfg.VCenters, []VCenter{
+		with(defaults("a", "vc1"), func(v *VCenter) { v.User, v.Password, v.Datacenters = "u", "p", []string{"dc"} }),
+		with(defaults("b", "vc2"), func(v *VCenter) { v.User, v.Password, v.Datacenters, v.Port = "u", "p", []string{"dc"}, 8443 }),
+		with(defaults("c", "vc3"), func(v *VCenter) { v.User, v.Password, v.Datacenters = "u", "p", []string{"dc"} }),
 	})
 
 	// Unknown keys are still found behind aliases and merges.

@@ -70,7 +70,7 @@ func meantKey(key string, fields map[string]reflect.Type) string {
 //
 // In the first two, User and Password are the vCenter section's own,
 // which CPI tries first.
-func (f *File) resolveCredentials(vc *VCenterConfig, v *VCenter, cfg *Config, add func(string, string, ...any)) {
+func (f *fileSchema) resolveCredentials(vc *VCenter, v *vcenterSection, cfg *Config, add func(string, string, ...any)) {
 	g := f.Global
 	p := "vcenter." + vc.Name
 	own := v.SecretName != "" && v.SecretNamespace != ""

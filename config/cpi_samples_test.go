@@ -98,7 +98,7 @@ func TestEveryCPISampleReadsAsCPIReadsIt(t *testing.T) {
 
 func compareWithCPI(t *testing.T, cfg *Config, want *cpiView) {
 	t.Helper()
-	got := map[string]VCenterConfig{}
+	got := map[string]VCenter{}
 	for _, vc := range cfg.VCenters {
 		got[vc.Name] = vc
 	}
@@ -172,7 +172,7 @@ func compareWithCPI(t *testing.T, cfg *Config, want *cpiView) {
 // Secret, "Global" the secrets directory when one is in effect, else
 // global's Secret. In every case the user and password CPI tries first are
 // ours too.
-func compareCredentials(t *testing.T, name string, vc VCenterConfig, cfg *Config, want *cpiView, ref, user, password string) {
+func compareCredentials(t *testing.T, name string, vc VCenter, cfg *Config, want *cpiView, ref, user, password string) {
 	t.Helper()
 	var from CredentialsFrom
 	var secret string

@@ -31,7 +31,7 @@ func ProcessEnv() Env {
 }
 
 // envGlobal are CPI's global overrides and the key each sets.
-func envGlobal(f *File) []struct {
+func envGlobal(f *fileSchema) []struct {
 	name, path string
 	set        func(string) error
 } {
@@ -64,7 +64,7 @@ func envGlobal(f *File) []struct {
 
 // envVCenter are CPI's per-vCenter overrides, VCENTER_<id>_<suffix>, for
 // the vCenter VSPHERE_VCENTER_<id> names.
-func envVCenter(v *VCenter) []struct {
+func envVCenter(v *vcenterSection) []struct {
 	suffix, key string
 	set         func(string) error
 } {
@@ -116,7 +116,7 @@ func setUint(p **uint, v string) error {
 // server, unless VCENTER_<id>_SERVER names one). A value that does not
 // parse is skipped with a Notice, as CPI skips it. It returns a Notice
 // per variable applied, naming it, never its value.
-func (e Env) apply(f *File) []Notice {
+func (e Env) apply(f *fileSchema) []Notice {
 	vars := map[string]string{}
 	for _, kv := range e.Vars {
 		if k, v, ok := strings.Cut(kv, "="); ok && v != "" {
@@ -146,11 +146,11 @@ func (e Env) apply(f *File) []Notice {
 	for _, id := range ids {
 		name := vars["VSPHERE_VCENTER_"+id]
 		if f.VCenter == nil {
-			f.VCenter = map[string]*VCenter{}
+			f.VCenter = map[string]*vcenterSection{}
 		}
 		v := f.VCenter[name]
 		if v == nil {
-			v = &VCenter{}
+			v = &vcenterSection{}
 			f.VCenter[name] = v
 		}
 		note("VSPHERE_VCENTER_"+id, "vcenter."+name, nil)

@@ -50,7 +50,7 @@ func iniSection(name string) (key string, named bool) {
 // iniToYAML turns CPI's INI config into the YAML tree Parse validates, so
 // both forms share one schema, one set of defaults and one validation:
 //
-//	[Global]                    -> global
+//	[globalSection]                    -> global
 //	[VirtualCenter "10.0.0.1"]  -> vcenter."10.0.0.1"
 //	[Labels], [Nodes]           -> labels, nodes
 //	insecure-flag = "1"         -> insecureFlag: true

@@ -85,7 +85,7 @@ func TestINIForms(t *testing.T) {
 				if len(c.VCenters) != 3 {
 					t.Fatalf("vCenters = %+v", c.VCenters)
 				}
-				byName := map[string]VCenterConfig{}
+				byName := map[string]VCenter{}
 				for _, vc := range c.VCenters {
 					byName[vc.Name] = vc
 				}

@@ -92,10 +92,10 @@ func ParseIn(data []byte, env Env) (*Config, error) {
 	}
 	w := keyWalk{seen: map[aliasVisit]bool{}, notices: notices, lines: map[string]int{}}
 	if len(root.Content) == 1 {
-		w.check(root.Content[0], reflect.TypeFor[File](), "")
+		w.check(root.Content[0], reflect.TypeFor[fileSchema](), "")
 	}
 	errs := w.errs
-	var f File
+	var f fileSchema
 	if err := decode(&root, &f); err != nil {
 		// The walk has named each value of the wrong type by its path;
 		// yaml.v3 only gives their lines.
@@ -398,7 +398,7 @@ func join(path, key string) string {
 }
 
 // resolve applies inheritance and defaults and validates the result.
-func (f *File) resolve() (*Config, []error) {
+func (f *fileSchema) resolve() (*Config, []error) {
 	var errs []error
 	add := func(path, msg string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
@@ -409,22 +409,22 @@ func (f *File) resolve() (*Config, []error) {
 	if gs := f.Global.Server; gs != "" && vcs[gs] == nil && !hasServer(vcs, gs) {
 		// CPI's global-vCenter form: global.server is a vCenter of its own,
 		// next to any vcenter sections, unless a section already names it.
-		vcs = make(map[string]*VCenter, len(f.VCenter)+1)
+		vcs = make(map[string]*vcenterSection, len(f.VCenter)+1)
 		for k, v := range f.VCenter {
 			vcs[k] = v
 		}
 		// As CPI, it takes global's credentials as its own.
-		vcs[gs] = &VCenter{Server: gs, User: f.Global.User, Password: f.Global.Password,
+		vcs[gs] = &vcenterSection{Server: gs, User: f.Global.User, Password: f.Global.Password,
 			SecretName: f.Global.SecretName, SecretNamespace: f.Global.SecretNamespace}
 	}
 	if len(vcs) == 0 {
 		add("vcenter", "at least one vCenter is required (or global.server)")
 	}
-	g := f.Global.VCenter
+	g := f.Global.vcenterSection
 	globalTimeout, ok := parseDuration(g.RequestTimeout, DefaultRequestTimeout, "global.requestTimeout", add)
 	_ = ok
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
-	globalBreaker := resolveBreaker(g.Breaker, BreakerConfig{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
+	globalBreaker := resolveBreaker(g.Breaker, Breaker{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
 
 	names := make([]string, 0, len(vcs))
 	for name := range vcs {
@@ -435,10 +435,10 @@ func (f *File) resolve() (*Config, []error) {
 	for _, name := range names {
 		v := vcs[name]
 		if v == nil {
-			v = &VCenter{}
+			v = &vcenterSection{}
 		}
 		p := "vcenter." + name
-		vc := VCenterConfig{
+		vc := VCenter{
 			Name:        name,
 			Server:      strings.TrimSpace(v.Server),
 			Datacenters: pick(v.Datacenters, g.Datacenters),
@@ -512,7 +512,7 @@ func (f *File) resolve() (*Config, []error) {
 }
 
 // hasServer reports whether a vcenter section names server.
-func hasServer(vcs map[string]*VCenter, server string) bool {
+func hasServer(vcs map[string]*vcenterSection, server string) bool {
 	for _, v := range vcs {
 		if v != nil && strings.TrimSpace(v.Server) == strings.TrimSpace(server) {
 			return true
@@ -521,7 +521,7 @@ func hasServer(vcs map[string]*VCenter, server string) bool {
 	return false
 }
 
-func resolveBreaker(b *Breaker, parent BreakerConfig, path string, add func(string, string, ...any)) BreakerConfig {
+func resolveBreaker(b *breakerSection, parent Breaker, path string, add func(string, string, ...any)) Breaker {
 	out := parent
 	if b == nil {
 		return out

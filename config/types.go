@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// File is the configuration exactly as written. Unset fields stay empty (or
+// fileSchema is the configuration exactly as written. Unset fields stay empty (or
 // nil) so that a vCenter section can inherit them from global.
-type File struct {
-	Global  Global              `yaml:"global"`
-	VCenter map[string]*VCenter `yaml:"vcenter"`
-	Labels  Labels              `yaml:"labels"`
-	Nodes   Nodes               `yaml:"nodes"`
+type fileSchema struct {
+	Global  globalSection              `yaml:"global"`
+	VCenter map[string]*vcenterSection `yaml:"vcenter"`
+	Labels  Labels                     `yaml:"labels"`
+	Nodes   Nodes                      `yaml:"nodes"`
 
 	// defaultSecretsDirectory is CPI's default directory when it exists
 	// and the file names none (Env.apply). Unlike global.secretsDirectory
@@ -23,9 +23,9 @@ type File struct {
 	defaultSecretsDirectory string
 }
 
-// VCenter holds the keys a vcenter.<name> section takes; global takes them too
+// vcenterSection holds the keys a vcenter.<name> section takes; global takes them too
 // and passes unset ones down.
-type VCenter struct {
+type vcenterSection struct {
 	Server             string     `yaml:"server"`
 	Port               string     `yaml:"port"`
 	User               string     `yaml:"user"`
@@ -39,16 +39,16 @@ type VCenter struct {
 	IPFamily           StringList `yaml:"ipFamily"`
 	SoapRoundtripCount *uint      `yaml:"soapRoundtripCount"`
 	// RequestTimeout is the deadline of one vCenter call (Go duration).
-	RequestTimeout string   `yaml:"requestTimeout"`
-	Breaker        *Breaker `yaml:"breaker"`
+	RequestTimeout string          `yaml:"requestTimeout"`
+	Breaker        *breakerSection `yaml:"breaker"`
 	// Inventory keeps the vCenter's VMs in memory, fed by a watch (default
 	// true); false sends every lookup to vCenter.
 	Inventory *bool `yaml:"inventory"`
 }
 
-// Global is the global section: every vCenter key plus the process-wide ones.
-type Global struct {
-	VCenter `yaml:",inline"`
+// globalSection is the global section: every vCenter key plus the process-wide ones.
+type globalSection struct {
+	vcenterSection `yaml:",inline"`
 	// SecretsDirectory holds credential files named like Secret keys.
 	SecretsDirectory string `yaml:"secretsDirectory"`
 	// RetiredVCenterRetention is how long a vCenter or datacenter removed
@@ -57,8 +57,8 @@ type Global struct {
 	RetiredVCenterRetention string `yaml:"retiredVCenterRetention"`
 }
 
-// Breaker tunes the circuit breaker in front of one vCenter.
-type Breaker struct {
+// breakerSection tunes the circuit breaker in front of one vCenter.
+type breakerSection struct {
 	ConsecutiveFailures *uint32 `yaml:"consecutiveFailures"`
 	OpenTimeout         string  `yaml:"openTimeout"`
 }
@@ -82,7 +82,7 @@ type Nodes struct {
 // Config is a validated configuration with every inheritance resolved.
 type Config struct {
 	// VCenters sorted by name.
-	VCenters         []VCenterConfig
+	VCenters         []VCenter
 	SecretsDirectory string
 	Labels           Labels
 	Nodes            AddressRules
@@ -166,8 +166,8 @@ func (f CredentialsFrom) String() string {
 	return "config file"
 }
 
-// VCenterConfig is everything needed to talk to one vCenter.
-type VCenterConfig struct {
+// VCenter is everything needed to talk to one vCenter.
+type VCenter struct {
 	// Name is the key under vcenter: (or the server, for a global-only config).
 	Name         string
 	Server       string
@@ -187,12 +187,12 @@ type VCenterConfig struct {
 	IPFamily        []string // "ipv4", "ipv6", in order of preference
 	RoundTripCount  uint
 	RequestTimeout  time.Duration
-	Breaker         BreakerConfig
+	Breaker         Breaker
 	Inventory       bool
 }
 
-// BreakerConfig is a resolved Breaker.
-type BreakerConfig struct {
+// Breaker is a resolved Breaker.
+type Breaker struct {
 	ConsecutiveFailures uint32
 	OpenTimeout         time.Duration
 }

@@ -189,11 +189,11 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 
 // checkClaim is an error when the Node's labels place its VM in a vCenter
 // or datacenter that is not configured.
-func checkClaim(vcs []*vcenter, k NodeKeys) error {
+func checkClaim(vcs []*targetState, k NodeKeys) error {
 	if k.ClaimedVCenter == "" {
 		return nil
 	}
-	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return LabelValue(v.Name) == k.ClaimedVCenter })
+	i := slices.IndexFunc(vcs, func(v *targetState) bool { return LabelValue(v.Name) == k.ClaimedVCenter })
 	if i < 0 {
 		return fmt.Errorf("its VM was in vcenter %s (by its label), which is no longer configured; not deleting", k.ClaimedVCenter)
 	}
@@ -235,7 +235,7 @@ func (d *Discoverer) checkRetired(what string, proven bool) error {
 // name whose UUID cannot be read: a search by UUID misses such a VM
 // though it exists. Any vCenter that does not answer makes it an error,
 // whatever the others found: the one that did not answer may hold it.
-func (d *Discoverer) checkNamesake(ctx context.Context, vcs []*vcenter, name string) error {
+func (d *Discoverer) checkNamesake(ctx context.Context, vcs []*targetState, name string) error {
 	what := fmt.Sprintf("vm name %q (looking for an unreadable VM of the Node's name)", name)
 	var failed *multierror.Error
 	var answered []string
@@ -374,7 +374,7 @@ func (d *Discoverer) Health() []VCenterHealth {
 // probeLater starts a probe of v in the background unless one runs or
 // ran within ProbeInterval: lookups fail fast for a vCenter known down,
 // so something else must notice when it is back.
-func (d *Discoverer) probeLater(v *vcenter) {
+func (d *Discoverer) probeLater(v *targetState) {
 	now := time.Now().UnixNano()
 	if now-v.lastProbe.Load() < int64(d.opts.ProbeInterval) || !v.probing.CompareAndSwap(false, true) {
 		return

@@ -31,17 +31,17 @@ func BenchmarkFindByUUID(b *testing.B) {
 	vms := fed.AllVMs()
 	ctx := context.Background()
 	for _, inventory := range []bool{false, true} {
-		var vcs []discovery.VCenter
+		var vcs []discovery.Target
 		for _, vc := range fed.VCenters {
 			be := vsphere.New(vsphere.Options{
-				Config:        config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
+				Config:        config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
 				Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 				WrapTransport: vcsim.CountRequests(&requests),
 				// Polls only on change: the requests counted are the lookups'.
 				Inventory: inventory, Heartbeat: time.Hour,
 			})
 			defer closeWithin(be, time.Second)
-			vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+			vcs = append(vcs, discovery.Target{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 		}
 		run := func(b *testing.B, d func() *discovery.Discoverer) {
 			disc := d()
@@ -104,7 +104,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 	}
 	defer fed.Close()
 	proxies := map[string]*vcsim.Proxy{}
-	var vcs []discovery.VCenter
+	var vcs []discovery.Target
 	for _, vc := range fed.VCenters {
 		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
 		if err != nil {
@@ -113,11 +113,11 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 		defer p.Close()
 		proxies[vc.Name] = p
 		be := vsphere.New(vsphere.Options{
-			Config:      config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: p.Port(), InsecureFlag: true},
+			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: p.Port(), InsecureFlag: true},
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		})
 		defer closeWithin(be, time.Second)
-		vcs = append(vcs, discovery.VCenter{Name: vc.Name, Backend: be, RequestTimeout: 500 * time.Millisecond, ConsecutiveFailures: 3, OpenTimeout: time.Hour})
+		vcs = append(vcs, discovery.Target{Name: vc.Name, Backend: be, RequestTimeout: 500 * time.Millisecond, ConsecutiveFailures: 3, OpenTimeout: time.Hour})
 	}
 	healthy := append(append([]*vcsim.VM(nil), fed.VCenter("vc1").VMs...), fed.VCenter("vc2").VMs...)
 	ctx := context.Background()

@@ -25,8 +25,8 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
 )
 
-// VCenter is one vCenter to search.
-type VCenter struct {
+// Target is one vCenter to search.
+type Target struct {
 	Name    string
 	Backend backends.Backend
 	// Datacenters to search; empty means all.
@@ -84,7 +84,7 @@ type Observer interface {
 // the set of vCenters while lookups in flight finish on the set they began with.
 type Discoverer struct {
 	opts      Options
-	vcenters  atomic.Pointer[[]*vcenter]
+	vcenters  atomic.Pointer[[]*targetState]
 	locations *cache.TTL[string, location]
 	history   atomic.Pointer[History]
 	// duplicates is fed by the inventories (watchDuplicates).
@@ -104,8 +104,10 @@ type location struct {
 	ref     backends.VMRef
 }
 
-type vcenter struct {
-	VCenter
+// targetState is a Target and what discovery keeps of it: its breaker and
+// when it was last probed or first found connecting.
+type targetState struct {
+	Target
 	breaker *gobreaker.CircuitBreaker[any]
 	// probing is set while a probe of this vCenter runs; lastProbe is
 	// when the last one started (unix nanoseconds).
@@ -118,7 +120,7 @@ type vcenter struct {
 }
 
 // New returns a Discoverer over vcs.
-func New(vcs []VCenter, opts Options) *Discoverer {
+func New(vcs []Target, opts Options) *Discoverer {
 	if opts.LocationTTL == 0 {
 		opts.LocationTTL = 30 * time.Minute
 	}
@@ -151,25 +153,25 @@ func (d *Discoverer) Close() {
 
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
 // settings are unchanged keeps its breaker.
-func (d *Discoverer) SetVCenters(vcs []VCenter) {
-	old := map[string]*vcenter{}
+func (d *Discoverer) SetVCenters(vcs []Target) {
+	old := map[string]*targetState{}
 	if cur := d.vcenters.Load(); cur != nil {
 		for _, v := range *cur {
 			old[v.Name] = v
 		}
 	}
-	next := make([]*vcenter, 0, len(vcs))
+	next := make([]*targetState, 0, len(vcs))
 	for _, v := range vcs {
 		if o, ok := old[v.Name]; ok && o.Backend == v.Backend && o.ConsecutiveFailures == v.ConsecutiveFailures && o.OpenTimeout == v.OpenTimeout {
-			next = append(next, &vcenter{VCenter: v, breaker: o.breaker})
+			next = append(next, &targetState{Target: v, breaker: o.breaker})
 			continue
 		}
-		next = append(next, &vcenter{VCenter: v, breaker: d.newBreaker(v)})
+		next = append(next, &targetState{Target: v, breaker: d.newBreaker(v)})
 	}
 	d.vcenters.Store(&next)
 }
 
-func (d *Discoverer) newBreaker(v VCenter) *gobreaker.CircuitBreaker[any] {
+func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 	failures := v.ConsecutiveFailures
 	if failures == 0 {
 		failures = 5
@@ -221,7 +223,7 @@ var ErrVCenterDown = errors.New("vCenter known down")
 // would hold its worker as long). Both
 // start a background probe, which for a backend without an inventory is
 // what connects it.
-func (d *Discoverer) unready(v *vcenter, now time.Time) error {
+func (d *Discoverer) unready(v *targetState, now time.Time) error {
 	r := v.Backend.Reachability()
 	switch r.State {
 	case backends.ConnDown:
@@ -246,7 +248,7 @@ func (d *Discoverer) unready(v *vcenter, now time.Time) error {
 
 // call runs fn against v under the breaker and v's request deadline. A
 // vCenter known down answers at once with ErrVCenterDown.
-func call[T any](ctx context.Context, d *Discoverer, v *vcenter, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
+func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
 	if err := d.unready(v, start); err != nil { //nolint:contextcheck // the probe outlives the lookup that found the vCenter down: Discoverer.probes owns it
@@ -426,7 +428,7 @@ func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, erro
 
 // searched returns the vCenters a lookup asks; none is an error, so that
 // "every vCenter answered" never holds vacuously.
-func (d *Discoverer) searched(what string) ([]*vcenter, error) {
+func (d *Discoverer) searched(what string) ([]*targetState, error) {
 	vcs := *d.vcenters.Load()
 	if len(vcs) == 0 {
 		return nil, fmt.Errorf("%s: no vCenter is configured", what)
@@ -454,7 +456,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 	q.AllowCached = true
 	answers := d.ask(ctx, vcs, q, !l.strict, l.what)
 	if nothingFound(answers) {
-		var again []*vcenter
+		var again []*targetState
 		for _, v := range vcs {
 			if v.Backend.Inventoried() {
 				again = append(again, v)
@@ -472,7 +474,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 
 // judge turns every vCenter's answer into the lookup's, and maintains
 // the location cache entry of a lookup that is not strict.
-func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer, l lookup) (*Result, error) {
+func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []answer, l lookup) (*Result, error) {
 	key, what := l.key, l.what
 	var found, outside []*Result
 	var failed *multierror.Error
@@ -550,12 +552,12 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*vcenter, answers []answer
 }
 
 // serves reports whether v's configured datacenters include dc.
-func (v *vcenter) serves(dc string) bool {
+func (v *targetState) serves(dc string) bool {
 	return len(v.Datacenters) == 0 || slices.Contains(v.Datacenters, dc)
 }
 
 type answer struct {
-	vc  *vcenter
+	vc  *targetState
 	vms []backends.VM
 	err error
 }
@@ -573,7 +575,7 @@ type answer struct {
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
 // answer.
-func (d *Discoverer) ask(ctx context.Context, vcs []*vcenter, q backends.Query, foundFast bool, what string) []answer {
+func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Query, foundFast bool, what string) []answer {
 	q.Datacenters = nil
 	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -647,7 +649,7 @@ var ErrVCenterConnecting = errors.New("vCenter still connecting")
 var errNotWaited = errors.New("not waited for: the VM was found elsewhere and this vCenter is not known up")
 
 // waitingForUp reports whether a pending vCenter is known up.
-func waitingForUp(vcs []*vcenter, pending map[int]bool) bool {
+func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 	for i := range pending {
 		if vcs[i].Backend.Reachability().State == backends.ConnUp {
 			return true
@@ -683,8 +685,8 @@ func (e *OutsideError) Error() string {
 }
 
 // configured reports whether loc's vCenter and datacenter are searched.
-func configured(vcs []*vcenter, loc location) bool {
-	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
+func configured(vcs []*targetState, loc location) bool {
+	i := slices.IndexFunc(vcs, func(v *targetState) bool { return v.Name == loc.vcenter })
 	return i >= 0 && vcs[i].serves(loc.ref.Datacenter)
 }
 
@@ -701,7 +703,7 @@ type cached struct {
 
 // fromCache re-reads a remembered location. ok is false when the lookup must
 // search every vCenter: nothing remembered, or the VM is no longer there.
-func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Query, key string) (cached, bool) {
+func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backends.Query, key string) (cached, bool) {
 	loc, ok := d.locations.Get(key)
 	if !ok {
 		return cached{}, false
@@ -711,7 +713,7 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 		// and keep the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
-	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == loc.vcenter })
+	i := slices.IndexFunc(vcs, func(v *targetState) bool { return v.Name == loc.vcenter })
 	start := time.Now()
 	vm, err := call(ctx, d, vcs[i], "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
@@ -751,7 +753,7 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*vcenter, q backends.Q
 func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (map[string]string, error) {
 	const op = "discovery.Tags"
 	vcs := *d.vcenters.Load()
-	i := slices.IndexFunc(vcs, func(v *vcenter) bool { return v.Name == r.VCenter })
+	i := slices.IndexFunc(vcs, func(v *targetState) bool { return v.Name == r.VCenter })
 	if i < 0 {
 		return nil, fmt.Errorf("%s: vcenter %s is no longer configured", op, r.VCenter)
 	}

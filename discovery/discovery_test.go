@@ -47,9 +47,9 @@ func newFleet() *fleet {
 }
 
 func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Duration) *discovery.Discoverer {
-	var vcs []discovery.VCenter
+	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
+		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
 	}
 	return discovery.New(vcs, discovery.Options{})
 }
@@ -288,7 +288,7 @@ func TestCachedLocationIsReverified(t *testing.T) {
 
 func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
-	vcs := []discovery.VCenter{{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}
+	vcs := []discovery.Target{{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}
 	d := discovery.New(vcs, discovery.Options{})
 	ctx := ctxT(t)
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0

@@ -34,7 +34,7 @@ func newDuplicateIndex() *duplicateIndex {
 
 // refresh reads every configured vCenter's inventory UUIDs (when they
 // changed) and returns the twins not reported before.
-func (x *duplicateIndex) refresh(vcs []*vcenter) map[string][]string {
+func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	changed := false

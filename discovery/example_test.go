@@ -19,7 +19,7 @@ func ExampleDiscoverer_FindByUUID() {
 		Ref:  backends.VMRef{Datacenter: "dc-a", ID: "vm-42"},
 		Name: "worker-1", UUID: "422e4956-ad22-1139-1234-567890abcdef",
 	}, nil)
-	d := discovery.New([]discovery.VCenter{
+	d := discovery.New([]discovery.Target{
 		{Name: "east", Backend: east, RequestTimeout: time.Second},
 		{Name: "west", Backend: west, RequestTimeout: time.Second},
 	}, discovery.Options{})

@@ -230,7 +230,7 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 	}
 	f.backends["vc1"].Remove("vm-c")
 	f.guestVM("vc3", "dc-unserved", "vm-d", "db-0.example.com", "", "42000000-aaaa-4000-8000-00000000000d")
-	vcs := []discovery.VCenter{
+	vcs := []discovery.Target{
 		{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second},
 		{Name: "vc2", Backend: f.backends["vc2"], RequestTimeout: time.Second},
 		{Name: "vc3", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: []string{"dc0", "dc1"}},

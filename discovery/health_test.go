@@ -55,9 +55,9 @@ func TestFoundDoesNotWaitForAVCenterNotKnownUp(t *testing.T) {
 func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ProbeInterval: 20 * time.Millisecond})
-	var vcs []discovery.VCenter
+	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: 300 * time.Millisecond, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: 300 * time.Millisecond, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
@@ -116,9 +116,9 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 		reported[uuid] = vcs
 		calls++
 	}})
-	var vcs []discovery.VCenter
+	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
@@ -165,9 +165,9 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 	const timeout, connectWait = 2 * time.Second, 100 * time.Millisecond
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
-	var vcs []discovery.VCenter
+	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
@@ -192,9 +192,9 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	const connectWait = 100 * time.Millisecond
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
-	var vcs []discovery.VCenter
+	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.VCenter{Name: n, Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)

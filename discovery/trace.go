@@ -74,7 +74,7 @@ func (t *Trace) Answers() []TraceAnswer {
 }
 
 // record appends v's answer when ctx carries a trace.
-func record(ctx context.Context, what, pass string, v *vcenter, vms []backends.VM, err error, latency time.Duration) {
+func record(ctx context.Context, what, pass string, v *targetState, vms []backends.VM, err error, latency time.Duration) {
 	t := traceFrom(ctx)
 	if t == nil {
 		return

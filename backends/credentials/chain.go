@@ -40,7 +40,7 @@ type Chain struct {
 // none), the source CPI's rules pick (vc.CredentialsFrom): the Secret (read
 // through secrets; nil: no Kubernetes, no Secret) or the secrets directory.
 // The CCM and its validate command build their logins with it.
-func ForVCenter(cfg *config.Config, vc config.VCenterConfig, secrets *Secrets) *Chain {
+func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets) *Chain {
 	var links []Source
 	if vc.User != "" || vc.Password != "" {
 		links = append(links, Static{User: vc.User, Password: vc.Password})

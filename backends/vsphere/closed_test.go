@@ -26,7 +26,7 @@ func TestClosedBackendNeverConnects(t *testing.T) {
 			var requests atomic.Int64
 			const heartbeat = 500 * time.Millisecond
 			b := vsphere.New(vsphere.Options{
-				Config: config.VCenterConfig{
+				Config: config.VCenter{
 					Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second,
 				},
 				Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},

@@ -69,7 +69,7 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 // optionsVia are the options of a backend for vc, reached at host:port.
 func optionsVia(vc *vcsim.VCenter, host string, port int, timeout time.Duration) Options {
 	return Options{
-		Config: config.VCenterConfig{
+		Config: config.VCenter{
 			Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: timeout,
 		},
 		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},

@@ -11,7 +11,7 @@ import (
 
 // Options configure one vCenter backend.
 type Options struct {
-	Config config.VCenterConfig
+	Config config.VCenter
 	// Credentials are the vCenter's logins; a *credentials.Chain is tried
 	// in order (see there), any other Source alone.
 	Credentials credentials.Source

@@ -244,7 +244,7 @@ func newSMFixture(t *testing.T) *smFixture {
 		credentials.SessionManagerTokenKey(host): smToken,
 	})
 	fx.opts = vsphere.Options{
-		Config:                config.VCenterConfig{Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second},
+		Config:                config.VCenter{Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second},
 		Credentials:           credentials.Directory{Dir: fx.dir, Server: host},
 		SessionManagerRootCAs: fx.sm.roots(),
 	}

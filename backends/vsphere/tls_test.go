@@ -45,13 +45,13 @@ func TestPinnedCertificateOverridesInsecureFlag(t *testing.T) {
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 	for _, tc := range []struct {
 		name string
-		cfg  config.VCenterConfig
+		cfg  config.VCenter
 		ok   bool
 	}{
-		{"wrong thumbprint", config.VCenterConfig{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
-		{"right thumbprint", config.VCenterConfig{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
-		{"CA file that did not sign the certificate", config.VCenterConfig{CAFile: otherCA}, false},
-		{"CA file that signed it", config.VCenterConfig{CAFile: caFile}, true},
+		{"wrong thumbprint", config.VCenter{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
+		{"right thumbprint", config.VCenter{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
+		{"CA file that did not sign the certificate", config.VCenter{CAFile: otherCA}, false},
+		{"CA file that signed it", config.VCenter{CAFile: caFile}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -125,7 +125,7 @@ func TestCAFileMountedAfterTheConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(t.TempDir(), "vcenter-ca.pem")
-	cfg := config.VCenterConfig{Name: vc.Name, Server: vc.Host, Port: vc.Port, CAFile: caFile}
+	cfg := config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, CAFile: caFile}
 	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}

@@ -23,7 +23,7 @@ import (
 func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *atomic.Int64) *vsphere.Backend {
 	t.Helper()
 	opts := vsphere.Options{
-		Config: config.VCenterConfig{
+		Config: config.VCenter{
 			Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1,
 		},
 		Credentials: creds,
@@ -314,15 +314,15 @@ func TestTLSVerification(t *testing.T) {
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 	for _, tc := range []struct {
 		name string
-		cfg  config.VCenterConfig
+		cfg  config.VCenter
 		ok   bool
 	}{
-		{"no CA, not insecure", config.VCenterConfig{}, false},
-		{"insecureFlag", config.VCenterConfig{InsecureFlag: true}, true},
-		{"CA file", config.VCenterConfig{CAFile: caFile}, true},
-		{"SHA-1 thumbprint", config.VCenterConfig{Thumbprint: soap.ThumbprintSHA1(cert)}, true},
-		{"SHA-256 thumbprint", config.VCenterConfig{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
-		{"wrong thumbprint", config.VCenterConfig{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
+		{"no CA, not insecure", config.VCenter{}, false},
+		{"insecureFlag", config.VCenter{InsecureFlag: true}, true},
+		{"CA file", config.VCenter{CAFile: caFile}, true},
+		{"SHA-1 thumbprint", config.VCenter{Thumbprint: soap.ThumbprintSHA1(cert)}, true},
+		{"SHA-256 thumbprint", config.VCenter{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
+		{"wrong thumbprint", config.VCenter{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg

@@ -27,7 +27,7 @@ func TestVCentersHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenterConfig, _ credentials.Source) backends.Backend { return fleet[vc.Name] }})
+	c := cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend { return fleet[vc.Name] }})
 	stop := make(chan struct{})
 	c.Start(nil, stop)
 	t.Cleanup(func() {

@@ -182,7 +182,7 @@ func providerOptions(build cloud.BuildInfo) cloud.Options {
 // off, and userAgent on every request, so vCenter's session list shows who
 // is logged in.
 func vsphereBackends(userAgent string) cloud.BackendFactory {
-	return func(vc config.VCenterConfig, creds credentials.Source) backends.Backend {
+	return func(vc config.VCenter, creds credentials.Source) backends.Backend {
 		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent})
 	}
 }
