@@ -129,13 +129,15 @@ func (c *Cloud) historyKnownLocked() bool {
 // validation reads outside state (a caFile may appear after its
 // ConfigMap). fresh tells whether the rejection is news, to report once.
 func (c *Cloud) reloadConfig(ctx context.Context, path string) (err error, fresh bool) {
+	// Read under the lock: a read that lost the race to a newer one must
+	// not be applied after it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err, true
 	}
 	sum := sha256.Sum256(data)
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if sum == c.applied {
 		c.rejected.sum = [32]byte{}
 		return nil, false
