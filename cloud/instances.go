@@ -13,17 +13,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// Event reasons this provider records on Nodes.
-const (
-	ReasonZoneTagMissing = "ZoneTagMissing"
-	ReasonDuplicateUUID  = "DuplicateVMUUID"
-	ReasonLookupFailed   = "VMLookupFailed"
-	// ReasonNoNodeAddress: the VM's guest networking gives no address by
-	// CPI's rules (no host name, no NICs, a listed IP family without an
-	// address, the named VM networks absent); the Node stays tainted.
-	ReasonNoNodeAddress = "NoSuitableNodeAddress"
-)
-
 // errSkipNodeDeletion keeps a Node whose VM is gone while CPI's switch is set.
 var errSkipNodeDeletion = errors.New("its VM was not found in any vCenter, and SKIP_NODE_DELETION is set: not deleting")
 

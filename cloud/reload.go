@@ -5,33 +5,14 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
-
-// Event reasons about configuration and credentials.
-const (
-	ReasonConfigInvalid = "ConfigInvalid"
-	ReasonConfigApplied = "ConfigApplied"
-	// ReasonConfigUnknownKey: a key of the applied config that neither CPI
-	// nor this CCM reads (a typo?); it is ignored, as CPI ignores it.
-	ReasonConfigUnknownKey   = "ConfigUnknownKey"
-	ReasonCredentialsFailed  = "CredentialsFailed"
-	ReasonCredentialsRotated = "CredentialsRotated"
-)
-
-// debounce groups the burst of file events one edit makes (a ConfigMap
-// update swaps a symlink; editors write, rename and chmod).
-const debounce = 200 * time.Millisecond
 
 // RequestReload asks for the config file and every vCenter's credentials to
 // be read again. Requests coalesce; one worker applies them in order, so
@@ -186,144 +167,6 @@ func (c *Cloud) observeReload(result string) {
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.configReloads.WithLabelValues(result).Inc()
 	}
-}
-
-// refreshCredentials lets every vCenter's backend pick up changed
-// credentials, in parallel, each under its request deadline.
-func (c *Cloud) refreshCredentials(ctx context.Context) {
-	cfg := c.cfg.Load()
-	c.mu.Lock()
-	current := make(map[string]*builtBackend, len(c.backends))
-	for name, b := range c.backends {
-		current[name] = b
-	}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, vc := range cfg.VCenters {
-		b, ok := current[vc.Name]
-		if !ok {
-			continue
-		}
-		r, ok := b.Backend.(backends.CredentialRefresher)
-		if !ok {
-			continue
-		}
-		wg.Go(func() {
-			log := klog.FromContext(ctx).WithValues("vcenter", vc.Name)
-			rctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
-			defer cancel()
-			rotated, err := r.RefreshCredentials(rctx, vc.RequestTimeout)
-			switch {
-			case err != nil:
-				log.Error(err, "Credentials could not be refreshed; the current session keeps serving")
-				c.observeCredentials(vc.Name, "error")
-				c.event(c.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
-					fmt.Sprintf("vcenter %s: %v; the current session keeps serving", vc.Name, err))
-			case rotated:
-				log.Info("Credentials rotated: new session in use, the old one is logged out")
-				c.observeCredentials(vc.Name, "rotated")
-				c.event(c.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
-					fmt.Sprintf("vcenter %s: logged in with the new credentials", vc.Name))
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func (c *Cloud) observeCredentials(vcenter, result string) {
-	if c.opts.Metrics != nil {
-		c.opts.Metrics.credentials.WithLabelValues(vcenter, result).Inc()
-	}
-}
-
-func (c *Cloud) event(obj *v1.ObjectReference, eventType, reason, msg string) {
-	if c.recorder != nil && obj != nil {
-		c.recorder.Event(obj, eventType, reason, msg)
-	}
-}
-
-// fileWatcher requests a reload when the config file or the secrets
-// directory changes. It watches directories, not files: a mounted
-// ConfigMap or Secret swaps a "..data" symlink, and editors replace files
-// by renaming, both of which a watch on the file itself would miss. The
-// secrets directory follows the config (setSecretsDirectory).
-type fileWatcher struct {
-	w         *fsnotify.Watcher
-	configDir string
-	done      chan struct{}
-
-	mu         sync.Mutex
-	secretsDir string
-}
-
-func newFileWatcher(configPath string, reload func()) (*fileWatcher, error) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	fw := &fileWatcher{w: w, done: make(chan struct{})}
-	if configPath != "" {
-		fw.configDir = filepath.Dir(configPath)
-		if err := w.Add(fw.configDir); err != nil {
-			_ = w.Close()
-			return nil, fmt.Errorf("watch %s: %w", fw.configDir, err)
-		}
-	}
-	go fw.run(reload)
-	return fw, nil
-}
-
-func (fw *fileWatcher) run(reload func()) {
-	defer close(fw.done)
-	// Debounced in this goroutine (no timer callback outliving it): a
-	// burst of events is one reload, debounce after the last.
-	timer := time.NewTimer(debounce)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			reload()
-		case _, ok := <-fw.w.Events:
-			if !ok {
-				return
-			}
-			timer.Reset(debounce)
-		case err, ok := <-fw.w.Errors:
-			if !ok {
-				return
-			}
-			klog.Background().Error(err, "File watch error")
-		}
-	}
-}
-
-// setSecretsDirectory watches dir instead of the previous secrets
-// directory (none when empty).
-func (fw *fileWatcher) setSecretsDirectory(dir string) {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	if dir == fw.secretsDir {
-		return
-	}
-	if fw.secretsDir != "" && fw.secretsDir != fw.configDir {
-		_ = fw.w.Remove(fw.secretsDir)
-	}
-	fw.secretsDir = ""
-	if dir == "" {
-		return
-	}
-	if err := fw.w.Add(dir); err != nil {
-		klog.Background().Error(err, "Watching the secrets directory failed; rotated files are read at the next login", "dir", dir)
-		return
-	}
-	fw.secretsDir = dir
-}
-
-// close stops the watch and waits for it.
-func (fw *fileWatcher) close() {
-	_ = fw.w.Close()
-	<-fw.done
 }
 
 // reportNoticesLocked logs, once per applied config, the keys that have no

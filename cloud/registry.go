@@ -1,0 +1,170 @@
+package cloud
+
+// The registry of backends: one per configured vCenter, kept while its
+// connection settings are unchanged, replaced (and the old one retired)
+// when they change.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// builtBackend is a backend and the settings it was built with.
+type builtBackend struct {
+	backends.Backend
+	key connectionKey
+}
+
+// connectionKey is what a backend is built from (its sessions, and whether
+// it keeps an inventory); a change builds a new one.
+type connectionKey struct {
+	server, caFile, thumbprint, credentials string
+	port                                    int
+	insecure, inventory                     bool
+	roundTrips                              uint
+}
+
+// applyLocked makes cfg current: a backend per vCenter (kept when its
+// connection settings are unchanged), handed to discovery; backends of
+// removed or changed vCenters are closed once lookups in flight are done.
+func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
+	vcs := make([]discovery.Target, 0, len(cfg.VCenters))
+	next := make(map[string]*builtBackend, len(cfg.VCenters))
+	for _, vc := range cfg.VCenters {
+		key := c.connectionKey(cfg, vc)
+		b, ok := c.backends[vc.Name]
+		if !ok || b.key != key {
+			b = &builtBackend{Backend: c.opts.NewBackend(vc, c.credentialSource(cfg, vc)), key: key}
+		}
+		next[vc.Name] = b
+		vcs = append(vcs, discovery.Target{
+			Name: vc.Name, Backend: b.Backend, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
+			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
+		})
+	}
+	old := c.cfg.Load()
+	// What leaves the config is retired before discovery stops asking it.
+	c.discovery.Retire(retiredBetween(old, cfg, time.Now()))
+	c.cfg.Store(cfg)
+	c.discovery.SetVCenters(vcs)
+	c.reportNoticesLocked(cfg)
+	// Lookups in flight run under the deadlines of the config they began
+	// with: the old one's count too.
+	var grace time.Duration
+	for _, vc := range append(slices.Clone(cfg.VCenters), old.VCenters...) {
+		grace = max(grace, vc.RequestTimeout)
+	}
+	for name, old := range c.backends {
+		if next[name] != old {
+			c.retireLater(ctx, name, old, 2*grace+time.Second, grace)
+		}
+	}
+	c.backends = next
+	if c.watcher != nil {
+		c.watcher.setSecretsDirectory(cfg.SecretsDirectory)
+	}
+	if c.secrets != nil {
+		c.secrets.Watch(secretRefs(cfg))
+	}
+}
+
+// secretRefs are the Secrets cfg names.
+func secretRefs(cfg *config.Config) []credentials.SecretRef {
+	var out []credentials.SecretRef
+	for _, vc := range cfg.VCenters {
+		if r := (credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}); vc.CredentialsFrom == config.FromSecret && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WatchedSecrets lists the Secrets whose informers run.
+func (c *Cloud) WatchedSecrets() []credentials.SecretRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.secrets == nil {
+		return nil
+	}
+	return c.secrets.Watching()
+}
+
+// retireLater logs a replaced backend out once lookups that started with
+// it have had their deadline, or at once when the provider stops; Stop
+// waits for it. It outlives ctx (the reload that replaced b), keeping its
+// values. The caller holds c.mu.
+func (c *Cloud) retireLater(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
+	closeIt := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			klog.FromContext(ctx).Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)
+		}
+	}
+	select {
+	case <-c.stopping: // Stop may be waiting already: no new goroutine
+		closeIt()
+		return
+	default:
+	}
+	c.retiring.Go(func() {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.stopping:
+		}
+		closeIt()
+	})
+}
+
+func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
+	return connectionKey{
+		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: vc.Thumbprint,
+		roundTrips: vc.RoundTripCount, credentials: credentialsKey(c.credentialSource(cfg, vc)), inventory: vc.Inventory,
+	}
+}
+
+// credentialsKey identifies a credential source. Secret and directory
+// sources are re-read at every login; inline credentials are fixed values,
+// so a change of them is a new source (compared by digest, never kept).
+func credentialsKey(src credentials.Source) string {
+	switch s := src.(type) {
+	case credentials.Static:
+		sum := credentials.Credentials(s).Fingerprint()
+		return fmt.Sprintf("%s %x", s, sum[:8])
+	case *credentials.Chain:
+		keys := make([]string, 0, len(s.Links()))
+		for _, l := range s.Links() {
+			keys = append(keys, credentialsKey(l))
+		}
+		return strings.Join(keys, ", then ")
+	}
+	return src.String()
+}
+
+// credentialSource is vc's chain of credentials (credentials.ForVCenter),
+// built for each backend: it remembers what that vCenter refused.
+func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
+	return credentials.ForVCenter(cfg, vc, c.secrets)
+}
+
+// credentialsObject is the object Events about a vCenter's credentials go
+// to: its Secret when it has one, else the config's event object.
+func (c *Cloud) credentialsObject(vc config.VCenter) *v1.ObjectReference {
+	if vc.CredentialsFrom == config.FromSecret {
+		return &v1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: vc.SecretNamespace, Name: vc.SecretName}
+	}
+	return c.opts.EventObject
+}

@@ -1,0 +1,63 @@
+package cloud
+
+// Credential rotation: every vCenter's credentials read again at each
+// reload, a new session logged in before the old one is retired.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// refreshCredentials lets every vCenter's backend pick up changed
+// credentials, in parallel, each under its request deadline.
+func (c *Cloud) refreshCredentials(ctx context.Context) {
+	cfg := c.cfg.Load()
+	c.mu.Lock()
+	current := make(map[string]*builtBackend, len(c.backends))
+	for name, b := range c.backends {
+		current[name] = b
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, vc := range cfg.VCenters {
+		b, ok := current[vc.Name]
+		if !ok {
+			continue
+		}
+		r, ok := b.Backend.(backends.CredentialRefresher)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			log := klog.FromContext(ctx).WithValues("vcenter", vc.Name)
+			rctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
+			defer cancel()
+			rotated, err := r.RefreshCredentials(rctx, vc.RequestTimeout)
+			switch {
+			case err != nil:
+				log.Error(err, "Credentials could not be refreshed; the current session keeps serving")
+				c.observeCredentials(vc.Name, "error")
+				c.event(c.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
+					fmt.Sprintf("vcenter %s: %v; the current session keeps serving", vc.Name, err))
+			case rotated:
+				log.Info("Credentials rotated: new session in use, the old one is logged out")
+				c.observeCredentials(vc.Name, "rotated")
+				c.event(c.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
+					fmt.Sprintf("vcenter %s: logged in with the new credentials", vc.Name))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (c *Cloud) observeCredentials(vcenter, result string) {
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.credentials.WithLabelValues(vcenter, result).Inc()
+	}
+}
