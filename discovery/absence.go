@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -123,10 +122,6 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 	klog.FromContext(ctx).Info("Node's VM found by a fallback search has another UUID than the Node's system UUID; using it, as no VM has that system UUID",
 		"node", k.Name, "lookup", l.what, "vm", res.String(), "vmUUID", res.VM.UUID, "systemUUID", k.SystemUUID)
 }
-
-// ErrNameOnly refuses to judge existence by VM name alone: a Node name
-// that differs from its VM's name must never get the Node deleted.
-var ErrNameOnly = errors.New("node has neither spec.providerID nor status.nodeInfo.systemUUID; existence is not judged by name")
 
 // Exists decides whether a Node's VM still exists: (res, nil) found, an
 // error when that cannot be decided, and (nil, nil) — the Node may be
@@ -312,28 +307,6 @@ func (d *Discoverer) Retire(rs []Retired) {
 	h := *d.history.Load()
 	h.Retired = append(slices.Clone(h.Retired), rs...)
 	d.history.Store(&h)
-}
-
-// RetiredError is a lookup that found nothing while a vCenter or
-// datacenter that left the config could hold the VM: it cannot be asked,
-// so the VM is not gone.
-type RetiredError struct {
-	What string
-	// LastSeen, when set, is where this process last saw the VM.
-	LastSeen *Retired
-	// Remembered are the retired places that could hold it.
-	Remembered []Retired
-}
-
-func (e *RetiredError) Error() string {
-	if e.LastSeen != nil {
-		return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Datacenter)
-	}
-	where := make([]string, len(e.Remembered))
-	for i, r := range e.Remembered {
-		where[i] = r.String()
-	}
-	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting", e.What, strings.Join(where, " and "))
 }
 
 // LabelValue is name as a label value: itself when valid, else

@@ -198,24 +198,6 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 	return cb
 }
 
-// VCenterError is one vCenter that could not answer.
-type VCenterError struct {
-	VCenter string
-	Err     error
-}
-
-func (e *VCenterError) Error() string { return "vcenter " + e.VCenter + ": " + e.Err.Error() }
-func (e *VCenterError) Unwrap() error { return e.Err }
-
-// ErrBreakerOpen is returned, without a network call, for a vCenter whose
-// breaker is open.
-var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures")
-
-// ErrVCenterDown is returned, without a network call, for a vCenter whose
-// backend's last connection-level event failed; a background probe tells
-// when it is back.
-var ErrVCenterDown = errors.New("vCenter known down")
-
 // unready is the error of a vCenter a call should not wait for: known
 // down, or still connecting for the first time longer than ConnectWait
 // since its backend was made or a lookup first met it so (its first
@@ -277,66 +259,6 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 		return zero, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	return out.(T), nil
-}
-
-// LookupError is a lookup that neither found the VM nor could confirm its
-// absence, because some vCenters did not answer; or one by a key other
-// VMs may share (a guest host name or IP) that found one, while a vCenter
-// that did not answer could hold another (Found).
-type LookupError struct {
-	What     string // e.g. `uuid "…"`
-	Answered []string
-	Failed   *multierror.Error // of *VCenterError
-	Found    *Result
-}
-
-func (e *LookupError) Error() string {
-	if e.Found != nil {
-		return fmt.Sprintf("%s: found %s, but %d vCenters could not be asked, and another VM there could match too: %s",
-			e.What, e.Found, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
-	}
-	msg := fmt.Sprintf("%s: not found in the vCenters that answered %v, and %d could not be asked: %s",
-		e.What, e.Answered, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
-	return msg
-}
-
-// Unwrap exposes each vCenter's failure to errors.Is/As (a deadline, an
-// open breaker). None of them is ever backends.ErrNotFound: answers about
-// the VM are not failures.
-func (e *LookupError) Unwrap() []error { return e.Failed.Errors }
-
-// FailedVCenters names the vCenters that could not answer.
-func (e *LookupError) FailedVCenters() []string {
-	var out []string
-	for _, err := range e.Failed.Errors {
-		var ve *VCenterError
-		if errors.As(err, &ve) {
-			out = append(out, ve.VCenter)
-		}
-	}
-	return out
-}
-
-// DuplicateError is a lookup that matched more than one VM: never a guess.
-type DuplicateError struct {
-	What    string
-	Matches []*Result
-}
-
-func (e *DuplicateError) Error() string {
-	var where []string
-	for _, m := range e.Matches {
-		where = append(where, m.String())
-	}
-	return fmt.Sprintf("%s matches %d VMs, refusing to choose: %s", e.What, len(e.Matches), strings.Join(where, " and "))
-}
-
-func errorStrings(errs []error) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = e.Error()
-	}
-	return out
 }
 
 // lookup is one search: the query, its location cache key and its name
@@ -640,10 +562,6 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 	return answers
 }
 
-// ErrVCenterConnecting is a vCenter not waited for: its first connection
-// attempt had not ended within ConnectWait.
-var ErrVCenterConnecting = errors.New("vCenter still connecting")
-
 // errNotWaited is a vCenter not waited for because the VM was found
 // elsewhere and it is not known up.
 var errNotWaited = errors.New("not waited for: the VM was found elsewhere and this vCenter is not known up")
@@ -667,21 +585,6 @@ func nothingFound(answers []answer) bool {
 		}
 	}
 	return true
-}
-
-// OutsideError is a lookup whose VM exists only in datacenters that are
-// not configured: it is neither served nor reported deleted.
-type OutsideError struct {
-	What    string
-	Matches []*Result
-}
-
-func (e *OutsideError) Error() string {
-	var where []string
-	for _, m := range e.Matches {
-		where = append(where, m.String())
-	}
-	return fmt.Sprintf("%s exists only outside the configured datacenters: %s", e.What, strings.Join(where, " and "))
 }
 
 // configured reports whether loc's vCenter and datacenter are searched.

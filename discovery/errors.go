@@ -1,0 +1,138 @@
+package discovery
+
+// The errors of a lookup, in one place (as govmomi's find/error.go): a
+// vCenter that could not answer, a lookup that could not conclude, a
+// match that is not one VM, and the sentinels callers test with errors.Is.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// VCenterError is one vCenter that could not answer.
+type VCenterError struct {
+	VCenter string
+	Err     error
+}
+
+func (e *VCenterError) Error() string { return "vcenter " + e.VCenter + ": " + e.Err.Error() }
+
+func (e *VCenterError) Unwrap() error { return e.Err }
+
+// ErrBreakerOpen is returned, without a network call, for a vCenter whose
+// breaker is open.
+var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures")
+
+// ErrVCenterDown is returned, without a network call, for a vCenter whose
+// backend's last connection-level event failed; a background probe tells
+// when it is back.
+var ErrVCenterDown = errors.New("vCenter known down")
+
+// LookupError is a lookup that neither found the VM nor could confirm its
+// absence, because some vCenters did not answer; or one by a key other
+// VMs may share (a guest host name or IP) that found one, while a vCenter
+// that did not answer could hold another (Found).
+type LookupError struct {
+	What     string // e.g. `uuid "…"`
+	Answered []string
+	Failed   *multierror.Error // of *VCenterError
+	Found    *Result
+}
+
+func (e *LookupError) Error() string {
+	if e.Found != nil {
+		return fmt.Sprintf("%s: found %s, but %d vCenters could not be asked, and another VM there could match too: %s",
+			e.What, e.Found, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
+	}
+	msg := fmt.Sprintf("%s: not found in the vCenters that answered %v, and %d could not be asked: %s",
+		e.What, e.Answered, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
+	return msg
+}
+
+// Unwrap exposes each vCenter's failure to errors.Is/As (a deadline, an
+// open breaker). None of them is ever backends.ErrNotFound: answers about
+// the VM are not failures.
+func (e *LookupError) Unwrap() []error { return e.Failed.Errors }
+
+// FailedVCenters names the vCenters that could not answer.
+func (e *LookupError) FailedVCenters() []string {
+	var out []string
+	for _, err := range e.Failed.Errors {
+		var ve *VCenterError
+		if errors.As(err, &ve) {
+			out = append(out, ve.VCenter)
+		}
+	}
+	return out
+}
+
+// DuplicateError is a lookup that matched more than one VM: never a guess.
+type DuplicateError struct {
+	What    string
+	Matches []*Result
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("%s matches %d VMs, refusing to choose: %s", e.What, len(e.Matches), joinMatches(e.Matches))
+}
+
+// joinMatches names each VM matched: "vcenter a datacenter b vm … and …".
+func joinMatches(matches []*Result) string {
+	where := make([]string, len(matches))
+	for i, m := range matches {
+		where[i] = m.String()
+	}
+	return strings.Join(where, " and ")
+}
+
+func errorStrings(errs []error) []string {
+	out := make([]string, len(errs))
+	for i, e := range errs {
+		out[i] = e.Error()
+	}
+	return out
+}
+
+// ErrVCenterConnecting is a vCenter not waited for: its first connection
+// attempt had not ended within ConnectWait.
+var ErrVCenterConnecting = errors.New("vCenter still connecting")
+
+// OutsideError is a lookup whose VM exists only in datacenters that are
+// not configured: it is neither served nor reported deleted.
+type OutsideError struct {
+	What    string
+	Matches []*Result
+}
+
+func (e *OutsideError) Error() string {
+	return fmt.Sprintf("%s exists only outside the configured datacenters: %s", e.What, joinMatches(e.Matches))
+}
+
+// ErrNameOnly refuses to judge existence by VM name alone: a Node name
+// that differs from its VM's name must never get the Node deleted.
+var ErrNameOnly = errors.New("node has neither spec.providerID nor status.nodeInfo.systemUUID; existence is not judged by name")
+
+// RetiredError is a lookup that found nothing while a vCenter or
+// datacenter that left the config could hold the VM: it cannot be asked,
+// so the VM is not gone.
+type RetiredError struct {
+	What string
+	// LastSeen, when set, is where this process last saw the VM.
+	LastSeen *Retired
+	// Remembered are the retired places that could hold it.
+	Remembered []Retired
+}
+
+func (e *RetiredError) Error() string {
+	if e.LastSeen != nil {
+		return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Datacenter)
+	}
+	where := make([]string, len(e.Remembered))
+	for i, r := range e.Remembered {
+		where[i] = r.String()
+	}
+	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting", e.What, strings.Join(where, " and "))
+}
