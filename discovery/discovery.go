@@ -80,6 +80,14 @@ type Observer interface {
 	Cache(hit bool)
 }
 
+// noObserver is the Observer of a Discoverer given none.
+type noObserver struct{}
+
+func (noObserver) Call(string, string, time.Duration, error) {}
+func (noObserver) BreakerState(string, gobreaker.State)      {}
+func (noObserver) Lookup(string)                             {}
+func (noObserver) Cache(bool)                                {}
+
 // Discoverer locates VMs. It is safe for concurrent use; SetVCenters swaps
 // the set of vCenters while lookups in flight finish on the set they began with.
 type Discoverer struct {
@@ -132,6 +140,9 @@ func New(vcs []Target, opts Options) *Discoverer {
 	}
 	if opts.DuplicateScan == 0 {
 		opts.DuplicateScan = time.Second
+	}
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
 	}
 	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL), duplicates: newDuplicateIndex()}
 	d.lifetime, d.stop = context.WithCancel(context.Background())
@@ -187,14 +198,10 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			klog.Background().Info("vCenter circuit breaker changed state", "vcenter", name, "from", from.String(), "to", to.String())
-			if d.opts.Observer != nil {
-				d.opts.Observer.BreakerState(name, to)
-			}
+			d.opts.Observer.BreakerState(name, to)
 		},
 	})
-	if d.opts.Observer != nil {
-		d.opts.Observer.BreakerState(v.Name, gobreaker.StateClosed)
-	}
+	d.opts.Observer.BreakerState(v.Name, gobreaker.StateClosed)
 	return cb
 }
 
@@ -234,9 +241,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 	var zero T
 	start := time.Now()
 	if err := d.unready(v, start); err != nil { //nolint:contextcheck // the probe outlives the lookup that found the vCenter down: Discoverer.probes owns it
-		if d.opts.Observer != nil {
-			d.opts.Observer.Call(v.Name, op, time.Since(start), err)
-		}
+		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
 		return zero, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	out, err := v.breaker.Execute(func() (any, error) {
@@ -252,7 +257,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 		err = ErrBreakerOpen
 	}
 	// A call the lookup stopped waiting for says nothing about the vCenter.
-	if d.opts.Observer != nil && !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, context.Canceled) {
 		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
 	}
 	if err != nil {
@@ -367,9 +372,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 		if res, ok := d.fromCache(ctx, vcs, l.q, l.key); ok {
 			return res.result, res.err
 		}
-		if d.opts.Observer != nil {
-			d.opts.Observer.Cache(false)
-		}
+		d.opts.Observer.Cache(false)
 	}
 	// First from the backends' inventories where they have one; if that
 	// finds nothing anywhere, again from vCenter itself: an inventory's
@@ -594,9 +597,7 @@ func configured(vcs []*targetState, loc location) bool {
 }
 
 func (d *Discoverer) observe(result string) {
-	if d.opts.Observer != nil {
-		d.opts.Observer.Lookup(result)
-	}
+	d.opts.Observer.Lookup(result)
 }
 
 type cached struct {
@@ -635,9 +636,7 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 			d.observe("duplicate")
 			return cached{err: err}, true
 		}
-		if d.opts.Observer != nil {
-			d.opts.Observer.Cache(true)
-		}
+		d.opts.Observer.Cache(true)
 		d.observe("found")
 		return cached{result: res}, true
 	case err == nil || errors.Is(err, backends.ErrNotFound):
