@@ -401,24 +401,8 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 // the location cache entry of a lookup that is not strict.
 func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []answer, l lookup) (*Result, error) {
 	key, what := l.key, l.what
-	var found, outside []*Result
-	var failed *multierror.Error
-	var answered []string
-	for _, a := range answers {
-		if a.err != nil {
-			failed = multierror.Append(failed, a.err)
-			continue
-		}
-		answered = append(answered, a.vc.Name)
-		for _, vm := range a.vms {
-			r := &Result{VCenter: a.vc.Name, VM: vm}
-			if !a.vc.serves(vm.Ref.Datacenter) {
-				outside = append(outside, r)
-				continue
-			}
-			found = append(found, r)
-		}
-	}
+	t := tally(answers)
+	found, outside, failed, answered := t.found, t.outside, t.failed, t.answered
 	log := klog.FromContext(ctx).WithValues("lookup", what)
 	switch {
 	case len(found) > 1:
@@ -474,6 +458,35 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 		d.observe("not_found")
 		return nil, nil
 	}
+}
+
+// answersTally sorts a lookup's answers: VMs in the configured
+// datacenters, VMs outside them, the vCenters that failed and those that
+// answered.
+type answersTally struct {
+	found, outside []*Result
+	failed         *multierror.Error
+	answered       []string
+}
+
+func tally(answers []answer) answersTally {
+	var t answersTally
+	for _, a := range answers {
+		if a.err != nil {
+			t.failed = multierror.Append(t.failed, a.err)
+			continue
+		}
+		t.answered = append(t.answered, a.vc.Name)
+		for _, vm := range a.vms {
+			r := &Result{VCenter: a.vc.Name, VM: vm}
+			if !a.vc.serves(vm.Ref.Datacenter) {
+				t.outside = append(t.outside, r)
+				continue
+			}
+			t.found = append(t.found, r)
+		}
+	}
+	return t
 }
 
 // serves reports whether v's configured datacenters include dc.
