@@ -14,6 +14,7 @@ import (
 
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -165,7 +166,9 @@ func newWatchBackoff() wait.Backoff {
 	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Minute}
 }
 
-// watch loads the inventory and follows its changes until an error.
+// watch sets up what the inventory is read through (a property collector
+// of its own, a container view, a filter), then follows it until an
+// error; what it created is destroyed on the way out.
 func (inv *inventory) watch(ctx context.Context) error {
 	const op = "vsphere.inventory.watch"
 	timeout := inv.sessions.requestTimeout()
@@ -200,10 +203,19 @@ func (inv *inventory) watch(ctx context.Context) error {
 		return fmt.Errorf("%s: create filter: %w", op, err)
 	}
 	cancel()
+	return inv.follow(ctx, vc, pc.Reference())
+}
 
+// follow polls the collector pc, whose filter covers the inventory: the
+// first pages are the initial load, published once complete; the next
+// are changes, applied as they come. It returns at the first error, a
+// poll unanswered past its deadline included.
+func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.ManagedObjectReference) error {
+	const op = "vsphere.inventory.watch"
+	timeout := inv.sessions.requestTimeout()
 	wait := int32(inv.heartbeat / time.Second)
 	req := types.WaitForUpdatesEx{
-		This:    pc.Reference(),
+		This:    pc,
 		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: pageSize},
 	}
 	loading := newInvState() // the initial load, published when complete
