@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -404,53 +406,24 @@ func (f *fileSchema) resolve() (*Config, []error) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
 	}
 	cfg := &Config{SecretsDirectory: or(f.Global.SecretsDirectory, f.defaultSecretsDirectory), Labels: f.Labels}
-
-	vcs := f.VCenter
-	if gs := f.Global.Server; gs != "" && vcs[gs] == nil && !hasServer(vcs, gs) {
-		// CPI's global-vCenter form: global.server is a vCenter of its own,
-		// next to any vcenter sections, unless a section already names it.
-		vcs = make(map[string]*vcenterSection, len(f.VCenter)+1)
-		for k, v := range f.VCenter {
-			vcs[k] = v
-		}
-		// As CPI, it takes global's credentials as its own.
-		vcs[gs] = &vcenterSection{Server: gs, User: f.Global.User, Password: f.Global.Password,
-			SecretName: f.Global.SecretName, SecretNamespace: f.Global.SecretNamespace}
-	}
+	vcs := f.sections()
 	if len(vcs) == 0 {
 		add("vcenter", "at least one vCenter is required (or global.server)")
 	}
 	g := f.Global.vcenterSection
-	globalTimeout, ok := parseDuration(g.RequestTimeout, DefaultRequestTimeout, "global.requestTimeout", add)
-	_ = ok
+	var defaults vcenterDefaults
+	defaults.timeout, _ = parseDuration(g.RequestTimeout, DefaultRequestTimeout, "global.requestTimeout", add)
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
-	globalBreaker := resolveBreaker(g.Breaker, Breaker{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
+	defaults.breaker = resolveBreaker(g.Breaker, Breaker{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
 
-	names := make([]string, 0, len(vcs))
-	for name := range vcs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	servers := map[string]string{}
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(vcs)) {
 		v := vcs[name]
 		if v == nil {
 			v = &vcenterSection{}
 		}
+		vc := f.resolveVCenter(name, v, defaults, cfg, add)
 		p := "vcenter." + name
-		vc := VCenter{
-			Name:        name,
-			Server:      strings.TrimSpace(v.Server),
-			Datacenters: pick(v.Datacenters, g.Datacenters),
-			// CPI's rule: either one (a vCenter's false does not
-			// override a global true).
-			InsecureFlag:   derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false),
-			CAFile:         or(v.CAFile, g.CAFile),
-			Thumbprint:     or(v.Thumbprint, g.Thumbprint),
-			IPFamily:       pick(v.IPFamily, g.IPFamily),
-			RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
-			Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
-		}
 		if vc.Server == "" {
 			add(p+".server", "required")
 		} else if other, dup := servers[vc.Server]; dup {
@@ -458,40 +431,6 @@ func (f *fileSchema) resolve() (*Config, []error) {
 		} else {
 			servers[vc.Server] = name
 		}
-		vc.Port = DefaultPort
-		if port := or(v.Port, g.Port); port != "" {
-			n, err := strconv.Atoi(port)
-			switch {
-			case err != nil || n < 1 || n > 65535:
-				where := p + ".port"
-				if v.Port == "" {
-					where = "global.port"
-				}
-				add(where, "must be a number from 1 to 65535, got %q", port)
-			default:
-				vc.Port = n
-			}
-		}
-		if len(vc.IPFamily) == 0 {
-			vc.IPFamily = []string{IPv4}
-		}
-		for i, fam := range vc.IPFamily {
-			fam = strings.ToLower(fam)
-			vc.IPFamily[i] = fam
-			if fam != IPv4 && fam != IPv6 {
-				add(p+".ipFamily", "%q is neither ipv4 nor ipv6", fam)
-			}
-		}
-		if v.InsecureFlag != nil && !*v.InsecureFlag && derefOr(g.InsecureFlag, false) {
-			cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: p + ".insecureFlag",
-				Reason: "false here does not override global.insecureFlag: true (CPI's rule: either one); set a thumbprint or caFile to verify this vCenter's certificate"})
-		}
-		f.resolveCredentials(&vc, v, cfg, add)
-		// A caFile is read when connecting (as CPI does): one mounted after
-		// the config fails that vCenter's connection, naming the file, and
-		// nothing else.
-		vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, globalTimeout, p+".requestTimeout", add)
-		vc.Breaker = resolveBreaker(v.Breaker, globalBreaker, p+".breaker", add)
 		cfg.VCenters = append(cfg.VCenters, vc)
 	}
 
@@ -499,8 +438,91 @@ func (f *fileSchema) resolve() (*Config, []error) {
 		cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: "labels",
 			Reason: "zone and region are used only together (CPI's rule): no zone or region label is set"})
 	}
-	n := f.Nodes
-	cfg.Nodes = AddressRules{
+	cfg.Nodes = f.Nodes.resolve(add)
+	return cfg, errs
+}
+
+// sections are the vcenter sections, with CPI's global-vCenter form:
+// global.server is a vCenter of its own, next to any vcenter sections,
+// unless a section already names it.
+func (f *fileSchema) sections() map[string]*vcenterSection {
+	gs := f.Global.Server
+	if gs == "" || f.VCenter[gs] != nil || hasServer(f.VCenter, gs) {
+		return f.VCenter
+	}
+	vcs := make(map[string]*vcenterSection, len(f.VCenter)+1)
+	for k, v := range f.VCenter {
+		vcs[k] = v
+	}
+	// As CPI, it takes global's credentials as its own.
+	vcs[gs] = &vcenterSection{Server: gs, User: f.Global.User, Password: f.Global.Password,
+		SecretName: f.Global.SecretName, SecretNamespace: f.Global.SecretNamespace}
+	return vcs
+}
+
+// vcenterDefaults are global's resolved values a vCenter inherits.
+type vcenterDefaults struct {
+	timeout time.Duration
+	breaker Breaker
+}
+
+// resolveVCenter resolves section v of vCenter name over global's values.
+func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vcenterDefaults, cfg *Config, add func(string, string, ...any)) VCenter {
+	g := f.Global.vcenterSection
+	p := "vcenter." + name
+	vc := VCenter{
+		Name:        name,
+		Server:      strings.TrimSpace(v.Server),
+		Datacenters: pick(v.Datacenters, g.Datacenters),
+		// CPI's rule: either one (a vCenter's false does not
+		// override a global true).
+		InsecureFlag:   derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false),
+		CAFile:         or(v.CAFile, g.CAFile),
+		Thumbprint:     or(v.Thumbprint, g.Thumbprint),
+		IPFamily:       pick(v.IPFamily, g.IPFamily),
+		RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
+		Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
+	}
+	vc.Port = DefaultPort
+	if port := or(v.Port, g.Port); port != "" {
+		n, err := strconv.Atoi(port)
+		switch {
+		case err != nil || n < 1 || n > 65535:
+			where := p + ".port"
+			if v.Port == "" {
+				where = "global.port"
+			}
+			add(where, "must be a number from 1 to 65535, got %q", port)
+		default:
+			vc.Port = n
+		}
+	}
+	if len(vc.IPFamily) == 0 {
+		vc.IPFamily = []string{IPv4}
+	}
+	for i, fam := range vc.IPFamily {
+		fam = strings.ToLower(fam)
+		vc.IPFamily[i] = fam
+		if fam != IPv4 && fam != IPv6 {
+			add(p+".ipFamily", "%q is neither ipv4 nor ipv6", fam)
+		}
+	}
+	if v.InsecureFlag != nil && !*v.InsecureFlag && derefOr(g.InsecureFlag, false) {
+		cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: p + ".insecureFlag",
+			Reason: "false here does not override global.insecureFlag: true (CPI's rule: either one); set a thumbprint or caFile to verify this vCenter's certificate"})
+	}
+	f.resolveCredentials(&vc, v, cfg, add)
+	// A caFile is read when connecting (as CPI does): one mounted after
+	// the config fails that vCenter's connection, naming the file, and
+	// nothing else.
+	vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
+	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
+	return vc
+}
+
+// resolve parses the address rules.
+func (n Nodes) resolve(add func(string, string, ...any)) AddressRules {
+	return AddressRules{
 		InternalSubnets:        parseCIDRs(n.InternalNetworkSubnetCIDR, "nodes.internalNetworkSubnetCidr", add),
 		ExternalSubnets:        parseCIDRs(n.ExternalNetworkSubnetCIDR, "nodes.externalNetworkSubnetCidr", add),
 		ExcludeInternalSubnets: parseCIDRs(n.ExcludeInternalNetworkSubnetCIDR, "nodes.excludeInternalNetworkSubnetCidr", add),
@@ -508,7 +530,6 @@ func (f *fileSchema) resolve() (*Config, []error) {
 		InternalNetworkName:    strings.TrimSpace(n.InternalVMNetworkName),
 		ExternalNetworkName:    strings.TrimSpace(n.ExternalVMNetworkName),
 	}
-	return cfg, errs
 }
 
 // hasServer reports whether a vcenter section names server.
