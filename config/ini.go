@@ -64,125 +64,29 @@ func iniSection(name string) (key string, named bool) {
 // collects what gcfg would skip (a subsection of a section that takes
 // none).
 func iniToYAML(data []byte) (*yaml.Node, []Notice, error) {
-	src := bytes.TrimPrefix(data, utf8BOM)
-	fset := token.NewFileSet()
-	file := fset.AddFile("", fset.Base(), len(src))
-	var scanErrs scanner.ErrorList
-	var s scanner.Scanner
-	s.Init(file, src, func(p token.Position, msg string) { scanErrs.Add(p, msg) }, 0)
-
-	root := &yaml.Node{Kind: yaml.MappingNode}
-	var notices []Notice
-	var section *yaml.Node
-	get := func(parent *yaml.Node, key string, line int) *yaml.Node {
-		if n := find(parent, key); n != nil {
-			return n
+	r := newINIReader(data)
+	for r.tok != token.EOF {
+		if len(r.scanErrs) > 0 {
+			return nil, nil, r.fail("")
 		}
-		k, n := scalar(key), &yaml.Node{Kind: yaml.MappingNode, Line: line}
-		k.Line = line
-		parent.Content = append(parent.Content, k, n)
-		return n
-	}
-	pos, tok, lit := s.Scan()
-	line := func() int { return fset.Position(pos).Line }
-	fail := func(msg string) (*yaml.Node, []Notice, error) {
-		if len(scanErrs) > 0 {
-			// The scanner's own message; it never quotes the text.
-			return nil, nil, fmt.Errorf("line %d: %s", scanErrs[0].Pos.Line, scanErrs[0].Msg)
-		}
-		return nil, nil, fmt.Errorf("line %d: %s", line(), msg)
-	}
-	next := func() { pos, tok, lit = s.Scan() }
-	endOfLine := func() bool { return tok == token.EOL || tok == token.EOF || tok == token.COMMENT }
-	for tok != token.EOF {
-		if len(scanErrs) > 0 {
-			return fail("")
-		}
-		switch tok {
+		var err error
+		switch r.tok {
 		case token.EOL, token.COMMENT:
-			next()
+			r.next()
 		case token.LBRACK:
-			headerLine := line()
-			next()
-			if tok != token.IDENT {
-				return fail("expected a section name after [")
-			}
-			name := lit
-			next()
-			sub, hasSub := "", false
-			if tok == token.STRING {
-				sub, hasSub = gcfgUnquote(lit), true
-				if sub == "" {
-					return fail("empty subsection name")
-				}
-				next()
-			}
-			if tok != token.RBRACK {
-				return fail("section header: missing ]")
-			}
-			next()
-			if !endOfLine() {
-				return fail("text after a section header (only a comment may follow it)")
-			}
-			key, named := iniSection(name)
-			switch {
-			case named && !hasSub:
-				if key == "vcenter" {
-					return nil, nil, fmt.Errorf("line %d: [VirtualCenter] needs a name: [VirtualCenter \"<server>\"]", headerLine)
-				}
-				section = get(root, key, headerLine)
-			case named:
-				section = get(get(root, key, headerLine), sub, headerLine)
-			case hasSub:
-				// gcfg skips a subsection of a section that takes none.
-				notices = append(notices, Notice{Kind: NoticeIgnored, Path: fmt.Sprintf("[%s %q]", name, sub), Line: headerLine,
-					Reason: "this section takes no name in quotes; CPI skips it and its keys too"})
-				section = &yaml.Node{Kind: yaml.MappingNode}
-			default:
-				section = get(root, key, headerLine)
-			}
+			err = r.header()
 		case token.IDENT:
-			if section == nil {
-				return fail("a key before any [section]")
-			}
-			keyLine := line()
-			k := camel(lit)
-			next()
-			var val *yaml.Node
-			if endOfLine() {
-				val = scalar("true") // gcfg: a key without a value is true (a bool)
-			} else {
-				if tok != token.ASSIGN {
-					return fail("expected = after the key name")
-				}
-				next()
-				if tok != token.STRING {
-					return fail("expected a value after =")
-				}
-				v := gcfgUnquote(lit)
-				next()
-				if len(scanErrs) > 0 {
-					return fail("")
-				}
-				if !endOfLine() {
-					return fail("text after the value (quote the whole value)")
-				}
-				val = iniValue(k, v)
-			}
-			kn := scalar(k)
-			kn.Line, val.Line = keyLine, keyLine // so errors point into the INI file
-			if i := indexOf(section, k); i >= 0 {
-				section.Content[i+1] = val // gcfg: the last one wins
-			} else {
-				section.Content = append(section.Content, kn, val)
-			}
+			err = r.keyValue()
 		default:
-			return fail("expected a [section] or key = value")
+			err = r.fail("expected a [section] or key = value")
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 	}
 	// In INI the section name is the server unless a server key says
 	// otherwise (CPI's rule); YAML requires the key.
-	if vcs := find(root, "vcenter"); vcs != nil {
+	if vcs := find(r.root, "vcenter"); vcs != nil {
 		for i := 0; i+1 < len(vcs.Content); i += 2 {
 			if find(vcs.Content[i+1], "server") == nil {
 				v := scalar(vcs.Content[i].Value)
@@ -191,7 +95,140 @@ func iniToYAML(data []byte) (*yaml.Node, []Notice, error) {
 			}
 		}
 	}
-	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, notices, nil
+	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{r.root}}, r.notices, nil
+}
+
+// iniReader is iniToYAML's state: gcfg's scanner at the current token,
+// the mapping built so far and the section keys go to.
+type iniReader struct {
+	fset     *token.FileSet
+	s        scanner.Scanner
+	scanErrs scanner.ErrorList
+	pos      token.Pos
+	tok      token.Token
+	lit      string
+
+	root    *yaml.Node
+	section *yaml.Node
+	notices []Notice
+}
+
+func newINIReader(data []byte) *iniReader {
+	src := bytes.TrimPrefix(data, utf8BOM)
+	r := &iniReader{fset: token.NewFileSet(), root: &yaml.Node{Kind: yaml.MappingNode}}
+	file := r.fset.AddFile("", r.fset.Base(), len(src))
+	r.s.Init(file, src, func(p token.Position, msg string) { r.scanErrs.Add(p, msg) }, 0)
+	r.next()
+	return r
+}
+
+func (r *iniReader) next()     { r.pos, r.tok, r.lit = r.s.Scan() }
+func (r *iniReader) line() int { return r.fset.Position(r.pos).Line }
+func (r *iniReader) endOfLine() bool {
+	return r.tok == token.EOL || r.tok == token.EOF || r.tok == token.COMMENT
+}
+
+// fail is the scanner's first error, else msg at the current line.
+func (r *iniReader) fail(msg string) error {
+	if len(r.scanErrs) > 0 {
+		// The scanner's own message; it never quotes the text.
+		return fmt.Errorf("line %d: %s", r.scanErrs[0].Pos.Line, r.scanErrs[0].Msg)
+	}
+	return fmt.Errorf("line %d: %s", r.line(), msg)
+}
+
+// child is parent's mapping under key, added (at line) when missing.
+func child(parent *yaml.Node, key string, line int) *yaml.Node {
+	if n := find(parent, key); n != nil {
+		return n
+	}
+	k, n := scalar(key), &yaml.Node{Kind: yaml.MappingNode, Line: line}
+	k.Line = line
+	parent.Content = append(parent.Content, k, n)
+	return n
+}
+
+// header reads "[name]" or "[name "sub"]" and makes its section current.
+func (r *iniReader) header() error {
+	headerLine := r.line()
+	r.next()
+	if r.tok != token.IDENT {
+		return r.fail("expected a section name after [")
+	}
+	name := r.lit
+	r.next()
+	sub, hasSub := "", false
+	if r.tok == token.STRING {
+		sub, hasSub = gcfgUnquote(r.lit), true
+		if sub == "" {
+			return r.fail("empty subsection name")
+		}
+		r.next()
+	}
+	if r.tok != token.RBRACK {
+		return r.fail("section header: missing ]")
+	}
+	r.next()
+	if !r.endOfLine() {
+		return r.fail("text after a section header (only a comment may follow it)")
+	}
+	key, named := iniSection(name)
+	switch {
+	case named && !hasSub:
+		if key == "vcenter" {
+			return fmt.Errorf("line %d: [VirtualCenter] needs a name: [VirtualCenter \"<server>\"]", headerLine)
+		}
+		r.section = child(r.root, key, headerLine)
+	case named:
+		r.section = child(child(r.root, key, headerLine), sub, headerLine)
+	case hasSub:
+		// gcfg skips a subsection of a section that takes none.
+		r.notices = append(r.notices, Notice{Kind: NoticeIgnored, Path: fmt.Sprintf("[%s %q]", name, sub), Line: headerLine,
+			Reason: "this section takes no name in quotes; CPI skips it and its keys too"})
+		r.section = &yaml.Node{Kind: yaml.MappingNode}
+	default:
+		r.section = child(r.root, key, headerLine)
+	}
+	return nil
+}
+
+// keyValue reads "key = value" or a bare "key" (true) into the section.
+func (r *iniReader) keyValue() error {
+	if r.section == nil {
+		return r.fail("a key before any [section]")
+	}
+	keyLine := r.line()
+	k := camel(r.lit)
+	r.next()
+	var val *yaml.Node
+	if r.endOfLine() {
+		val = scalar("true") // gcfg: a key without a value is true (a bool)
+	} else {
+		if r.tok != token.ASSIGN {
+			return r.fail("expected = after the key name")
+		}
+		r.next()
+		if r.tok != token.STRING {
+			return r.fail("expected a value after =")
+		}
+		v := gcfgUnquote(r.lit)
+		r.next()
+		if len(r.scanErrs) > 0 {
+			return r.fail("")
+		}
+		if !r.endOfLine() {
+			return r.fail("text after the value (quote the whole value)")
+		}
+		val = iniValue(k, v)
+	}
+	kn := scalar(k)
+	kn.Line, val.Line = keyLine, keyLine // so errors point into the INI file
+	if i := indexOf(r.section, k); i >= 0 {
+		r.section.Content[i+1] = val // gcfg: the last one wins
+	} else {
+		r.section.Content = append(r.section.Content, kn, val)
+	}
+	return nil
 }
 
 // iniValue types a gcfg value for the YAML schema: gcfg's booleans for
