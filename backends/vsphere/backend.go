@@ -247,16 +247,22 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 	return out, nil
 }
 
-func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
-	m := view.NewManager(vc)
-	v, err := m.CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+// viewRetrieve reads props of every object of kind below root into dst
+// (a pointer to a slice of mo types), through a container view destroyed
+// afterwards.
+func viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference, kind string, props []string, dst any) error {
+	v, err := view.NewManager(vc).CreateContainerView(ctx, root, []string{kind}, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	return v.Retrieve(ctx, []string{kind}, props, dst)
+}
+
+func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
 	// Names are compared here, exactly: property.Match would glob.
 	var vms []mo.VirtualMachine
-	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name"}, &vms); err != nil {
+	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", []string{"name"}, &vms); err != nil {
 		return nil, err
 	}
 	var out []object.Reference

@@ -18,7 +18,6 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vapi/tags"
-	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -267,14 +266,8 @@ func colonHex(b []byte) string {
 
 // datacenters lists every datacenter of the vCenter, by name.
 func datacenters(ctx context.Context, vc *vim25.Client) ([]mo.Datacenter, error) {
-	m := view.NewManager(vc)
-	v, err := m.CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"Datacenter"}, true)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
 	var dcs []mo.Datacenter
-	if err := v.Retrieve(ctx, []string{"Datacenter"}, []string{"name"}, &dcs); err != nil {
+	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", []string{"name"}, &dcs); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(dcs, func(a, b mo.Datacenter) int { return cmp.Compare(a.Name, b.Name) })
@@ -283,20 +276,13 @@ func datacenters(ctx context.Context, vc *vim25.Client) ([]mo.Datacenter, error)
 
 // countVMs counts the VMs in dcs.
 func countVMs(ctx context.Context, vc *vim25.Client, dcs []mo.Datacenter) (int, error) {
-	m := view.NewManager(vc)
 	n := 0
 	for _, dc := range dcs {
-		v, err := m.CreateContainerView(ctx, dc.Reference(), []string{"VirtualMachine"}, true)
-		if err != nil {
+		var vms []mo.VirtualMachine
+		if err := viewRetrieve(ctx, vc, dc.Reference(), "VirtualMachine", []string{"name"}, &vms); err != nil {
 			return n, err
 		}
-		var refs []types.ManagedObjectReference
-		refs, err = v.Find(ctx, []string{"VirtualMachine"}, nil)
-		_ = v.Destroy(context.WithoutCancel(ctx))
-		if err != nil {
-			return n, err
-		}
-		n += len(refs)
+		n += len(vms)
 	}
 	return n, nil
 }

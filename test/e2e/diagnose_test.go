@@ -8,7 +8,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,26 +140,6 @@ func detachZone(t *testing.T, vc *vcsim.VCenter, zone string) {
 	}
 }
 
-// getVCenters GETs the CCM's /vcenters on port with token.
-func getVCenters(ctx context.Context, port int, token string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/vcenters", port), nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
-	res, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer res.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(res.Body)
-	return res.StatusCode, b.String(), nil
-}
-
 // vcentersReaderToken is a ServiceAccount's token allowed to GET /vcenters
 // (a ClusterRole for the non-resource URL, as for /metrics).
 func vcentersReaderToken(t *testing.T, env *harness.Env) string {
@@ -280,10 +259,10 @@ func TestDiagnose(t *testing.T) {
 		// The running CCM's view: vc2 down with its error, the others up;
 		// /healthz stays 200.
 		reader := vcentersReaderToken(t, env)
-		if code, _, err := getVCenters(t.Context(), port, ""); err != nil || code != http.StatusUnauthorized && code != http.StatusForbidden {
+		if code, _, err := harness.GetLocalHTTPS(t.Context(), port, "/vcenters", ""); err != nil || code != http.StatusUnauthorized && code != http.StatusForbidden {
 			t.Errorf("anonymous /vcenters: %d, %v; want 401 or 403", code, err)
 		}
-		if code, _, err := getVCenters(t.Context(), port, env.CCMToken); err != nil || code != http.StatusForbidden {
+		if code, _, err := harness.GetLocalHTTPS(t.Context(), port, "/vcenters", env.CCMToken); err != nil || code != http.StatusForbidden {
 			t.Errorf("/vcenters as the CCM's ServiceAccount (not authorized): %d, %v; want 403", code, err)
 		}
 		type status struct {
@@ -297,7 +276,7 @@ func TestDiagnose(t *testing.T) {
 		var body string
 		var got2 struct{ VCenters []status }
 		if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			code, b, err := getVCenters(ctx, port, reader)
+			code, b, err := harness.GetLocalHTTPS(ctx, port, "/vcenters", reader)
 			if err != nil || code != http.StatusOK {
 				body = fmt.Sprintf("%d %s %v", code, b, err)
 				return false, nil

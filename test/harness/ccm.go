@@ -246,7 +246,14 @@ func (p *CCMProcess) Healthz(ctx context.Context, path, token string) (int, stri
 	if p.SecurePort == 0 {
 		return 0, "", errors.New("harness: no --secure-port")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", p.SecurePort, path), nil)
+	return GetLocalHTTPS(ctx, p.SecurePort, path, token)
+}
+
+// GetLocalHTTPS GETs https://127.0.0.1:<port><path>, trusting any
+// certificate, as an anonymous client or with a bearer token, and returns
+// the status code and body.
+func GetLocalHTTPS(ctx context.Context, port int, path, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
 	if err != nil {
 		return 0, "", err
 	}
