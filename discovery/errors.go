@@ -1,8 +1,8 @@
 package discovery
 
-// The errors of a lookup, in one place (as govmomi's find/error.go): a
-// vCenter that could not answer, a lookup that could not conclude, a
-// match that is not one VM, and the sentinels callers test with errors.Is.
+// The errors of a lookup, in one file: a vCenter that could not answer, a
+// lookup that could not conclude, a match that is not one VM, and the
+// sentinels callers test with errors.Is.
 
 import (
 	"errors"
