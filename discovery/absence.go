@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/sony/gobreaker/v2"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -361,7 +362,7 @@ func (d *Discoverer) probeLater(v *targetState) {
 	}
 	d.probes.Go(func() {
 		defer v.probing.Store(false)
-		ctx, cancel := context.WithTimeout(d.lifetime, v.RequestTimeout)
+		ctx, cancel := context.WithTimeout(wait.ContextForChannel(d.stopped), v.RequestTimeout)
 		defer cancel()
 		log := klog.FromContext(ctx).WithValues("vcenter", v.Name)
 		if err := v.Backend.Probe(ctx); err != nil {

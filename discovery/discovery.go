@@ -98,13 +98,12 @@ type Discoverer struct {
 	// duplicates is fed by the inventories (watchDuplicates).
 	duplicates *duplicateIndex
 
-	// probes are the background probes of vCenters known down; lifetime
-	// ends them at Close.
-	lifetime context.Context
-	stop     context.CancelFunc
-	probeMu  sync.Mutex // orders probes.Go after Close's Wait
-	closed   bool
-	probes   sync.WaitGroup
+	// probes are the background probes of vCenters known down (and the
+	// duplicate scan); stopped, closed by Close, ends them.
+	stopped chan struct{}
+	probeMu sync.Mutex // orders probes.Go after Close's Wait
+	closed  bool
+	probes  sync.WaitGroup
 }
 
 type location struct {
@@ -144,8 +143,8 @@ func New(vcs []Target, opts Options) *Discoverer {
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
 	}
-	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL), duplicates: newDuplicateIndex()}
-	d.lifetime, d.stop = context.WithCancel(context.Background())
+	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL), duplicates: newDuplicateIndex(),
+		stopped: make(chan struct{})}
 	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
 	d.probes.Go(func() { d.watchDuplicates(opts.DuplicateScan) })
@@ -156,9 +155,11 @@ func New(vcs []Target, opts Options) *Discoverer {
 // them.
 func (d *Discoverer) Close() {
 	d.probeMu.Lock()
-	d.closed = true
+	if !d.closed {
+		d.closed = true
+		close(d.stopped)
+	}
 	d.probeMu.Unlock()
-	d.stop()
 	d.probes.Wait()
 }
 

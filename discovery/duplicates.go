@@ -112,7 +112,7 @@ func (d *Discoverer) watchDuplicates(interval time.Duration) {
 	for {
 		d.scanDuplicates()
 		select {
-		case <-d.lifetime.Done():
+		case <-d.stopped:
 			return
 		case <-t.C:
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/fault"
@@ -19,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -46,10 +48,11 @@ type Backend struct {
 	// answered from memory while the watch is current.
 	inv      *inventory
 	bulkTags *attachedTagCache
-	// stop ends the background work (watch, tag refreshes); done is
-	// closed when the watch has returned.
-	stop context.CancelFunc
-	done chan struct{}
+	// stopped, closed once by Close, ends the background work (watch, tag
+	// refreshes); done is closed when the watch has returned.
+	stopped  chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 }
 
 // New returns a backend; it connects on first use, or at once to start
@@ -60,9 +63,8 @@ func New(opts Options) *Backend {
 		tagsByID:      cache.NewTTL[string, tags.Tag](tagTTL),
 		categoryNames: cache.NewTTL[string, string](tagTTL),
 		done:          make(chan struct{}),
+		stopped:       make(chan struct{}),
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	b.stop = stop
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
 	if c := opts.Config; c.InsecureFlag && (c.Thumbprint != "" || c.CAFile != "") {
 		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
@@ -80,10 +82,10 @@ func New(opts Options) *Backend {
 		refresh = DefaultTagRefresh
 	}
 	b.inv = newInventory(b.sessions, heartbeat, log)
-	b.bulkTags = &attachedTagCache{refresh: refresh, lifetime: ctx, log: log}
+	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
 	go func() {
 		defer close(b.done)
-		b.inv.run(ctx)
+		b.inv.run(wait.ContextForChannel(b.stopped))
 	}()
 	return b
 }
@@ -651,7 +653,7 @@ func (b *Backend) CredentialSource() string {
 func (b *Backend) Close(ctx context.Context) error {
 	const op = "vsphere.Close"
 	b.sessions.shut()
-	b.stop()
+	b.stopOnce.Do(func() { close(b.stopped) })
 	select {
 	case <-b.done:
 	case <-ctx.Done():

@@ -106,7 +106,7 @@ func (s *sessions) reachability() backends.Reachability {
 
 // recordLogin records a login flight's outcome, unless close ended it.
 func (s *sessions) recordLogin(err error) {
-	if err != nil && s.lifetime.Err() != nil {
+	if err != nil && s.lifetime().Err() != nil {
 		return
 	}
 	s.setReachability(err)
@@ -125,7 +125,7 @@ func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
 		case ctx.Value(loginKey{}) != nil:
 		case err == nil:
 			s.setReachability(nil)
-		case ctx.Err() == nil && s.lifetime.Err() == nil:
+		case ctx.Err() == nil && s.lifetime().Err() == nil:
 			s.setReachability(classify(err))
 		}
 		return res, err
@@ -140,7 +140,7 @@ func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
 func (s *sessions) observe(ctx context.Context, what string, err error) {
 	var ce *connError
 	switch {
-	case s.lifetime.Err() != nil, errors.Is(ctx.Err(), context.Canceled):
+	case s.lifetime().Err() != nil, errors.Is(ctx.Err(), context.Canceled):
 	case errors.As(err, &ce):
 	case err == nil, !noAnswer(err):
 		s.setReachability(nil)

@@ -19,6 +19,7 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -41,9 +42,10 @@ type sessions struct {
 	chain *credentials.Chain
 	log   klog.Logger
 
-	// lifetime ends at close: logins, pings and probes under way end with it.
-	lifetime context.Context
-	cancel   context.CancelFunc
+	// stopped is closed by shut: logins, pings and probes under way end
+	// with it (see lifetime).
+	stopped  chan struct{}
+	stopOnce sync.Once
 
 	mu         sync.Mutex
 	closed     bool
@@ -63,12 +65,11 @@ type sessions struct {
 }
 
 func newSessions(opts Options) *sessions {
-	ctx, cancel := context.WithCancel(context.Background())
 	// Unknown since now: how long a vCenter has been connecting is what
 	// lookups judge whether to wait for it by.
 	return &sessions{opts: opts, chain: credentials.AsChain(opts.Credentials),
 		log:      klog.Background().WithValues("vcenter", opts.Config.Name),
-		lifetime: ctx, cancel: cancel, tasks: map[chan struct{}]struct{}{},
+		stopped: make(chan struct{}), tasks: map[chan struct{}]struct{}{},
 		reach: backends.Reachability{Since: time.Now()}}
 }
 
@@ -118,7 +119,7 @@ type loginKey struct{}
 // loginContext is a flight's: not its first caller's, whose giving up
 // must not fail the login for the others.
 func (s *sessions) loginContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
+	ctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
 	return context.WithValue(ctx, loginKey{}, true), cancel
 }
 
@@ -300,7 +301,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	// library's default would wait for ever on a vCenter that never
 	// answers. Its outcome is a connection-level event.
 	ping := func() error { //nolint:contextcheck // keep-alive pings run for the session's life, not the login's ctx
-		pctx, cancel := context.WithTimeout(s.lifetime, s.requestTimeout())
+		pctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
 		defer cancel()
 		// Below re-login: a lost session stops the pings (the next lookup
 		// logs in again), and a ping never waits on a login.
@@ -489,7 +490,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-s.lifetime.Done(): // closing: at once
+			case <-s.lifetime().Done(): // closing: at once
 			}
 			_ = s.logout(old)
 		})
@@ -597,8 +598,11 @@ func (s *sessions) shut() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.cancel()
+	s.stopOnce.Do(func() { close(s.stopped) })
 }
+
+// lifetime is the context of the sessions' own work: done once shut.
+func (s *sessions) lifetime() context.Context { return wait.ContextForChannel(s.stopped) }
 
 // close shuts the sessions, logs the current ones out and waits for the
 // goroutines the sessions started (old sessions are logged out at once).
@@ -629,7 +633,7 @@ func (s *sessions) close(ctx context.Context) error {
 // logout closes c under a deadline of its own (close's lifetime has ended
 // by the time some of these run).
 func (s *sessions) logout(c *conn) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.lifetime), s.requestTimeout())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.lifetime()), s.requestTimeout())
 	defer cancel()
 	return s.closeConn(ctx, c)
 }

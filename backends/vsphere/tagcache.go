@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -20,9 +21,9 @@ const tagBatch = 1000
 // inventory (hosts, clusters, folders, datacenters), read in bulk and
 // re-read in the background once older than refresh.
 type attachedTagCache struct {
-	refresh  time.Duration
-	lifetime context.Context // the backend's: ends background refreshes
-	log      klog.Logger
+	refresh time.Duration
+	stopped <-chan struct{} // the backend's: closed, it ends background refreshes
+	log     klog.Logger
 
 	mu   sync.Mutex
 	snap *tagSnapshot
@@ -83,7 +84,7 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 			return nil, false
 		}
 	} else if time.Since(snap.loaded) > b.bulkTags.refresh {
-		b.refreshTagsInBackground() //nolint:contextcheck // the refresh outlives the lookup that noticed the age: it runs under the tag cache's lifetime
+		b.refreshTagsInBackground() //nolint:contextcheck // the refresh outlives the lookup that noticed the age: it ends when the backend stops
 	}
 	out := firstCompleteChain(chains, snap.attached, categories)
 	if len(out) < len(categories) {
@@ -139,7 +140,7 @@ func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot
 func (b *Backend) refreshTagsInBackground() {
 	c := b.bulkTags
 	c.mu.Lock()
-	if c.refreshing != nil || c.lifetime.Err() != nil {
+	if c.refreshing != nil || closed(c.stopped) {
 		c.mu.Unlock()
 		return
 	}
@@ -154,9 +155,9 @@ func (b *Backend) refreshTagsInBackground() {
 			c.mu.Unlock()
 			close(done)
 		}()
-		ctx, cancel := context.WithTimeout(c.lifetime, b.sessions.requestTimeout())
+		ctx, cancel := context.WithTimeout(wait.ContextForChannel(c.stopped), b.sessions.requestTimeout())
 		defer cancel()
-		if _, err := b.loadTags(ctx, seen); err != nil && c.lifetime.Err() == nil {
+		if _, err := b.loadTags(ctx, seen); err != nil && !closed(c.stopped) {
 			c.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
 		}
 	}()
@@ -174,5 +175,15 @@ func (c *attachedTagCache) wait(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
