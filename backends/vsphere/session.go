@@ -68,7 +68,7 @@ func newSessions(opts Options) *sessions {
 	// Unknown since now: how long a vCenter has been connecting is what
 	// lookups judge whether to wait for it by.
 	return &sessions{opts: opts, chain: credentials.AsChain(opts.Credentials),
-		log:      klog.Background().WithValues("vcenter", opts.Config.Name),
+		log:     klog.Background().WithValues("vcenter", opts.Config.Name),
 		stopped: make(chan struct{}), tasks: map[chan struct{}]struct{}{},
 		reach: backends.Reachability{Since: time.Now()}}
 }
