@@ -230,3 +230,19 @@ func TestValidateMissingPrivilege(t *testing.T) {
 		t.Fatalf("%v: %q", verdicts(checks), d)
 	}
 }
+
+// With verification on and neither a thumbprint nor a caFile, the
+// simulator's self-signed certificate is not trusted: TLS fails with the
+// session's own reason and shows what the server presents.
+func TestValidateUntrustedCertificate(t *testing.T) {
+	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
+	o.Config.InsecureFlag = false
+	checks, _ := validateVia(t, o, withLabels, 30*time.Second)
+	expectVerdicts(t, checks, "tcp=pass", "tls=fail", "login=skip", "datacenters=skip", "tag categories=skip", "privileges=skip", "vms=skip", "latency=skip")
+	d := detailOf(checks, CheckTLS)
+	sum := sha1.Sum(vc.Server.Certificate().Raw)
+	if !strings.Contains(d, "SHA-1 thumbprint "+colonHex(sum[:])) || !strings.Contains(d, "certificate") {
+		t.Fatalf("tls detail %q: want the verification failure and the server's thumbprint", d)
+	}
+}
