@@ -25,13 +25,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// Exit codes of diagnose.
-const (
-	diagnoseOK      = 0 // the Node(s) would initialize
-	diagnoseFailing = 1 // a Node would not initialize (or its lookup fails)
-	diagnoseUsage   = 2 // bad arguments, config, or cluster access
-)
-
 const diagnoseUsageText = `Usage:
   vsphere-federated-ccm diagnose node NAME [flags]   one Node: its keys, each vCenter's answer, what the CCM would set, why it is tainted
   vsphere-federated-ccm diagnose nodes [flags]       one line per Node still tainted or whose lookup fails
@@ -54,9 +47,9 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	fs.Usage = func() { fmt.Fprint(stderr, diagnoseUsageText+fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return diagnoseOK
+			return exitOK
 		}
-		return diagnoseUsage
+		return exitUsage
 	}
 	rest := fs.Args()
 	var one string
@@ -66,11 +59,11 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	case len(rest) == 1 && rest[0] == "nodes":
 	default:
 		fs.Usage()
-		return diagnoseUsage
+		return exitUsage
 	}
 	if *output != "text" && *output != "json" {
 		fmt.Fprintf(stderr, "diagnose: -o %q: want text or json\n", *output)
-		return diagnoseUsage
+		return exitUsage
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -78,7 +71,7 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, build)
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: %v\n", err)
-		return diagnoseUsage
+		return exitUsage
 	}
 	defer d.close()
 
@@ -86,7 +79,7 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 		node, err := d.client.CoreV1().Nodes().Get(ctx, one, metav1.GetOptions{})
 		if err != nil {
 			fmt.Fprintf(stderr, "diagnose: node %s: %v\n", one, err)
-			return diagnoseUsage
+			return exitUsage
 		}
 		r := d.node(ctx, node)
 		if *output == "json" {
@@ -95,15 +88,15 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 			r.write(stdout)
 		}
 		if !r.WouldInitialize {
-			return diagnoseFailing
+			return exitFailed
 		}
-		return diagnoseOK
+		return exitOK
 	}
 
 	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: listing nodes: %v\n", err)
-		return diagnoseUsage
+		return exitUsage
 	}
 	var lines []nodeSummary
 	for i := range nodes.Items {
@@ -132,9 +125,9 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "%d Nodes checked, %d listed (still tainted or failing)\n", len(nodes.Items), len(lines))
 	}
 	if slices.ContainsFunc(lines, func(s nodeSummary) bool { return s.Problem != "" }) {
-		return diagnoseFailing
+		return exitFailed
 	}
-	return diagnoseOK
+	return exitOK
 }
 
 func writeJSON(w io.Writer, v any) {

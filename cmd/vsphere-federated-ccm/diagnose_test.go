@@ -69,14 +69,14 @@ func TestVCentersHandler(t *testing.T) {
 // that does not load is an error before anything is asked.
 func TestDiagnoseArguments(t *testing.T) {
 	for args, want := range map[string]int{
-		"":                                diagnoseUsage,
-		"node":                            diagnoseUsage,
-		"node a b":                        diagnoseUsage,
-		"pods":                            diagnoseUsage,
-		"nodes -o yaml":                   diagnoseUsage,
-		"--help":                          diagnoseOK,
-		"node a --bogus=1":                diagnoseUsage,
-		"nodes --kubeconfig=/nonexistent": diagnoseUsage,
+		"":                                exitUsage,
+		"node":                            exitUsage,
+		"node a b":                        exitUsage,
+		"pods":                            exitUsage,
+		"nodes -o yaml":                   exitUsage,
+		"--help":                          exitOK,
+		"node a --bogus=1":                exitUsage,
+		"nodes --kubeconfig=/nonexistent": exitUsage,
 	} {
 		var out, errOut bytes.Buffer
 		if got := runDiagnose(strings.Fields(args), cloud.BuildInfo{Version: "test"}, &out, &errOut); got != want {

@@ -22,11 +22,11 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Exit codes of the operator commands.
+// Exit codes of the operator commands (validate, diagnose).
 const (
-	exitOK     = 0 // every check passed
-	exitFailed = 1 // a check failed (or the Node would not initialize)
-	exitUsage  = 2 // the command line is wrong
+	exitOK     = 0 // every check passed; the Node(s) would initialize
+	exitFailed = 1 // a check failed; a Node would not initialize
+	exitUsage  = 2 // bad arguments, config or cluster access
 )
 
 const validateUsage = `Usage: vsphere-federated-ccm validate --cloud-config FILE|- [flags]
@@ -43,11 +43,9 @@ Flags:
 
 // validateReport is validate's answer, as -o json prints it.
 type validateReport struct {
-	Config   configReport      `json:"config"`
-	VCenters []vcenterReport   `json:"vcenters,omitempty"`
-	Passed   bool              `json:"passed"`
-	notices  []config.Notice   // printed in the table form
-	checked  map[string]string // vCenter -> server, for the table
+	Config   configReport    `json:"config"`
+	VCenters []vcenterReport `json:"vcenters,omitempty"`
+	Passed   bool            `json:"passed"`
 }
 
 type configReport struct {
@@ -124,13 +122,12 @@ func readConfig(path string, stdin io.Reader) ([]byte, error) {
 
 // validateConfig parses data as the CCM does (CPI's environment included).
 func validateConfig(data []byte, strict bool) validateReport {
-	rep := validateReport{checked: map[string]string{}}
+	var rep validateReport
 	cfg, err := config.ParseIn(data, config.ProcessEnv())
 	if err != nil {
 		rep.Config = configReport{Verdict: vsphere.Failed, Detail: err.Error()}
 		return rep
 	}
-	rep.notices = cfg.Notices
 	var strictErrs []string
 	for _, n := range cfg.Notices {
 		rep.Config.Notices = append(rep.Config.Notices, n.String())
@@ -142,7 +139,6 @@ func validateConfig(data []byte, strict bool) validateReport {
 	var names []string
 	for _, vc := range cfg.VCenters {
 		names = append(names, fmt.Sprintf("%s (%s:%d)", vc.Name, vc.Server, vc.Port))
-		rep.checked[vc.Name] = vc.Server
 	}
 	if len(strictErrs) > 0 {
 		rep.Config.Verdict = vsphere.Failed
@@ -246,7 +242,7 @@ func printValidateTable(w io.Writer, rep validateReport) {
 	if rep.Config.Verdict == vsphere.Failed && strings.Contains(strings.TrimSpace(rep.Config.Detail), "\n") {
 		fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(rep.Config.Detail))
 	}
-	for _, n := range rep.notices {
+	for _, n := range rep.Config.Notices {
 		fmt.Fprintf(w, "notice: %s\n", n)
 	}
 	if rep.Passed {

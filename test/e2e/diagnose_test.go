@@ -21,8 +21,6 @@ import (
 
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -140,34 +138,6 @@ func detachZone(t *testing.T, vc *vcsim.VCenter, zone string) {
 	}
 }
 
-// vcentersReaderToken is a ServiceAccount's token allowed to GET /vcenters
-// (a ClusterRole for the non-resource URL, as for /metrics).
-func vcentersReaderToken(t *testing.T, env *harness.Env) string {
-	t.Helper()
-	ctx, c := t.Context(), env.Client
-	if _, err := c.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "vcenters-reader"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "vcenters-reader"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/vcenters"}, Verbs: []string{"get"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "vcenters-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "vcenters-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "vcenters-reader", Namespace: "default"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token, err := env.ControlPlane.ServiceAccountToken(ctx, "default", "vcenters-reader", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return token
-}
-
 // One federation, one CCM (serving /vcenters), four Nodes: one
 // initialized, one whose zone tag is missing, one whose BIOS UUID a VM of
 // another vCenter also has, one of a vCenter that is down. diagnose
@@ -258,7 +228,7 @@ func TestDiagnose(t *testing.T) {
 
 		// The running CCM's view: vc2 down with its error, the others up;
 		// /healthz stays 200.
-		reader := vcentersReaderToken(t, env)
+		reader := readerToken(t, env, "vcenters-reader", "/vcenters")
 		if code, _, err := harness.GetLocalHTTPS(t.Context(), port, "/vcenters", ""); err != nil || code != http.StatusUnauthorized && code != http.StatusForbidden {
 			t.Errorf("anonymous /vcenters: %d, %v; want 401 or 403", code, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -424,4 +425,40 @@ func observe(t *testing.T, d time.Duration, cond func() error) {
 	if err := holds(t.Context(), d, cond); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readerToken creates a ServiceAccount name (in default) allowed GET on
+// the non-resource URL path, as a person or a Prometheus would be, and
+// returns a token of it.
+func readerToken(t *testing.T, env *harness.Env, name, path string) string {
+	t.Helper()
+	ctx, c := t.Context(), env.Client
+	if _, err := c.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{path}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := env.ControlPlane.ServiceAccountToken(ctx, "default", name, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// metricsReaderToken is a token allowed GET /metrics (ServiceAccount
+// default/scraper).
+func metricsReaderToken(t *testing.T, env *harness.Env) string {
+	t.Helper()
+	return readerToken(t, env, "scraper", "/metrics")
 }

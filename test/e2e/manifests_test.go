@@ -215,35 +215,6 @@ func TestManifestsDeployAndRBACSuffices(t *testing.T) {
 	}
 }
 
-// metricsReaderToken creates a ServiceAccount allowed GET /metrics, as a
-// Prometheus would have, and returns a token of it.
-func metricsReaderToken(t *testing.T, env *harness.Env) string {
-	t.Helper()
-	ctx := t.Context()
-	c := env.Client
-	if _, err := c.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "scraper"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "scraper"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "scraper"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: "default"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	token, err := env.ControlPlane.ServiceAccountToken(ctx, "default", "scraper", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return token
-}
-
 func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
