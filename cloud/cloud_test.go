@@ -52,7 +52,7 @@ func (w *world) waitInventory(t *testing.T, vc, name string, cond func(*backends
 		// Only an answer that cost no request came from the inventory:
 		// one out of sync answers from vCenter.
 		before := n.Load()
-		vms, err := b.Find(ctxT(t), backends.Query{By: backends.ByName, Values: []string{name}, AllowCached: true})
+		vms, err := b.Find(t.Context(), backends.Query{By: backends.ByName, Values: []string{name}, AllowCached: true})
 		return err == nil && n.Load() == before && len(vms) == 1 && cond(&vms[0])
 	})
 }
@@ -133,7 +133,7 @@ func newWorldWith(t *testing.T, mutate func(string) string, inventory bool) *wor
 	}
 	w.mu.Unlock()
 	for _, b := range bs {
-		eventually(t, "every vCenter to be connected", func() bool { return b.Probe(ctxT(t)) == nil })
+		eventually(t, "every vCenter to be connected", func() bool { return b.Probe(t.Context()) == nil })
 	}
 	return w
 }
@@ -153,15 +153,9 @@ func kubeletNode(name, systemUUID string) *v1.Node {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestInstanceMetadataInEveryVCenterAndDatacenter(t *testing.T) {
 	w := newWorld(t, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	seen := map[string]bool{}
 	for _, vm := range w.fed.AllVMs() {
 		obj := w.fed.VCenter(vm.VCenter).Object(vm)
@@ -195,7 +189,7 @@ func TestInstanceMetadataInEveryVCenterAndDatacenter(t *testing.T) {
 
 func TestExistsAndShutdownFollowTheVM(t *testing.T) {
 	w := newWorld(t, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := w.fed.VCenters[1].VMs[2]
 	vc := w.fed.VCenter(vm.VCenter)
 	node := kubeletNode(vm.Name, vm.SystemUUID())
@@ -222,7 +216,7 @@ func TestExistsAndShutdownFollowTheVM(t *testing.T) {
 // Absence is never allowed on the way to a VM that exists.
 func assertExistsShutdown(t *testing.T, w *world, node *v1.Node, exists, shutdown bool) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	var got, down bool
 	var err, serr error
 	eventually(t, fmt.Sprintf("InstanceExists(%s) = %v and InstanceShutdown = %v", node.Name, exists, shutdown), func() bool {
@@ -261,7 +255,7 @@ func eventuallyError(t *testing.T, what, want string, exists func() (bool, error
 // Rule 1: a vCenter that cannot answer never makes a VM "gone".
 func TestStoppedVCenterIsAnErrorNeverAbsence(t *testing.T) {
 	w := newWorld(t, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	// Warm every vCenter's session and the location cache first.
 	for _, vm := range w.fed.AllVMs() {
 		if ok, err := w.cloud.InstanceExists(ctx, kubeletNode(vm.Name, vm.SystemUUID())); !ok || err != nil {
@@ -309,7 +303,7 @@ func (w *world) warm(t *testing.T, node *v1.Node) {
 		return true
 	})
 	eventually(t, "the warm-up lookup of "+node.Name+" to succeed", func() bool {
-		ok, err := w.cloud.InstanceExists(ctxT(t), node)
+		ok, err := w.cloud.InstanceExists(t.Context(), node)
 		return ok && err == nil
 	})
 }
@@ -318,7 +312,7 @@ func (w *world) warm(t *testing.T, node *v1.Node) {
 // the others nothing.
 func TestSlowVCenterHitsTheDeadline(t *testing.T) {
 	w := newWorld(t, func(s string) string { return strings.Replace(s, "requestTimeout: 2s", "requestTimeout: 300ms", 1) })
-	ctx := ctxT(t)
+	ctx := t.Context()
 	slow := w.fed.VCenter("vc3")
 	// Log in first, so the delay hits the lookup itself.
 	w.warm(t, kubeletNode("x", slow.VMs[0].SystemUUID()))
@@ -339,7 +333,7 @@ func TestSlowVCenterHitsTheDeadline(t *testing.T) {
 // A vCenter that accepts connections and never answers is a deadline error.
 func TestBlackholedVCenterIsAnErrorNeverAbsence(t *testing.T) {
 	w := newWorld(t, func(s string) string { return strings.Replace(s, "requestTimeout: 2s", "requestTimeout: 300ms", 1) })
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := w.fed.VCenter("vc2").VMs[3]
 	node := kubeletNode(vm.Name, vm.SystemUUID())
 	w.warm(t, node)
@@ -358,7 +352,7 @@ func TestBlackholedVCenterIsAnErrorNeverAbsence(t *testing.T) {
 // lookups, is for failures that are not connection-level.
 func TestDownVCenterAnswersWithoutRequests(t *testing.T) {
 	w := newWorldWith(t, nil, false)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	if err := w.proxies["vc1"].SetMode(vcsim.Refuse); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +383,7 @@ func TestDownVCenterAnswersWithoutRequests(t *testing.T) {
 
 func TestDuplicateUUIDAcrossVCentersIsAnError(t *testing.T) {
 	w := newWorld(t, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	a := w.fed.VCenter("vc1").VMs[0]
 	b := w.fed.VCenter("vc3").VMs[5]
 	w.fed.VCenter("vc3").SetUUID(b, a.UUID)
@@ -416,7 +410,7 @@ func TestDuplicateUUIDAcrossVCentersIsAnError(t *testing.T) {
 }
 
 func TestZoneLabels(t *testing.T) {
-	ctx := ctxT(t)
+	ctx := t.Context()
 	t.Run("no labels configured: no zone", func(t *testing.T) {
 		w := newWorld(t, func(s string) string {
 			return strings.Replace(s, "labels:\n  zone: k8s-zone\n  region: k8s-region\n", "", 1)
@@ -441,7 +435,7 @@ func TestZoneLabels(t *testing.T) {
 // absent: Node and VM names may differ.
 func TestNameOnlyNodeIsNeverDeleted(t *testing.T) {
 	w := newWorld(t, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	ok, err := w.cloud.InstanceExists(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-vm"}})
 	if err == nil {
 		t.Fatalf("InstanceExists(name only, no VM) = %v, nil; want an error", ok)
@@ -462,7 +456,7 @@ func TestInstanceMetadataByGuestHostNameOrIP(t *testing.T) {
 	for _, inventory := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inventory=%v", inventory), func(t *testing.T) {
 			w := newWorldWith(t, nil, inventory)
-			ctx := ctxT(t)
+			ctx := t.Context()
 			byHost, byIP := w.fed.VCenters[1].VMs[3], w.fed.VCenters[2].VMs[0]
 			for _, c := range []struct {
 				vm   *vcsim.VM
@@ -513,7 +507,7 @@ func second[T any](_ T, ok bool) bool { return ok }
 // it is not gone, whether its location was remembered or not.
 func TestInaccessibleVMIsNeverDeleted(t *testing.T) {
 	w := newWorld(t, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vc := w.fed.VCenter("vc2")
 	remembered, unseen := vc.VMs[0], vc.VMs[3]
 	rememberedNode := kubeletNode(remembered.Name, remembered.SystemUUID())

@@ -87,7 +87,7 @@ func TestStaleInlinePasswordFallsBackToTheSecretsDirectory(t *testing.T) {
 	})
 	vm := vc.VMs[0]
 	eventually(t, "the Node's metadata, logged in with the directory's password", func() bool {
-		md, err := c.InstanceMetadata(ctxT(t), kubeletNode("node-0", vm.SystemUUID()))
+		md, err := c.InstanceMetadata(t.Context(), kubeletNode("node-0", vm.SystemUUID()))
 		return err == nil && md.ProviderID == "vsphere://"+vm.UUID
 	})
 }

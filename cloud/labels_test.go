@@ -21,14 +21,14 @@ func TestNodeLabelsAtInitializationOnly(t *testing.T) {
 	c := f.start(t, f.yaml("", "vcA"), client, func(o *cloud.Options) {
 		o.NodeLabels = map[string]string{"example.com/pool": "vsphere", "node.example.com/site": ""}
 	})
-	md, err := c.InstanceMetadata(ctxT(t), initialized)
+	md, err := c.InstanceMetadata(t.Context(), initialized)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if md.AdditionalLabels["example.com/pool"] != "vsphere" || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {
 		t.Fatalf("AdditionalLabels = %v; want the --node-labels and the location labels", md.AdditionalLabels)
 	}
-	got, err := client.CoreV1().Nodes().Get(ctxT(t), "node-a", metav1.GetOptions{})
+	got, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Me
 	// without an inventory, a lookup does).
 	ghost := kubeletNode("warm-up", "56ffffff-ffff-ffff-8fff-ffffffffffff")
 	eventually(t, "every vCenter to be connected", func() bool {
-		_, _ = c.InstanceExists(ctxT(t), ghost)
+		_, _ = c.InstanceExists(t.Context(), ghost)
 		for _, h := range c.Health() {
 			if h.Reachability.State != backends.ConnUp {
 				return false
@@ -117,7 +117,7 @@ func TestConfigEditsApplyInPlace(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1", "vc2"}, nil))
 	c, m := startFromFile(t, path)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	inVC3 := fed.VCenter("vc3").VMs[0]
 	inVC2 := fed.VCenter("vc2").VMs[1]
 	nodeVC3 := kubeletNode(inVC3.Name, inVC3.SystemUUID())
@@ -176,7 +176,7 @@ func TestDatacenterAddedByEdit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, map[string]string{"vc1": "[DC0]"}))
 	c, _ := startFromFile(t, path)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	var inDC1 *vcsim.VM
 	for _, vm := range fed.VCenters[0].VMs {
 		if vm.Datacenter == "DC1" {
@@ -236,7 +236,7 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 	node := kubeletNode(vm.Name, vm.SystemUUID())
 	version("..v2", fileConfig(fed, []string{"vc1", "vc2"}, nil))
 	eventually(t, "the swapped ConfigMap to apply", func() bool {
-		ok, err := c.InstanceExists(ctxT(t), node)
+		ok, err := c.InstanceExists(t.Context(), node)
 		return ok && err == nil
 	})
 }
@@ -324,7 +324,7 @@ func TestInventoryTurnedOffAndOnByEdit(t *testing.T) {
 	}
 	writeAtomically(t, path, off)
 	c, _, reg := startFromFileRegistered(t, path)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	synced := func(vcenter string) (float64, bool) {
 		return vcenterMetric(t, reg, "cloudprovider_vsphere_inventory_synced", vcenter, false)
 	}
@@ -362,7 +362,7 @@ func TestUnknownConfigKeysAreEventsNotRejections(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	c.Start(client, stop)
 	unknownEvents := func() []string {
-		evs, err := client.CoreV1().Events("").List(ctxT(t), metav1.ListOptions{})
+		evs, err := client.CoreV1().Events("").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,8 +380,8 @@ func TestUnknownConfigKeysAreEventsNotRejections(t *testing.T) {
 		return len(evs) == 1 && strings.Contains(evs[0], "global.tlsThumbprint") && strings.Contains(evs[0], "(line 5)")
 	})
 	writeAtomically(t, path, f.yaml("  tlsThumbprint: AA:BB\n", "vcA")+"labels:\n  zoen: k8s-zone\n")
-	c.Reload(ctxT(t))
-	c.Reload(ctxT(t)) // the same content again: not reported again
+	c.Reload(t.Context())
+	c.Reload(t.Context()) // the same content again: not reported again
 	eventually(t, "a second ConfigUnknownKey Event, for labels.zoen", func() bool {
 		evs := strings.Join(unknownEvents(), "\n")
 		return strings.Count(evs, "labels.zoen") == 1 && strings.Count(evs, "global.tlsThumbprint") == 2

@@ -105,7 +105,7 @@ func inaccessible(dc, id, name string) backends.VM {
 // kept and retried, never deleted.
 func requireKept(t *testing.T, c *cloud.Cloud, node *v1.Node, why string) error {
 	t.Helper()
-	ok, err := c.InstanceExists(ctxT(t), node)
+	ok, err := c.InstanceExists(t.Context(), node)
 	if err == nil {
 		t.Fatalf("%s: InstanceExists(%s) = %v, nil; want an error (the Node kept)", why, node.Name, ok)
 	}
@@ -155,7 +155,7 @@ func TestNamesakeCheckWithAFailedVCenterKeepsTheNode(t *testing.T) {
 				t.Fatalf("error %q does not say the namesake is inaccessible", err)
 			}
 			f["vcB"].Remove("vm-7")
-			if ok, err := c.InstanceExists(ctxT(t), node); ok || err != nil {
+			if ok, err := c.InstanceExists(t.Context(), node); ok || err != nil {
 				t.Fatalf("every vCenter answered, no such VM: InstanceExists = %v, %v; want false, nil", ok, err)
 			}
 		})
@@ -182,7 +182,7 @@ func TestRejectedConfigIsRetriedAndMissingCAFileIsNoRejection(t *testing.T) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	c.Start(nil, stop)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
 	bad := f.yaml("", "vcA") + "  vcB:\n    server: vcB.example.com\n    port: https\n"
 	writeAtomically(t, path, bad)
@@ -225,7 +225,7 @@ func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
 	client := stateClient(plain, relabelled)
 
 	first := f.start(t, f.yaml("", "vcA", "vcB"), client)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	waitHistory(t, client, `"vcB"`)
 	if ok, err := first.InstanceExists(ctx, plain); !ok || err != nil {
 		t.Fatalf("both vCenters configured: %v, %v", ok, err)
@@ -265,7 +265,7 @@ func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
 func waitHistory(t *testing.T, client kubernetes.Interface, want string) {
 	t.Helper()
 	eventually(t, "the config history to hold "+want, func() bool {
-		cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctxT(t), cloud.DefaultHistoryObject, metav1.GetOptions{})
+		cm, err := client.CoreV1().ConfigMaps("kube-system").Get(t.Context(), cloud.DefaultHistoryObject, metav1.GetOptions{})
 		return err == nil && strings.Contains(cm.Data["vcenters.json"], want)
 	})
 }
@@ -294,7 +294,7 @@ func TestUninitializedNodesAreRequeuedWhenAVCenterComesBack(t *testing.T) {
 	client := stateClient(tainted, ready)
 	f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) { o.RecoveryPoll = 20 * time.Millisecond })
 	annotation := func(name string) string {
-		n, err := client.CoreV1().Nodes().Get(ctxT(t), name, metav1.GetOptions{})
+		n, err := client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +324,7 @@ func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 	cpiInitialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-6"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 	client := stateClient(cpiInitialized)
 	c := f.start(t, "global:\n  user: u\n  password: p\nvcenter:\n  \""+v6+"\":\n    server: \""+v6+"\"\n  "+long+":\n    server: long.example.com\n", client)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	md, err := c.InstanceMetadata(ctx, cpiInitialized)
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	f["vcB"].Add(fakeVM("dc1", "vm-9", "clone-of-a", uuidA), nil)
 	eventually(t, "a DuplicateVMUUID Event on node-a", func() bool {
-		evs, err := client.CoreV1().Events("").List(ctxT(t), metav1.ListOptions{})
+		evs, err := client.CoreV1().Events("").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +391,7 @@ func TestSkipNodeDeletionKeepsNodesOfDestroyedVMs(t *testing.T) {
 	f := newFakeFleet("vcA")
 	node := kubeletNode("gone", uuidA)
 	plain := f.start(t, f.yaml("", "vcA"), nil)
-	if ok, err := plain.InstanceExists(ctxT(t), node); ok || err != nil {
+	if ok, err := plain.InstanceExists(t.Context(), node); ok || err != nil {
 		t.Fatalf("without the switch: InstanceExists = %v, %v; want false, nil", ok, err)
 	}
 	c := f.start(t, f.yaml("", "vcA"), nil, func(o *cloud.Options) { o.SkipNodeDeletion = true })
@@ -425,7 +425,7 @@ func TestConfigEditsMoveWatches(t *testing.T) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); stopCloud(t, c) })
 	c.Start(client, stop)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	// A lookup reads the credentials through the Secret's informer.
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
 	c.Reload(ctx)
@@ -482,7 +482,7 @@ func TestRemovedVCenterIsRetiredAtOnce(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	c.Start(nil, stop)
 	writeAtomically(t, path, f.yaml("", "vcA"))
-	c.Reload(ctxT(t))
+	c.Reload(t.Context())
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
 	if err := requireKept(t, c, node, "vcB removed by an edit"); !strings.Contains(err.Error(), "vcenter vcB (left the config") {
 		t.Fatalf("error %q does not name the removed vCenter", err)

@@ -25,7 +25,7 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 	missing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidC}}
 	client := stateClient(initialized, missing)
 	c := f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) { o.ReadOnly = true })
-	ctx := ctxT(t)
+	ctx := t.Context()
 	if !c.Settle(ctx) {
 		t.Fatal("Settle: the (absent) record could not be read")
 	}

@@ -62,16 +62,10 @@ func (f *fleet) calls() map[string]int64 {
 	return out
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestFoundInEveryVCenterAndDatacenter(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	for _, vc := range f.names {
 		for _, vm := range f.vms[vc] {
 			for _, key := range []string{vm.UUID, discovery.SwapByteOrder(vm.UUID), strings.ToUpper(vm.UUID)} {
@@ -101,11 +95,11 @@ func TestProviderIDIsExact(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
 	vm := f.vms["vc2"][0]
-	res, err := d.FindByProviderID(ctxT(t), discovery.ProviderID(discovery.SwapByteOrder(vm.UUID)))
+	res, err := d.FindByProviderID(t.Context(), discovery.ProviderID(discovery.SwapByteOrder(vm.UUID)))
 	if err != nil || res != nil {
 		t.Fatalf("FindByProviderID(swapped) = %v, %v; want confirmed absence", res, err)
 	}
-	if _, err := d.FindByProviderID(ctxT(t), "aws:///i-123"); err == nil {
+	if _, err := d.FindByProviderID(t.Context(), "aws:///i-123"); err == nil {
 		t.Fatal("a foreign providerID must be an error")
 	}
 }
@@ -113,7 +107,7 @@ func TestProviderIDIsExact(t *testing.T) {
 func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	res, err := d.FindByUUID(ctx, missing)
 	if err != nil || res != nil {
@@ -150,7 +144,7 @@ func TestDeadlineIsAnErrorNotAbsence(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(50*time.Millisecond, 5, time.Minute)
 	f.backends["vc3"].Hang(true)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff")
 	if err == nil || res != nil {
 		t.Fatalf("FindByUUID with vc3 hanging = %v, %v; want an error", res, err)
@@ -168,7 +162,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	f := newFleet()
 	const open = 200 * time.Millisecond
 	d := f.discoverer(time.Second, 3, open)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	f.backends["vc1"].Fail(errors.New("connection refused"))
 	for range 3 {
@@ -200,7 +194,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 func TestNotFoundAnswersDoNotTripBreaker(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 2, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	for i := range 10 {
 		if res, err := d.FindByUUID(ctx, fmt.Sprintf("42ffffff-ffff-4fff-8fff-%012x", i)); err != nil || res != nil {
 			t.Fatalf("lookup %d = %v, %v", i, res, err)
@@ -227,7 +221,7 @@ func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 	dup := f.vms["vc3"][1]
 	dup.UUID = orig.UUID
 	f.backends["vc3"].Add(dup, nil)
-	res, err := d.FindByUUID(ctxT(t), orig.UUID)
+	res, err := d.FindByUUID(t.Context(), orig.UUID)
 	var de *discovery.DuplicateError
 	if res != nil || !errors.As(err, &de) || len(de.Matches) != 2 {
 		t.Fatalf("FindByUUID(duplicate) = %v, %v; want DuplicateError with 2 matches", res, err)
@@ -241,7 +235,7 @@ func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 	other := f.vms["vc2"][0]
 	other.UUID = discovery.SwapByteOrder(f.vms["vc1"][0].UUID)
 	f.backends["vc2"].Add(other, nil)
-	if _, err := d.FindByUUID(ctxT(t), f.vms["vc1"][0].UUID); !errors.As(err, &de) {
+	if _, err := d.FindByUUID(t.Context(), f.vms["vc1"][0].UUID); !errors.As(err, &de) {
 		t.Fatalf("byte-order collision err = %v, want DuplicateError", err)
 	}
 }
@@ -249,7 +243,7 @@ func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 func TestCachedLocationIsReverified(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := f.vms["vc2"][3]
 	if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
 		t.Fatal(err)
@@ -290,7 +284,7 @@ func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
 	vcs := []discovery.Target{{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}
 	d := discovery.New(vcs, discovery.Options{})
-	ctx := ctxT(t)
+	ctx := t.Context()
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0
 	if res, err := d.FindByUUID(ctx, in.UUID); err != nil || res == nil {
 		t.Fatalf("VM in configured datacenter: %v, %v", res, err)
@@ -312,7 +306,7 @@ func TestDatacenterFilter(t *testing.T) {
 func TestConcurrentLookups(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	var wg sync.WaitGroup
 	for _, vc := range f.names {
 		for _, vm := range f.vms[vc] {
@@ -379,7 +373,7 @@ func FuzzParseProviderID(f *testing.F) {
 func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := f.vms["vc2"][1]
 	f.backends["vc2"].Lag(vm.Ref.ID)
 	f.backends["vc3"].Lag("vm-none") // inventoried, holding all its VMs
@@ -422,7 +416,7 @@ func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 func TestDirectPassFailureIsAnError(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(200*time.Millisecond, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := f.vms["vc1"][0]
 	f.backends["vc1"].Lag(vm.Ref.ID)
 	f.backends["vc1"].FailDirect(errors.New("connection refused"))

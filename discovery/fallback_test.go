@@ -46,7 +46,7 @@ func (l *logLines) ctx(t *testing.T) context.Context {
 		defer l.mu.Unlock()
 		l.lines = append(l.lines, args)
 	}, funcr.Options{})
-	return klog.NewContext(ctxT(t), logger)
+	return klog.NewContext(t.Context(), logger)
 }
 
 func (l *logLines) with(sub ...string) []string {
@@ -121,7 +121,7 @@ func TestVMNameSearchComesBeforeGuestHostName(t *testing.T) {
 	d := f.discoverer(time.Second, 5, time.Minute)
 	byName := f.vms["vc1"][1]
 	f.guestVM("vc3", "dc0", "vm-other", byName.Name, "", "42000000-aaaa-4000-8000-000000000002")
-	res, err := d.Locate(ctxT(t), discovery.NodeKeys{Name: byName.Name})
+	res, err := d.Locate(t.Context(), discovery.NodeKeys{Name: byName.Name})
 	if err != nil || res == nil || res.VM.Ref != byName.Ref || res.VCenter != "vc1" {
 		t.Fatalf("Locate = %v, %v; want the VM named %s", res, err, byName.Name)
 	}
@@ -130,7 +130,7 @@ func TestVMNameSearchComesBeforeGuestHostName(t *testing.T) {
 func TestFallbackFindsByIPWhenTheNodeNameIsOne(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := f.guestVM("vc3", "dc0", "vm-ip", "localhost.localdomain", "10.20.30.40", "42000000-aaaa-4000-8000-000000000003")
 	for _, k := range []discovery.NodeKeys{{Name: "10.20.30.40"}, {Name: "10.20.30.40", SystemUUID: noSuchUUID}} {
 		if res, err := d.Locate(ctx, k); err != nil || res == nil || res.VM.Ref != vm.Ref {
@@ -156,7 +156,7 @@ func TestFallbackWithAVCenterDownIsAnError(t *testing.T) {
 		t.Run(by.String(), func(t *testing.T) {
 			f := newFleet()
 			d := f.discoverer(time.Second, 100, time.Minute) // the breaker stays closed
-			ctx := ctxT(t)
+			ctx := t.Context()
 			f.backends["vc3"].FailQuery(by, errors.New("connection refused"))
 			name := "10.9.9.9" // no VM: both searches run
 			for _, k := range []discovery.NodeKeys{{Name: name}, {Name: name, SystemUUID: noSuchUUID}} {
@@ -199,7 +199,7 @@ func TestFallbackWithAVCenterDownIsAnError(t *testing.T) {
 func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	a := f.guestVM("vc1", "dc0", "vm-a", "db-0.example.com", "10.1.1.1", "42000000-aaaa-4000-8000-00000000000a")
 	b := f.guestVM("vc2", "dc1", "vm-b", "DB-0.example.com", "10.1.1.1", "42000000-aaaa-4000-8000-00000000000b")
 	for _, k := range []discovery.NodeKeys{
@@ -247,7 +247,7 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 func TestProviderIDNodeNeverFallsBack(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	f.guestVM("vc1", "dc0", "vm-web", "web-2.example.com", "10.3.3.3", "42000000-aaaa-4000-8000-00000000000e")
 	for _, name := range []string{"web-2.example.com", "10.3.3.3"} {
 		k := discovery.NodeKeys{Name: name, ProviderID: discovery.ProviderID(noSuchUUID), SystemUUID: noSuchUUID}
@@ -273,7 +273,7 @@ func TestProviderIDNodeNeverFallsBack(t *testing.T) {
 func TestFailedUUIDSearchIsNotReplacedByAFallback(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	f.guestVM("vc1", "dc0", "vm-web", "web-3.example.com", "", "42000000-aaaa-4000-8000-00000000000f")
 	f.backends["vc2"].FailQuery(backends.ByUUID, errors.New("connection refused"))
 	k := discovery.NodeKeys{Name: "web-3.example.com", SystemUUID: noSuchUUID}

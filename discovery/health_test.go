@@ -19,7 +19,7 @@ func TestFoundDoesNotWaitForAVCenterNotKnownUp(t *testing.T) {
 	const timeout = time.Second
 	f := newFleet()
 	d := f.discoverer(timeout, 5, time.Minute)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := f.vms["vc1"][1]
 	f.backends["vc3"].Hang(true)
 
@@ -61,7 +61,7 @@ func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	down := f.backends["vc2"]
 	down.Hang(true)
 	down.SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
@@ -122,7 +122,7 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	orig := f.vms["vc1"][0]
 	twin := f.vms["vc3"][3]
 	twin.Ref.ID, twin.UUID = "vm-twin", orig.UUID
@@ -174,7 +174,7 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 	f.backends["vc3"].Hang(true)
 	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
 	start := time.Now()
-	res, err := d.FindByUUID(ctxT(t), f.vms["vc3"][0].UUID)
+	res, err := d.FindByUUID(t.Context(), f.vms["vc3"][0].UUID)
 	took := time.Since(start)
 	if res != nil || !errors.Is(err, discovery.ErrVCenterConnecting) || !strings.Contains(err.Error(), "vcenter vc3") {
 		t.Fatalf("vc3 connecting: FindByUUID = %v, %v; want ErrVCenterConnecting naming vc3", res, err)
@@ -200,7 +200,7 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	t.Cleanup(d.Close)
 	f.backends["vc3"].Hang(true)
 	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	if _, err := d.FindByUUID(ctx, f.vms["vc3"][0].UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("first lookup: err = %v, want ErrVCenterConnecting", err)
 	}

@@ -21,7 +21,7 @@ func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 	f.backends["vc3"].Fail(errors.New("connection refused"))
 
 	var tr discovery.Trace
-	ctx := discovery.WithTrace(ctxT(t), &tr)
+	ctx := discovery.WithTrace(t.Context(), &tr)
 	res, err := d.FindByUUID(ctx, vm.UUID)
 	if err != nil || res == nil || res.VCenter != "vc2" {
 		t.Fatalf("FindByUUID = %v, %v; want found in vc2", res, err)
@@ -51,7 +51,7 @@ func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 	// The second lookup is served from the remembered location: traced
 	// as such, one answer.
 	var again discovery.Trace
-	if res, err := d.FindByUUID(discovery.WithTrace(ctxT(t), &again), vm.UUID); err != nil || res == nil {
+	if res, err := d.FindByUUID(discovery.WithTrace(t.Context(), &again), vm.UUID); err != nil || res == nil {
 		t.Fatalf("second FindByUUID = %v, %v", res, err)
 	}
 	if as := again.Answers(); len(as) != 1 || as[0].Pass != discovery.PassRemembered || as[0].VCenter != "vc2" {
@@ -59,7 +59,7 @@ func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 	}
 
 	// Without a trace the answers are the same.
-	if res2, err2 := d.FindByUUID(ctxT(t), vm.UUID); err2 != nil || res2.VCenter != res.VCenter || res2.VM.UUID != res.VM.UUID {
+	if res2, err2 := d.FindByUUID(t.Context(), vm.UUID); err2 != nil || res2.VCenter != res.VCenter || res2.VM.UUID != res.VM.UUID {
 		t.Errorf("untraced FindByUUID = %v, %v; want %v", res2, err2, res)
 	}
 }
@@ -72,7 +72,7 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 	defer d.Close()
 	f.backends["vc1"].Hang(true)
 	var tr discovery.Trace
-	_, err := d.FindByUUID(discovery.WithTrace(ctxT(t), &tr), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	_, err := d.FindByUUID(discovery.WithTrace(t.Context(), &tr), "42ffffff-ffff-4fff-8fff-ffffffffffff")
 	if err == nil {
 		t.Fatal("FindByUUID with vc1 hanging: no error")
 	}
@@ -88,7 +88,7 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 
 	// Its breaker open, the next lookup sends it nothing: traced so.
 	var again discovery.Trace
-	_, _ = d.FindByUUID(discovery.WithTrace(ctxT(t), &again), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	_, _ = d.FindByUUID(discovery.WithTrace(t.Context(), &again), "42ffffff-ffff-4fff-8fff-ffffffffffff")
 	for _, a := range again.Answers() {
 		if a.VCenter == "vc1" && (a.Pass != discovery.PassNotAsked || !errors.Is(a.Err, discovery.ErrBreakerOpen)) {
 			t.Errorf("vc1 with its breaker open: %+v; want not asked, ErrBreakerOpen", a)
@@ -100,7 +100,7 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 	d2 := f2.discoverer(time.Second, 5, time.Minute)
 	defer d2.Close()
 	var absent discovery.Trace
-	res, err := d2.FindByUUID(discovery.WithTrace(ctxT(t), &absent), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	res, err := d2.FindByUUID(discovery.WithTrace(t.Context(), &absent), "42ffffff-ffff-4fff-8fff-ffffffffffff")
 	if err != nil || res != nil {
 		t.Fatalf("absent: %v, %v; want nil, nil", res, err)
 	}
@@ -123,7 +123,7 @@ func TestConnectSettlesEveryVCenter(t *testing.T) {
 	}
 	d := f.discoverer(time.Second, 5, time.Minute)
 	defer d.Close()
-	d.Connect(ctxT(t))
+	d.Connect(t.Context())
 	for _, h := range d.Health() {
 		if f.backends[h.Name].Probes() != 1 {
 			t.Errorf("%s probed %d times; want 1", h.Name, f.backends[h.Name].Probes())

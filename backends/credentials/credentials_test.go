@@ -1,7 +1,6 @@
 package credentials_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,12 +16,6 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 )
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func secret(data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "vsphere-creds"}, Data: map[string][]byte{}}
@@ -43,7 +36,7 @@ func TestSecretSource(t *testing.T) {
 	})
 	defer secrets.Close()
 	src := secrets.Source("kube-system", "vsphere-creds", server)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	got, err := src.Get(ctx)
 	if err != nil || got.User != "ccm" || got.Password.Reveal() != "pw-1" {
 		t.Fatalf("Get = %v, %v", got, err)
@@ -90,7 +83,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestDirectorySource(t *testing.T) {
 	dir := t.TempDir()
 	src := credentials.Directory{Dir: dir, Server: "vc.example.com"}
-	if _, err := src.Get(ctxT(t)); err == nil {
+	if _, err := src.Get(t.Context()); err == nil {
 		t.Fatal("no files: want an error")
 	}
 	for k, v := range map[string]string{"vc.example.com.username": "ccm\n", "vc.example.com.password": "s3cret\n"} {
@@ -98,7 +91,7 @@ func TestDirectorySource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := src.Get(ctxT(t))
+	got, err := src.Get(t.Context())
 	if err != nil || got.User != "ccm" || got.Password.Reveal() != "s3cret" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
@@ -146,7 +139,7 @@ func TestDirectoryReadsOnlyRegularFiles(t *testing.T) {
 			tc.make(t, filepath.Join(dir, server+".password"))
 			done := make(chan error, 1)
 			go func() {
-				_, err := credentials.Directory{Dir: dir, Server: server}.Get(ctxT(t))
+				_, err := credentials.Directory{Dir: dir, Server: server}.Get(t.Context())
 				done <- err
 			}()
 			select {
@@ -176,7 +169,7 @@ func TestDirectoryReadsOnlyRegularFiles(t *testing.T) {
 		if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
 			t.Fatal(err)
 		}
-		got, err := credentials.Directory{Dir: dir, Server: server}.Get(ctxT(t))
+		got, err := credentials.Directory{Dir: dir, Server: server}.Get(t.Context())
 		if err != nil || got.User != "ccm" || got.Password.Reveal() != "pw" {
 			t.Fatalf("Get = %+v, %v", got, err)
 		}
@@ -198,7 +191,7 @@ func TestWatchStopsInformersOfReleasedSecrets(t *testing.T) {
 		}
 	})
 	defer secrets.Close()
-	ctx := ctxT(t)
+	ctx := t.Context()
 	srcA := secrets.Source("kube-system", "vsphere-creds", "vc-a")
 	srcB := secrets.Source("kube-system", "other-creds", "vc-b")
 	for _, src := range []credentials.Source{srcA, srcB} {

@@ -214,7 +214,7 @@ func secretValues(data map[string]string) []string {
 
 func checkWant(t *testing.T, src credentials.Source, w want, secrets []string) {
 	t.Helper()
-	got, err := src.Get(ctxT(t))
+	got, err := src.Get(t.Context())
 	if err != nil {
 		for _, s := range secrets {
 			if strings.Contains(err.Error(), s) {
@@ -287,7 +287,7 @@ func TestDirectoryLayoutCPICases(t *testing.T) {
 // TestSecretCredentialManagerK8s_GetCredential's cases about the Secret's
 // existence.
 func TestSecretSourceCPICases(t *testing.T) {
-	ctx := ctxT(t)
+	ctx := t.Context()
 	client := fake.NewClientset()
 	secrets := credentials.NewSecrets(client, nil)
 	defer secrets.Close()
@@ -319,7 +319,7 @@ func TestSecretSourceCPICases(t *testing.T) {
 // A rotated Secret in any form is what the next Get returns: user and
 // password to the alternative form, then to the session manager.
 func TestSecretRotationAcrossForms(t *testing.T) {
-	ctx := ctxT(t)
+	ctx := t.Context()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "vsconf"},
 		Data: map[string][]byte{testIP + ".username": []byte(testUser), testIP + ".password": []byte("pw-1")}}
 	client := fake.NewClientset(s)

@@ -49,7 +49,7 @@ func TestInlineCredentialsFallback(t *testing.T) {
 			}
 			chain := credentials.NewChain(tc.inline, credentials.Directory{Dir: dir, Server: vc.Host})
 			b := newBackend(t, vc, chain, nil)
-			ctx := ctxT(t)
+			ctx := t.Context()
 			q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 			find := func() {
 				t.Helper()
@@ -89,7 +89,7 @@ func TestInlineAndDirectoryBothRefused(t *testing.T) {
 	writeCreds(t, dir, vc.Host, vc.User, "pw-dir-wrong")
 	chain := credentials.NewChain(credentials.Static{User: vc.User, Password: "pw-inline-wrong"}, credentials.Directory{Dir: dir, Server: vc.Host})
 	b := newBackend(t, vc, chain, nil)
-	_, err := b.Find(ctxT(t), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
+	_, err := b.Find(t.Context(), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
 	if err == nil || !strings.Contains(err.Error(), "(credentials from config file)") || !strings.Contains(err.Error(), "(credentials from secrets directory") {
 		t.Fatalf("err = %v; want both attempts named", err)
 	}
@@ -106,7 +106,7 @@ func TestInlineAndDirectoryBothRefused(t *testing.T) {
 func TestRefreshWithChain(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
-	ctx := ctxT(t)
+	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 
 	dir := t.TempDir()

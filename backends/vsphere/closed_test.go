@@ -36,7 +36,7 @@ func TestClosedBackendNeverConnects(t *testing.T) {
 				TagRefresh:    time.Hour,
 			})
 			t.Cleanup(func() { _ = b.Close(context.Background()) })
-			ctx := ctxT(t)
+			ctx := t.Context()
 			want := vc.VMs[0]
 			vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{want.UUID}, AllowCached: true})
 			if err != nil || len(vms) != 1 {

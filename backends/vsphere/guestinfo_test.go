@@ -16,7 +16,7 @@ import (
 func TestGuestInfoMetadataIsRead(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := vc.VMs[0]
 	if err := vc.SetExtraConfig(ctx, vm, "guestinfo.metadata", "aW5zdGFuY2UtaWQ6IHgK"); err != nil {
 		t.Fatal(err)

@@ -278,7 +278,7 @@ func (fx *smFixture) backend(t *testing.T) *vsphere.Backend {
 func TestSessionManagerLogin(t *testing.T) {
 	fx := newSMFixture(t)
 	b := fx.backend(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	want := fx.vc.VMs[0]
 	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{want.UUID}})
 	if err != nil || len(vms) != 1 {
@@ -337,7 +337,7 @@ func TestSessionManagerLogin(t *testing.T) {
 func TestSessionManagerRotation(t *testing.T) {
 	fx := newSMFixture(t)
 	b := fx.backend(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}}
 	if _, err := b.Find(ctx, q); err != nil {
 		t.Fatal(err)
@@ -382,7 +382,7 @@ func TestSessionManagerServiceAccountToken(t *testing.T) {
 	saFile := filepath.Join(t.TempDir(), "token")
 	fx.opts.ServiceAccountTokenFile = saFile
 	b := fx.backend(t)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}}
 
 	_, err := b.Find(ctx, q)
@@ -449,7 +449,7 @@ func TestSessionManagerFailures(t *testing.T) {
 			b := vsphere.New(o)
 			defer func() { _ = b.Close(context.Background()) }()
 			start := time.Now()
-			_, err := b.Find(ctxT(t), backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}})
+			_, err := b.Find(t.Context(), backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}})
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("Find took %s; want the request timeout", took)
 			}

@@ -60,7 +60,7 @@ func TestPinnedCertificateOverridesInsecureFlag(t *testing.T) {
 			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
 			defer func() { _ = b.Close(context.Background()) }()
 			before, total := vc.SOAPCalls()
-			_, err := b.Find(ctxT(t), q)
+			_, err := b.Find(t.Context(), q)
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("Find with insecureFlag and a matching pin: %v", err)
@@ -129,7 +129,7 @@ func TestCAFileMountedAfterTheConfig(t *testing.T) {
 	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
-	if _, err := b.Find(ctxT(t), q); err == nil || !strings.Contains(err.Error(), caFile) {
+	if _, err := b.Find(t.Context(), q); err == nil || !strings.Contains(err.Error(), caFile) {
 		t.Fatalf("Find with the CA file missing: err = %v, want one naming %s", err, caFile)
 	}
 	pem, err := os.ReadFile(simCA)
@@ -139,7 +139,7 @@ func TestCAFileMountedAfterTheConfig(t *testing.T) {
 	if err := os.WriteFile(caFile, pem, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if vms, err := b.Find(ctxT(t), q); err != nil || len(vms) != 1 {
+	if vms, err := b.Find(t.Context(), q); err != nil || len(vms) != 1 {
 		t.Fatalf("Find after the CA file was mounted = %d VMs, %v; want the VM", len(vms), err)
 	}
 }

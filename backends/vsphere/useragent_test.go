@@ -35,7 +35,7 @@ func TestRequestsCarryTheUserAgent(t *testing.T) {
 		},
 	})
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
 	if err != nil || len(vms) != 1 {
 		t.Fatalf("Find = %v, %v", vms, err)

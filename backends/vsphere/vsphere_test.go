@@ -46,17 +46,11 @@ func startFederation(t *testing.T, vcs int) *vcsim.Federation {
 	return f
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestFindGetTags(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
 	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 
 	for _, want := range vc.VMs {
 		for _, q := range []backends.Query{
@@ -129,7 +123,7 @@ func TestGetAfterDestroyIsNotFound(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
 	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	vm := vc.VMs[1]
 	ref := backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref}
 	if _, err := b.Get(ctx, ref); err != nil {
@@ -160,7 +154,7 @@ func TestReloginAfterSessionTerminated(t *testing.T) {
 	var logins atomic.Int64
 	creds := countingSource{Source: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, n: &logins}
 	b := newBackend(t, vc, creds, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 	if _, err := b.Find(ctx, q); err != nil {
 		t.Fatal(err)
@@ -192,7 +186,7 @@ func TestWrongPasswordNeverInError(t *testing.T) {
 	vc := f.VCenters[0]
 	const pw = "wrong-Pa55word-xyz"
 	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: pw}, nil)
-	_, err := b.Find(ctxT(t), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
+	_, err := b.Find(t.Context(), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
 	if err == nil {
 		t.Fatal("login with a wrong password succeeded")
 	}
@@ -220,13 +214,13 @@ func writeCreds(t *testing.T, dir, server, user, password string) {
 
 func otherSessions(t *testing.T, vc *vcsim.VCenter) int {
 	t.Helper()
-	c, err := vc.Client(ctxT(t))
+	c, err := vc.Client(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Logout(context.Background()) }()
 	var sm mo.SessionManager
-	if err := c.RetrieveOne(ctxT(t), *c.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
+	if err := c.RetrieveOne(t.Context(), *c.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
 		t.Fatal(err)
 	}
 	return len(sm.SessionList) - 1 // not the one asking
@@ -241,7 +235,7 @@ func TestRefreshCredentials(t *testing.T) {
 	dir := t.TempDir()
 	writeCreds(t, dir, vc.Host, vc.User, vc.Password)
 	b := newBackend(t, vc, credentials.Directory{Dir: dir, Server: vc.Host}, nil)
-	ctx := ctxT(t)
+	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 	find := func(when string) {
 		t.Helper()
@@ -329,7 +323,7 @@ func TestTLSVerification(t *testing.T) {
 			cfg.Name, cfg.Server, cfg.Port = vc.Name, vc.Host, vc.Port
 			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
 			defer func() { _ = b.Close(context.Background()) }()
-			_, err := b.Find(ctxT(t), q)
+			_, err := b.Find(t.Context(), q)
 			if tc.ok != (err == nil) {
 				t.Fatalf("Find err = %v, want ok=%v", err, tc.ok)
 			}
