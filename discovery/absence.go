@@ -153,7 +153,7 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 		return nil, err
 	}
 	// Read before the lookup, which forgets a location found empty.
-	last, seen := d.locations.Get(l.key)
+	last, seen := d.locations.get(l.key)
 	res, err := d.find(ctx, l)
 	if err != nil || res != nil {
 		return res, err

@@ -22,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
 )
 
 // Target is one vCenter to search.
@@ -93,7 +92,7 @@ func (noObserver) Cache(bool)                                {}
 type Discoverer struct {
 	opts      Options
 	vcenters  atomic.Pointer[[]*targetState]
-	locations *cache.TTL[string, location]
+	locations *locationCache
 	history   atomic.Pointer[History]
 	// duplicates is fed by the inventories (watchDuplicates).
 	duplicates *duplicateIndex
@@ -104,11 +103,6 @@ type Discoverer struct {
 	probeMu sync.Mutex // orders probes.Go after Close's Wait
 	closed  bool
 	probes  sync.WaitGroup
-}
-
-type location struct {
-	vcenter string
-	ref     backends.VMRef
 }
 
 // targetState is a Target and what discovery keeps of it: its breaker and
@@ -143,7 +137,7 @@ func New(vcs []Target, opts Options) *Discoverer {
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
 	}
-	d := &Discoverer{opts: opts, locations: cache.NewTTL[string, location](opts.LocationTTL), duplicates: newDuplicateIndex(),
+	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		stopped: make(chan struct{})}
 	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
@@ -432,7 +426,7 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 			// ruled out; the VM found is still the best-known answer.
 			log.V(2).Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
 		}
-		d.locations.Set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
+		d.locations.set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
 		d.observe("found")
 		return found[0], nil
 	case failed != nil:
@@ -447,15 +441,15 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 		d.observe("not_found")
 		return nil, nil
 	default:
-		if loc, ok := d.locations.Get(key); ok && !configured(vcs, loc) {
+		if loc, ok := d.locations.get(key); ok && !configured(vcs, loc) {
 			// Last seen in a vCenter or datacenter that has left the
 			// config: leaving the config is not the VM being deleted.
 			// Refreshed, so it lasts as long as someone asks.
-			d.locations.Set(key, loc)
+			d.locations.set(key, loc)
 			d.observe("error")
 			return nil, &RetiredError{What: what, LastSeen: &Retired{VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}}
 		}
-		d.locations.Delete(key)
+		d.locations.forget(key)
 		d.observe("not_found")
 		return nil, nil
 	}
@@ -622,7 +616,7 @@ type cached struct {
 // fromCache re-reads a remembered location. ok is false when the lookup must
 // search every vCenter: nothing remembered, or the VM is no longer there.
 func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backends.Query, key string) (cached, bool) {
-	loc, ok := d.locations.Get(key)
+	loc, ok := d.locations.get(key)
 	if !ok {
 		return cached{}, false
 	}
@@ -655,7 +649,7 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		return cached{result: res}, true
 	case err == nil || errors.Is(err, backends.ErrNotFound):
 		// Gone or changed: forget it and search everywhere.
-		d.locations.Delete(key)
+		d.locations.forget(key)
 		return cached{}, false
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.

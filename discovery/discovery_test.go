@@ -280,6 +280,39 @@ func TestCachedLocationIsReverified(t *testing.T) {
 	}
 }
 
+// A location is remembered for LocationTTL only: after it, a lookup
+// searches every vCenter again instead of re-reading the remembered one.
+func TestRememberedLocationExpires(t *testing.T) {
+	f := newFleet()
+	const ttl = 50 * time.Millisecond
+	var vcs []discovery.Target
+	for _, n := range f.names {
+		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+	}
+	d := discovery.New(vcs, discovery.Options{LocationTTL: ttl})
+	vm := f.vms["vc2"][1]
+	lookup := func() map[string]int64 {
+		t.Helper()
+		before := f.calls()
+		if res, err := d.FindByUUID(t.Context(), vm.UUID); err != nil || res == nil || res.VCenter != "vc2" {
+			t.Fatalf("FindByUUID = %v, %v", res, err)
+		}
+		after := f.calls()
+		for n := range after {
+			after[n] -= before[n]
+		}
+		return after
+	}
+	lookup()
+	if calls := lookup(); calls["vc1"] != 0 || calls["vc3"] != 0 {
+		t.Fatalf("lookup within the TTL asked %v; want vc2 only", calls)
+	}
+	time.Sleep(2 * ttl)
+	if calls := lookup(); calls["vc1"] == 0 || calls["vc3"] == 0 {
+		t.Fatalf("lookup after the TTL asked %v; want every vCenter", calls)
+	}
+}
+
 func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
 	vcs := []discovery.Target{{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}

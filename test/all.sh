@@ -23,7 +23,7 @@ go vet ./...
 step "go.mod and go.sum are tidy"
 go mod tidy -diff
 
-step "golangci-lint (test/golangci.yml: depguard keeps govmomi in backends/vsphere)"
+step "golangci-lint (test/golangci.yml: depguard keeps govmomi in backends/vsphere and the imports one-way)"
 LINT=$(test/golangci-lint.sh)
 "$LINT" run --config test/golangci.yml ./...
 

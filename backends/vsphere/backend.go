@@ -20,11 +20,11 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/cache"
 )
 
 var (
@@ -41,8 +41,8 @@ type Backend struct {
 	// tagsByID and categoryNames serve the tag lookups made without the
 	// inventory (and for tags the bulk cache lacks): tag id -> tag,
 	// category id -> name.
-	tagsByID      *cache.TTL[string, tags.Tag]
-	categoryNames *cache.TTL[string, string]
+	tagsByID      *cache.Expiring // tag ID → tags.Tag
+	categoryNames *cache.Expiring // category ID → its name
 
 	// inv and bulkTags are set when Options.Inventory is: lookups are
 	// answered from memory while the watch is current.
@@ -60,8 +60,8 @@ type Backend struct {
 func New(opts Options) *Backend {
 	b := &Backend{
 		sessions:      newSessions(opts),
-		tagsByID:      cache.NewTTL[string, tags.Tag](tagTTL),
-		categoryNames: cache.NewTTL[string, string](tagTTL),
+		tagsByID:      cache.NewExpiring(),
+		categoryNames: cache.NewExpiring(),
 		done:          make(chan struct{}),
 		stopped:       make(chan struct{}),
 	}
@@ -600,23 +600,25 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 }
 
 func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	t, ok := b.tagsByID.Get(id)
+	v, _ := b.tagsByID.Get(id) // nil when absent or expired
+	t, ok := v.(tags.Tag)
 	if !ok {
 		got, err := m.GetTag(ctx, id)
 		if err != nil {
 			return namedTag{}, fmt.Errorf("tag %s: %w", id, err)
 		}
 		t = *got
-		b.tagsByID.Set(id, t)
+		b.tagsByID.Set(id, t, tagTTL)
 	}
-	cat, ok := b.categoryNames.Get(t.CategoryID)
+	v, _ = b.categoryNames.Get(t.CategoryID)
+	cat, ok := v.(string)
 	if !ok {
 		got, err := m.GetCategory(ctx, t.CategoryID)
 		if err != nil {
 			return namedTag{}, fmt.Errorf("category %s: %w", t.CategoryID, err)
 		}
 		cat = got.Name
-		b.categoryNames.Set(t.CategoryID, cat)
+		b.categoryNames.Set(t.CategoryID, cat, tagTTL)
 	}
 	return namedTag{name: t.Name, category: cat}, nil
 }

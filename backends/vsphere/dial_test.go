@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
 // A server that accepts TCP and never answers the TLS handshake: every

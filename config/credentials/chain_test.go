@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
 // fixedSource gives creds, or err.
