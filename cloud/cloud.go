@@ -161,14 +161,14 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	return c
 }
 
-func (c *Cloud) inventoryStatuses() []InventoryStatus {
+func (c *Cloud) inventoryStatuses() []vcenterInventory {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []InventoryStatus
+	var out []vcenterInventory
 	for name, b := range c.backends {
 		if r, ok := b.Backend.(backends.InventoryReporter); ok {
 			if st := r.InventoryStatus(); st.Enabled {
-				out = append(out, InventoryStatus{VCenter: name, InventoryStatus: st})
+				out = append(out, vcenterInventory{VCenter: name, InventoryStatus: st})
 			}
 		}
 	}

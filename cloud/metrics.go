@@ -55,8 +55,8 @@ func (b BuildInfo) UserAgent() string {
 	return "vsphere-federated-ccm/" + b.Version
 }
 
-// InventoryStatus is one vCenter's inventory as the metrics show it.
-type InventoryStatus struct {
+// vcenterInventory is one vCenter's inventory as the metrics show it.
+type vcenterInventory struct {
 	VCenter string
 	backends.InventoryStatus
 }
@@ -65,7 +65,7 @@ type InventoryStatus struct {
 type inventoryCollector struct {
 	metrics.BaseStableCollector
 	synced, vms, updates, up *metrics.Desc
-	source                   atomic.Pointer[func() []InventoryStatus]
+	source                   atomic.Pointer[func() []vcenterInventory]
 	health                   atomic.Pointer[func() []discovery.VCenterHealth]
 }
 
@@ -178,7 +178,7 @@ func (m *Metrics) CustomCollectors() []metrics.StableCollector {
 func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) { m.inventory.health.Store(&f) }
 
 // setInventorySource tells the inventory metrics where to read from.
-func (m *Metrics) setInventorySource(f func() []InventoryStatus) { m.inventory.source.Store(&f) }
+func (m *Metrics) setInventorySource(f func() []vcenterInventory) { m.inventory.source.Store(&f) }
 
 // ConfigReloads is the config_reload_total counter for result.
 func (m *Metrics) ConfigReloads(result string) metrics.CounterMetric {

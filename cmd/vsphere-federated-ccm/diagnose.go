@@ -184,9 +184,9 @@ func (d *diagnoser) close() {
 
 // nodeReport is `diagnose node NAME`'s answer.
 type nodeReport struct {
-	Node  string   `json:"node"`
-	Keys  nodeKeys `json:"keys"`
-	Claim string   `json:"claimedLocation,omitempty"`
+	Node  string     `json:"node"`
+	Keys  lookupKeys `json:"keys"`
+	Claim string     `json:"claimedLocation,omitempty"`
 	// Lookup is how the Node's VM is looked for and each vCenter's answer.
 	Lookup  []vcenterAnswer `json:"lookup"`
 	VM      *vmFound        `json:"vm,omitempty"`
@@ -195,8 +195,8 @@ type nodeReport struct {
 	// controller writes it); MetadataError why it fails.
 	WouldSet      *wouldSet             `json:"wouldSet,omitempty"`
 	MetadataError string                `json:"metadataError,omitempty"`
-	Exists        verdict               `json:"instanceExists"`
-	Shutdown      verdict               `json:"instanceShutdown"`
+	Exists        instanceAnswer        `json:"instanceExists"`
+	Shutdown      instanceAnswer        `json:"instanceShutdown"`
 	Tainted       bool                  `json:"uninitializedTaint"`
 	TaintReason   string                `json:"taintReason,omitempty"`
 	Events        []eventSummary        `json:"events"`
@@ -207,7 +207,8 @@ type nodeReport struct {
 	Why             []string `json:"why"`
 }
 
-type nodeKeys struct {
+// lookupKeys are the Node's keys a lookup can use, as the report shows them.
+type lookupKeys struct {
 	ProviderID        string   `json:"providerID,omitempty"`
 	SystemUUID        string   `json:"systemUUID,omitempty"`
 	SystemUUIDSwapped string   `json:"systemUUIDSwapped,omitempty"`
@@ -247,7 +248,8 @@ type wouldSet struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 }
 
-type verdict struct {
+// instanceAnswer is what InstanceExists or InstanceShutdown returned.
+type instanceAnswer struct {
 	Value  *bool  `json:"value,omitempty"` // nil: an error
 	Error  string `json:"error,omitempty"`
 	Reason string `json:"reason"`
@@ -296,7 +298,7 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 	r.WouldInitialize = metaErr == nil
 
 	exists, err := d.provider.InstanceExists(ctx, node)
-	r.Exists = verdictOf(exists, err)
+	r.Exists = instanceAnswerOf(exists, err)
 	switch {
 	case err != nil:
 		r.Exists.Reason = "cannot be decided: the Node is kept (never deleted on an error) and asked again"
@@ -306,7 +308,7 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 		r.Exists.Reason = "every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady"
 	}
 	shutdown, err := d.provider.InstanceShutdown(ctx, node)
-	r.Shutdown = verdictOf(shutdown, err)
+	r.Shutdown = instanceAnswerOf(shutdown, err)
 	switch {
 	case err != nil:
 		r.Shutdown.Reason = "cannot be decided: no shutdown taint is added or removed until it can"
@@ -388,15 +390,15 @@ func resultNames(rs []*discovery.Result) []string {
 	return out
 }
 
-func verdictOf(v bool, err error) verdict {
+func instanceAnswerOf(v bool, err error) instanceAnswer {
 	if err != nil {
-		return verdict{Error: err.Error()}
+		return instanceAnswer{Error: err.Error()}
 	}
-	return verdict{Value: &v}
+	return instanceAnswer{Value: &v}
 }
 
-func keysOf(node *v1.Node) nodeKeys {
-	k := nodeKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}
+func keysOf(node *v1.Node) lookupKeys {
+	k := lookupKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}
 	if u, err := discovery.NormalizeUUID(k.SystemUUID); err == nil {
 		if s := discovery.SwapByteOrder(u); s != u {
 			k.SystemUUIDSwapped = s
@@ -606,7 +608,7 @@ func (r *nodeReport) write(w io.Writer) {
 	}
 }
 
-func (v verdict) text() string {
+func (v instanceAnswer) text() string {
 	if v.Value == nil {
 		return "error (" + v.Reason + "): " + v.Error
 	}
