@@ -85,139 +85,170 @@ func (b *Backend) Validate(ctx context.Context, req ValidateRequest) []Check {
 	if len(req.Privileges) == 0 {
 		req.Privileges = RequiredPrivileges()
 	}
-	var out []Check
-	run := func(name string, fn func() (Verdict, string)) Verdict {
-		start := time.Now()
-		v, detail := fn()
-		out = append(out, Check{Name: name, Verdict: v, Detail: detail, Took: time.Since(start)})
-		return v
-	}
-	skipRest := func(names ...string) []Check {
-		for _, n := range names {
-			out = append(out, Check{Name: n, Verdict: Skipped, Detail: "not run: an earlier check failed"})
-		}
-		return out
-	}
 	cfg := b.sessions.opts.Config
 	addr := net.JoinHostPort(cfg.Server, strconv.Itoa(cmp.Or(cfg.Port, 443)))
-
-	if run(CheckTCP, func() (Verdict, string) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return Failed, fmt.Sprintf("%s: %v", addr, err)
-		}
-		_ = conn.Close()
-		return Passed, addr + " accepts connections"
-	}) != Passed {
-		return skipRest(CheckTLS, CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	var r checkRecord
+	if r.run(CheckTCP, func() (Verdict, string) { return checkTCP(ctx, addr) }) != Passed {
+		return r.skip(CheckTLS, CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
 	}
-
-	// TLS and login happen together, in the session's own code: its
-	// verification (thumbprint, caFile, system roots) is what is tested.
-	start := time.Now()
-	vc, loginErr := b.sessions.client(ctx)
-	took := time.Since(start)
-	var ce *connError
-	if loginErr != nil && (isTLSFailure(loginErr) || errors.As(loginErr, &ce) && strings.HasPrefix(ce.what, "TLS")) {
-		out = append(out, Check{Name: CheckTLS, Verdict: Failed, Detail: fmt.Sprintf("%v; %s", loginErr, presented(ctx, addr, cfg.Server)), Took: took})
-		return skipRest(CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
+	vc, ok := b.checkTLSAndLogin(ctx, &r, addr)
+	if !ok {
+		return r.skip(CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
 	}
-	sortFailure(&loginErr)
-	if loginErr != nil && errors.Is(loginErr, backends.ErrUnreachable) {
-		detail := fmt.Sprintf("%s accepts connections but its TLS handshake or login got no answer: %v", addr, loginErr)
-		out = append(out, Check{Name: CheckTLS, Verdict: Failed, Detail: detail, Took: took})
-		return skipRest(CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
-	}
-	out = append(out, Check{Name: CheckTLS, Verdict: Passed, Detail: verification(cfg.Thumbprint, cfg.CAFile, cfg.InsecureFlag)})
-	if loginErr != nil {
-		out = append(out, Check{Name: CheckLogin, Verdict: Failed, Detail: loginErr.Error(), Took: took})
-		return skipRest(CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
-	}
-	var user string
-	run(CheckLogin, func() (Verdict, string) {
-		us, err := session.NewManager(vc).UserSession(ctx)
-		if err != nil || us == nil {
-			return Failed, fmt.Sprintf("logged in, but the session cannot be read: %v", err)
-		}
-		user = us.UserName
-		return Passed, fmt.Sprintf("as %s (credentials from %s)", user, b.CredentialSource())
-	})
-	out[len(out)-1].Took += took // the login itself
-	if user == "" {
-		return skipRest(CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)
-	}
-
 	var dcs []mo.Datacenter
-	run(CheckDatacenters, func() (Verdict, string) {
-		all, err := datacenters(ctx, vc)
-		if err != nil {
-			return Failed, fmt.Sprintf("listing datacenters: %v", err)
-		}
-		names := make([]string, len(all))
-		for i, dc := range all {
-			names[i] = dc.Name
-		}
-		if len(cfg.Datacenters) == 0 {
-			dcs = all
-			return Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(names, ", "))
-		}
-		var missing []string
-		for _, want := range cfg.Datacenters {
-			i := slices.Index(names, want)
-			if i < 0 {
-				missing = append(missing, fmt.Sprintf("%q not found%s", want, suggest(want, names)))
-				continue
-			}
-			dcs = append(dcs, all[i])
-		}
-		if len(missing) > 0 {
-			return Failed, strings.Join(missing, "; ")
-		}
-		return Passed, fmt.Sprintf("%s found", strings.Join(cfg.Datacenters, ", "))
+	r.run(CheckDatacenters, func() (v Verdict, detail string) {
+		dcs, v, detail = checkDatacenters(ctx, vc.Client, cfg.Datacenters)
+		return v, detail
 	})
-
-	run(CheckTags, func() (Verdict, string) {
+	r.run(CheckTags, func() (Verdict, string) {
 		if len(req.Categories) == 0 {
 			return Skipped, "labels.zone and labels.region not configured: no zones or regions"
 		}
 		return b.checkCategories(ctx, req.Categories)
 	})
-
-	run(CheckPrivileges, func() (Verdict, string) {
+	r.run(CheckPrivileges, func() (Verdict, string) {
 		if len(dcs) == 0 {
 			return Skipped, "no datacenter to check them on"
 		}
-		return checkPrivileges(ctx, vc, user, dcs, req.Privileges)
+		return checkPrivileges(ctx, vc.Client, vc.user, dcs, req.Privileges)
 	})
+	r.run(CheckVMs, func() (Verdict, string) { return checkVMs(ctx, vc.Client, dcs) })
+	r.run(CheckLatency, func() (Verdict, string) { return checkLatency(ctx, vc.Client, b.sessions.requestTimeout()) })
+	return r.checks
+}
 
-	run(CheckVMs, func() (Verdict, string) {
-		n, err := countVMs(ctx, vc, dcs)
-		if err != nil {
-			return Failed, fmt.Sprintf("listing VMs: %v", err)
-		}
-		if n == 0 {
-			return Failed, "no VM visible to this login in the datacenters searched"
-		}
-		return Passed, fmt.Sprintf("%d visible in the datacenters searched", n)
-	})
+// checkRecord collects Validate's checks in order.
+type checkRecord struct{ checks []Check }
 
-	run(CheckLatency, func() (Verdict, string) {
-		var rtts []time.Duration
-		for range 3 {
-			t0 := time.Now()
-			if _, err := methods.GetCurrentTime(ctx, vc); err != nil {
-				return Failed, fmt.Sprintf("GetCurrentTime: %v", err)
-			}
-			rtts = append(rtts, time.Since(t0))
+// run times fn and records its verdict under name.
+func (r *checkRecord) run(name string, fn func() (Verdict, string)) Verdict {
+	start := time.Now()
+	v, detail := fn()
+	r.checks = append(r.checks, Check{Name: name, Verdict: v, Detail: detail, Took: time.Since(start)})
+	return v
+}
+
+// skip records names as not run and returns every check.
+func (r *checkRecord) skip(names ...string) []Check {
+	for _, n := range names {
+		r.checks = append(r.checks, Check{Name: n, Verdict: Skipped, Detail: "not run: an earlier check failed"})
+	}
+	return r.checks
+}
+
+func checkTCP(ctx context.Context, addr string) (Verdict, string) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return Failed, fmt.Sprintf("%s: %v", addr, err)
+	}
+	_ = conn.Close()
+	return Passed, addr + " accepts connections"
+}
+
+// loggedIn is a client of the backend's session and the user it is.
+type loggedIn struct {
+	*vim25.Client
+	user string
+}
+
+// checkTLSAndLogin records the TLS and login checks. Both happen together,
+// in the session's own code: its verification (thumbprint, caFile, system
+// roots) and its credentials are what is tested. ok is false when either
+// failed.
+func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr string) (vc loggedIn, ok bool) {
+	cfg := b.sessions.opts.Config
+	start := time.Now()
+	client, loginErr := b.sessions.client(ctx)
+	took := time.Since(start)
+	var ce *connError
+	if loginErr != nil && (isTLSFailure(loginErr) || errors.As(loginErr, &ce) && strings.HasPrefix(ce.what, "TLS")) {
+		r.checks = append(r.checks, Check{Name: CheckTLS, Verdict: Failed, Detail: fmt.Sprintf("%v; %s", loginErr, presented(ctx, addr, cfg.Server)), Took: took})
+		r.skip(CheckLogin)
+		return loggedIn{}, false
+	}
+	sortFailure(&loginErr)
+	if loginErr != nil && errors.Is(loginErr, backends.ErrUnreachable) {
+		detail := fmt.Sprintf("%s accepts connections but its TLS handshake or login got no answer: %v", addr, loginErr)
+		r.checks = append(r.checks, Check{Name: CheckTLS, Verdict: Failed, Detail: detail, Took: took})
+		r.skip(CheckLogin)
+		return loggedIn{}, false
+	}
+	r.checks = append(r.checks, Check{Name: CheckTLS, Verdict: Passed, Detail: verification(cfg.Thumbprint, cfg.CAFile, cfg.InsecureFlag)})
+	if loginErr != nil {
+		r.checks = append(r.checks, Check{Name: CheckLogin, Verdict: Failed, Detail: loginErr.Error(), Took: took})
+		return loggedIn{}, false
+	}
+	vc = loggedIn{Client: client}
+	r.run(CheckLogin, func() (Verdict, string) {
+		us, err := session.NewManager(client).UserSession(ctx)
+		if err != nil || us == nil {
+			return Failed, fmt.Sprintf("logged in, but the session cannot be read: %v", err)
 		}
-		slices.Sort(rtts)
-		detail := fmt.Sprintf("round trip %s (median of 3)", rtts[1].Round(100*time.Microsecond))
-		if limit := b.sessions.requestTimeout(); rtts[1] > limit/2 {
-			return Failed, fmt.Sprintf("%s: over half the request timeout %s", detail, limit)
-		}
-		return Passed, detail
+		vc.user = us.UserName
+		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, b.CredentialSource())
 	})
-	return out
+	r.checks[len(r.checks)-1].Took += took // the login itself
+	return vc, vc.user != ""
+}
+
+// checkDatacenters finds the configured datacenters (all, when none is
+// configured), suggesting a name for each one missing.
+func checkDatacenters(ctx context.Context, vc *vim25.Client, want []string) ([]mo.Datacenter, Verdict, string) {
+	all, err := datacenters(ctx, vc)
+	if err != nil {
+		return nil, Failed, fmt.Sprintf("listing datacenters: %v", err)
+	}
+	names := make([]string, len(all))
+	for i, dc := range all {
+		names[i] = dc.Name
+	}
+	if len(want) == 0 {
+		return all, Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(names, ", "))
+	}
+	var found []mo.Datacenter
+	var missing []string
+	for _, name := range want {
+		i := slices.Index(names, name)
+		if i < 0 {
+			missing = append(missing, fmt.Sprintf("%q not found%s", name, suggest(name, names)))
+			continue
+		}
+		found = append(found, all[i])
+	}
+	if len(missing) > 0 {
+		return found, Failed, strings.Join(missing, "; ")
+	}
+	return found, Passed, fmt.Sprintf("%s found", strings.Join(want, ", "))
+}
+
+func checkVMs(ctx context.Context, vc *vim25.Client, dcs []mo.Datacenter) (Verdict, string) {
+	n, err := countVMs(ctx, vc, dcs)
+	if err != nil {
+		return Failed, fmt.Sprintf("listing VMs: %v", err)
+	}
+	if n == 0 {
+		return Failed, "no VM visible to this login in the datacenters searched"
+	}
+	return Passed, fmt.Sprintf("%d visible in the datacenters searched", n)
+}
+
+// checkLatency fails when the median of three round trips exceeds half the
+// request timeout: lookups would then time out under any load.
+func checkLatency(ctx context.Context, vc *vim25.Client, limit time.Duration) (Verdict, string) {
+	var rtts []time.Duration
+	for range 3 {
+		t0 := time.Now()
+		if _, err := methods.GetCurrentTime(ctx, vc); err != nil {
+			return Failed, fmt.Sprintf("GetCurrentTime: %v", err)
+		}
+		rtts = append(rtts, time.Since(t0))
+	}
+	slices.Sort(rtts)
+	detail := fmt.Sprintf("round trip %s (median of 3)", rtts[1].Round(100*time.Microsecond))
+	if rtts[1] > limit/2 {
+		return Failed, fmt.Sprintf("%s: over half the request timeout %s", detail, limit)
+	}
+	return Passed, detail
 }
 
 // verification says how the server's certificate was verified.
