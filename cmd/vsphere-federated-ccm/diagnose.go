@@ -76,23 +76,34 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	defer d.close()
 
 	if one != "" {
-		node, err := d.client.CoreV1().Nodes().Get(ctx, one, metav1.GetOptions{})
-		if err != nil {
-			fmt.Fprintf(stderr, "diagnose: node %s: %v\n", one, err)
-			return exitUsage
-		}
-		r := d.node(ctx, node)
-		if *output == "json" {
-			writeJSON(stdout, r)
-		} else {
-			r.write(stdout)
-		}
-		if !r.WouldInitialize {
-			return exitFailed
-		}
-		return exitOK
+		return d.diagnoseNode(ctx, one, *output == "json", stdout, stderr)
 	}
+	return d.diagnoseNodes(ctx, *output == "json", stdout, stderr)
+}
 
+// diagnoseNode writes the report of the Node name; it fails when the Node
+// would not initialize now.
+func (d *diagnoser) diagnoseNode(ctx context.Context, name string, asJSON bool, stdout, stderr io.Writer) int {
+	node, err := d.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "diagnose: node %s: %v\n", name, err)
+		return exitUsage
+	}
+	r := d.node(ctx, node)
+	if asJSON {
+		writeJSON(stdout, r)
+	} else {
+		r.write(stdout)
+	}
+	if !r.WouldInitialize {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// diagnoseNodes lists the Nodes still tainted or failing a lookup; it fails
+// when one of them has a problem.
+func (d *diagnoser) diagnoseNodes(ctx context.Context, asJSON bool, stdout, stderr io.Writer) int {
 	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: listing nodes: %v\n", err)
@@ -106,7 +117,7 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 			lines = append(lines, s)
 		}
 	}
-	if *output == "json" {
+	if asJSON {
 		writeJSON(stdout, struct {
 			Checked int           `json:"checked"`
 			Nodes   []nodeSummary `json:"nodes"`

@@ -164,32 +164,55 @@ func dottedKey(server, sfx string) string { return server + "." + sfx }
 // holds nothing for server; any other error is an entry of server's that
 // cannot log in (partial, unreadable, ambiguous).
 func (l *layout) lookup(server, where string) (Credentials, error) {
-	fail := func(format string, args ...any) (Credentials, error) {
-		return Credentials{}, fmt.Errorf("%s: %s%s", where, fmt.Sprintf(format, args...), l.hint())
-	}
 	e := l.dotted[server]
-
 	// 1. The session manager: its URL wins over any user and password.
-	if v, ok := e[keySessionURL]; ok {
-		u, err := v.text(trimSpace)
-		if err != nil {
-			return Credentials{}, fmt.Errorf("%s: %w", where, err)
-		}
-		if u != "" {
-			c := Credentials{SessionManagerURL: u}
-			if tv, ok := e[keySessionToken]; ok {
-				tok, err := tv.text(trimSpace)
-				if err != nil {
-					return Credentials{}, fmt.Errorf("%s: %w", where, err)
-				}
-				c.SessionManagerToken = config.Password(tok)
+	if c, ok, err := sessionManager(e, where); ok || err != nil {
+		return c, err
+	}
+	// 2. The alternative form: server_<id> naming server.
+	c, ok, unreadable, err := l.altNaming(server, where)
+	if ok || err != nil {
+		return c, err
+	}
+	// 3. The first form.
+	if _, hasUser := e[keyUser]; !hasUser {
+		if _, hasPassword := e[keyPassword]; !hasPassword {
+			if len(unreadable) > 0 {
+				// It may name server: not knowing is not absence.
+				return Credentials{}, fmt.Errorf("%s: %w", where, l.altServer[unreadable[0]].err)
 			}
-			return c, nil
+			return Credentials{}, l.nothingFor(server, e, where)
 		}
 	}
+	return l.userPassword(server, e, where)
+}
 
-	// 2. The alternative form: server_<id> naming server.
-	var ids, unreadable []string
+// sessionManager reads e's session manager URL and token; ok is false
+// when e has no URL (or an empty one).
+func sessionManager(e entry, where string) (c Credentials, ok bool, err error) {
+	v, ok := e[keySessionURL]
+	if !ok {
+		return Credentials{}, false, nil
+	}
+	u, err := v.text(trimSpace)
+	if err != nil || u == "" {
+		return Credentials{}, false, wrapWhere(where, err)
+	}
+	c = Credentials{SessionManagerURL: u}
+	if tv, ok := e[keySessionToken]; ok {
+		tok, err := tv.text(trimSpace)
+		if err != nil {
+			return Credentials{}, false, wrapWhere(where, err)
+		}
+		c.SessionManagerToken = config.Password(tok)
+	}
+	return c, true, nil
+}
+
+// altNaming reads the server_<id> sets naming server; ok is false when
+// none does. unreadable are the ids whose server_<id> could not be read.
+func (l *layout) altNaming(server, where string) (c Credentials, ok bool, unreadable []string, err error) {
+	var ids []string
 	altIDs := make([]string, 0, len(l.altServer))
 	for id := range l.altServer {
 		altIDs = append(altIDs, id)
@@ -198,61 +221,70 @@ func (l *layout) lookup(server, where string) (Credentials, error) {
 	for _, id := range altIDs {
 		name, err := l.altServer[id].text(trimSpace)
 		if err != nil {
-			unreadable = append(unreadable, prefixAltServer+id)
+			unreadable = append(unreadable, id)
 			continue
 		}
 		if name == server {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) > 0 {
-		first, err := l.alt(ids[0], server, where)
-		if err != nil {
-			return Credentials{}, err
-		}
-		// CPI takes whichever its map iteration meets last: two sets
-		// naming one server are fine only when they agree.
-		for _, id := range ids[1:] {
-			other, err := l.alt(id, server, where)
-			if err != nil || other.Fingerprint() != first.Fingerprint() {
-				return fail("%s and %s both name server %s, with different credentials", prefixAltServer+ids[0], prefixAltServer+id, server)
-			}
-		}
-		return first, nil
+	if len(ids) == 0 {
+		return Credentials{}, false, unreadable, nil
 	}
+	first, err := l.alt(ids[0], server, where)
+	if err != nil {
+		return Credentials{}, false, nil, err
+	}
+	// CPI takes whichever its map iteration meets last: two sets naming
+	// one server are fine only when they agree.
+	for _, id := range ids[1:] {
+		other, err := l.alt(id, server, where)
+		if err != nil || other.Fingerprint() != first.Fingerprint() {
+			return Credentials{}, false, nil, fmt.Errorf("%s: %s and %s both name server %s, with different credentials%s",
+				where, prefixAltServer+ids[0], prefixAltServer+id, server, l.hint())
+		}
+	}
+	return first, true, nil, nil
+}
 
-	// 3. The first form.
-	_, hasUser := e[keyUser]
-	_, hasPassword := e[keyPassword]
-	if !hasUser && !hasPassword {
-		if len(unreadable) > 0 {
-			// It may name server: not knowing is not absence.
-			return Credentials{}, fmt.Errorf("%s: %w", where, l.altServer[strings.TrimPrefix(unreadable[0], prefixAltServer)].err)
-		}
-		if _, ok := e[keySessionToken]; ok {
-			return fail("key %s is set but %s is not", dottedKey(server, keySessionToken), dottedKey(server, keySessionURL))
-		}
-		if _, ok := e[keySessionURL]; ok {
-			return fail("key %s is empty", dottedKey(server, keySessionURL))
-		}
-		return Credentials{}, fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", where, ErrNoCredentials,
-			server, UsernameKey(server), PasswordKey(server), dottedKey(server, keySessionURL), prefixAltServer, l.hint())
+// nothingFor says why e holds no credentials for server: a token without
+// a URL, an empty URL, or nothing at all (wrapping ErrNoCredentials).
+func (l *layout) nothingFor(server string, e entry, where string) error {
+	if _, ok := e[keySessionToken]; ok {
+		return fmt.Errorf("%s: key %s is set but %s is not%s", where, dottedKey(server, keySessionToken), dottedKey(server, keySessionURL), l.hint())
 	}
+	if _, ok := e[keySessionURL]; ok {
+		return fmt.Errorf("%s: key %s is empty%s", where, dottedKey(server, keySessionURL), l.hint())
+	}
+	return fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", where, ErrNoCredentials,
+		server, UsernameKey(server), PasswordKey(server), dottedKey(server, keySessionURL), prefixAltServer, l.hint())
+}
+
+// userPassword reads e's user and password; both must be set.
+func (l *layout) userPassword(server string, e entry, where string) (Credentials, error) {
 	user, err := e[keyUser].text(trimSpace)
 	if err != nil {
-		return Credentials{}, fmt.Errorf("%s: %w", where, err)
+		return Credentials{}, wrapWhere(where, err)
 	}
 	pass, err := e[keyPassword].text(trimNewline)
 	if err != nil {
-		return Credentials{}, fmt.Errorf("%s: %w", where, err)
+		return Credentials{}, wrapWhere(where, err)
 	}
 	switch {
 	case user == "":
-		return fail("key %s is missing or empty", UsernameKey(server))
+		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", where, UsernameKey(server), l.hint())
 	case pass == "":
-		return fail("key %s is missing or empty", PasswordKey(server))
+		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", where, PasswordKey(server), l.hint())
 	}
 	return Credentials{User: user, Password: config.Password(pass)}, nil
+}
+
+// wrapWhere prefixes err, if any, with where.
+func wrapWhere(where string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", where, err)
 }
 
 // alt is the user and password of set id, which names server.
