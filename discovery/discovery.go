@@ -395,10 +395,9 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 // judge turns every vCenter's answer into the lookup's, and maintains
 // the location cache entry of a lookup that is not strict.
 func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []answer, l lookup) (*Result, error) {
-	key, what := l.key, l.what
+	what := l.what
 	t := tally(answers)
 	found, outside, failed, answered := t.found, t.outside, t.failed, t.answered
-	log := klog.FromContext(ctx).WithValues("lookup", what)
 	switch {
 	case len(found) > 1:
 		d.observe("duplicate")
@@ -409,26 +408,7 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 		d.observe("duplicate")
 		return nil, &DuplicateError{What: what, Matches: append(found, outside...)}
 	case len(found) == 1:
-		if err := d.twinError(found[0], what, answered); err != nil {
-			d.observe("duplicate")
-			return nil, err
-		}
-		if l.strict {
-			if failed != nil {
-				d.observe("error")
-				return nil, &LookupError{What: what, Answered: answered, Failed: failed, Found: found[0]}
-			}
-			d.observe("found")
-			return found[0], nil
-		}
-		if failed != nil {
-			// A duplicate in a vCenter that did not answer cannot be
-			// ruled out; the VM found is still the best-known answer.
-			log.V(2).Info("Found VM while some vCenters could not be asked", "found", found[0].String(), "unanswered", len(failed.Errors))
-		}
-		d.locations.set(key, location{vcenter: found[0].VCenter, ref: found[0].VM.Ref})
-		d.observe("found")
-		return found[0], nil
+		return d.foundOne(ctx, l, found[0], t)
 	case failed != nil:
 		d.observe("error")
 		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
@@ -441,18 +421,49 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 		d.observe("not_found")
 		return nil, nil
 	default:
-		if loc, ok := d.locations.get(key); ok && !configured(vcs, loc) {
-			// Last seen in a vCenter or datacenter that has left the
-			// config: leaving the config is not the VM being deleted.
-			// Refreshed, so it lasts as long as someone asks.
-			d.locations.set(key, loc)
-			d.observe("error")
-			return nil, &RetiredError{What: what, LastSeen: &Retired{VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}}
-		}
-		d.locations.forget(key)
-		d.observe("not_found")
-		return nil, nil
+		return nil, d.absent(vcs, l)
 	}
+}
+
+// foundOne decides a lookup whose answers hold exactly one VM in the
+// configured datacenters.
+func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t answersTally) (*Result, error) {
+	if err := d.twinError(found, l.what, t.answered); err != nil {
+		d.observe("duplicate")
+		return nil, err
+	}
+	if l.strict {
+		if t.failed != nil {
+			d.observe("error")
+			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
+		}
+		d.observe("found")
+		return found, nil
+	}
+	if t.failed != nil {
+		// A duplicate in a vCenter that did not answer cannot be ruled
+		// out; the VM found is still the best-known answer.
+		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
+	}
+	d.locations.set(l.key, location{vcenter: found.VCenter, ref: found.VM.Ref})
+	d.observe("found")
+	return found, nil
+}
+
+// absent decides a lookup every vCenter answered without a match: nil
+// (absence), unless the VM was last seen where the config no longer looks.
+func (d *Discoverer) absent(vcs []*targetState, l lookup) error {
+	if loc, ok := d.locations.get(l.key); ok && !configured(vcs, loc) {
+		// Last seen in a vCenter or datacenter that has left the config:
+		// leaving the config is not the VM being deleted. Refreshed, so
+		// it lasts as long as someone asks.
+		d.locations.set(l.key, loc)
+		d.observe("error")
+		return &RetiredError{What: l.what, LastSeen: &Retired{VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}}
+	}
+	d.locations.forget(l.key)
+	d.observe("not_found")
+	return nil
 }
 
 // answersTally sorts a lookup's answers: VMs in the configured
