@@ -70,6 +70,18 @@ func configYAML(fed *vcsim.Federation, proxies map[string]*vcsim.Proxy, extraGlo
 	return b.String()
 }
 
+// startCloud starts c's workers; the test's cleanup stops them and waits.
+func startCloud(t *testing.T, c *cloud.Cloud) {
+	stop := make(chan struct{})
+	c.Start(nil, stop)
+	t.Cleanup(func() {
+		close(stop)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Stop(ctx)
+	})
+}
+
 func newWorld(t *testing.T, mutate func(string) string) *world {
 	t.Helper()
 	return newWorldWith(t, mutate, true)

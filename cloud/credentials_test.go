@@ -1,13 +1,11 @@
 package cloud_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -77,14 +75,7 @@ func TestStaleInlinePasswordFallsBackToTheSecretsDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cloud.New(cfg, cloud.Options{NewBackend: vsphereBackends})
-	stop := make(chan struct{})
-	c.Start(nil, stop)
-	t.Cleanup(func() {
-		close(stop)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c.Stop(ctx)
-	})
+	startCloud(t, c)
 	vm := vc.VMs[0]
 	eventually(t, "the Node's metadata, logged in with the directory's password", func() bool {
 		md, err := c.InstanceMetadata(t.Context(), kubeletNode("node-0", vm.SystemUUID()))

@@ -73,14 +73,7 @@ func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Me
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	c.Start(nil, stop)
-	t.Cleanup(func() {
-		close(stop)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c.Stop(ctx)
-	})
+	startCloud(t, c)
 	// Connected before the first lookup (the inventories' watches log in;
 	// without an inventory, a lookup does).
 	ghost := kubeletNode("warm-up", "56ffffff-ffff-ffff-8fff-ffffffffffff")

@@ -179,9 +179,7 @@ func TestRejectedConfigIsRetriedAndMissingCAFileIsNoRejection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c.Start(nil, stop)
+	startCloud(t, c)
 	ctx := t.Context()
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
 	bad := f.yaml("", "vcA") + "  vcB:\n    server: vcB.example.com\n    port: https\n"
@@ -478,9 +476,7 @@ func TestRemovedVCenterIsRetiredAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	c.Start(nil, stop)
+	startCloud(t, c)
 	writeAtomically(t, path, f.yaml("", "vcA"))
 	c.Reload(t.Context())
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
