@@ -41,8 +41,8 @@ type Backend struct {
 	// tagsByID and categoryNames serve the tag lookups made without the
 	// inventory (and for tags the bulk cache lacks): tag id -> tag,
 	// category id -> name.
-	tagsByID      *cache.Expiring // tag ID → tags.Tag
-	categoryNames *cache.Expiring // category ID → its name
+	tagsByID      *cache.Expiring
+	categoryNames *cache.Expiring
 
 	// inv and bulkTags are set when Options.Inventory is: lookups are
 	// answered from memory while the watch is current.
