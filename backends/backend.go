@@ -54,6 +54,12 @@ type Backend interface {
 	// inventory in service. It feeds the cross-vCenter duplicate index, so
 	// a twin of a VM is seen as soon as it appears.
 	UUIDs(unchangedSince uint64) (uuids []string, version uint64, ok bool)
+	// InstanceUUID is the vCenter's instance UUID
+	// (ServiceContent.About.InstanceUuid) as the current session read it;
+	// "" before the first login. With the server it identifies a vCenter:
+	// the same address answering with another instance UUID is another
+	// vCenter (a DNS name or an address moved to a new appliance).
+	InstanceUUID() string
 	// Close releases sessions. A closed backend never connects again:
 	// every later call fails with ErrClosed.
 	Close(ctx context.Context) error

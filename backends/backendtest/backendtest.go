@@ -36,6 +36,7 @@ type Backend struct {
 	probes      atomic.Int64
 	closed      bool
 	version     uint64 // of the VMs held: changes with every Add and Remove
+	instance    string // InstanceUUID's answer
 }
 
 // Lag makes the VM with the given ref ID missing from the backend's
@@ -114,6 +115,21 @@ func (b *Backend) Probe(ctx context.Context) error {
 	}
 	b.SetReachability(state, err)
 	return err
+}
+
+// SetInstanceUUID sets what InstanceUUID reports: another value is
+// another vCenter answering at the same address.
+func (b *Backend) SetInstanceUUID(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.instance = id
+}
+
+// InstanceUUID implements backends.Backend.
+func (b *Backend) InstanceUUID() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.instance
 }
 
 // Probes counts Probe calls.

@@ -684,6 +684,17 @@ func (b *Backend) Session() (s backends.Session, ok bool) {
 	return backends.Session{LoggedIn: b.sessions.cur.loggedIn, Credentials: b.sessions.cur.served.Source}, true
 }
 
+// InstanceUUID implements backends.Backend: the current session's
+// ServiceContent.About.InstanceUuid.
+func (b *Backend) InstanceUUID() string {
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	if b.sessions.cur == nil || b.sessions.cur.vim == nil || b.sessions.cur.vim.ServiceContent.About.InstanceUuid == "" {
+		return ""
+	}
+	return strings.ToLower(b.sessions.cur.vim.ServiceContent.About.InstanceUuid)
+}
+
 // Reachability implements backends.Backend.
 func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
 
