@@ -108,9 +108,16 @@ type Cloud struct {
 	pendingDuplicates map[string][]string
 	// noticed is the config whose Notices were reported last.
 	noticed *config.Config
-	// historyKnown is set once the config history has been recorded.
-	historyKnown bool
-	watcher      *fileWatcher
+	// history is what this process knows of the config's past: the
+	// last record read, with what it learned since merged in (see
+	// configHistory); historyUnsaved says it holds what the store may
+	// lack, so it is merged into the next read. historyKnown is set once
+	// a record has been read (historyWhy says why not yet).
+	history        *configHistory
+	historyUnsaved bool
+	historyKnown   bool
+	historyWhy     string
+	watcher        *fileWatcher
 	// retiring are the goroutines closing replaced backends (retireLater);
 	// stopping, closed by Stop, makes them close at once.
 	retiring sync.WaitGroup
@@ -148,9 +155,15 @@ func New(cfg *config.Config, opts Options) *Cloud {
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
-	c := &Cloud{opts: opts, backends: map[string]*builtBackend{}, reloads: make(chan struct{}, 1), stopping: make(chan struct{})}
+	c := &Cloud{opts: opts, backends: map[string]*builtBackend{}, reloads: make(chan struct{}, 1), stopping: make(chan struct{}),
+		history: &configHistory{}, historyKnown: true}
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.noteDuplicate
+	}
+	if opts.Discovery.OnIdentity == nil {
+		// A vCenter answering as another instance than recorded: record
+		// it, which retires the one that served before.
+		opts.Discovery.OnIdentity = c.RequestReload
 	}
 	c.discovery = discovery.New(nil, opts.Discovery)
 	c.cfg.Store(cfg)
@@ -214,7 +227,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 			secrets := credentials.NewSecrets(client, nil)
 			c.secrets = secrets
 			c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
-			c.discovery.SetHistory(discovery.History{Why: "reading configmap " + c.opts.HistoryObject.String()})
+			c.historyKnown, c.historyWhy = false, "reading configmap "+c.opts.HistoryObject.String()
 		}
 		c.applyLocked(ctx, c.cfg.Load())
 		return
@@ -233,7 +246,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		})
 		// Until the record of the vCenters served before is read, a VM
 		// not found is not gone: one may have left the config meanwhile.
-		c.discovery.SetHistory(discovery.History{Why: "reading configmap " + c.opts.HistoryObject.String()})
+		c.historyKnown, c.historyWhy = false, "reading configmap "+c.opts.HistoryObject.String()
 		c.workers.Go(func() { c.watchNodes(ctx) })
 	}
 	w, err := newFileWatcher(c.opts.ConfigPath, c.RequestReload)

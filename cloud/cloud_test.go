@@ -165,6 +165,14 @@ func kubeletNode(name, systemUUID string) *v1.Node {
 	}
 }
 
+// initialized is node as the cloud-node controller leaves it: with the
+// providerID of its VM (the BIOS UUID, from the kubelet's system UUID).
+func initialized(node *v1.Node) *v1.Node {
+	n := node.DeepCopy()
+	n.Spec.ProviderID = discovery.ProviderID(discovery.SwapByteOrder(strings.ToLower(n.Status.NodeInfo.SystemUUID)))
+	return n
+}
+
 func TestInstanceMetadataInEveryVCenterAndDatacenter(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := t.Context()
@@ -204,7 +212,8 @@ func TestExistsAndShutdownFollowTheVM(t *testing.T) {
 	ctx := t.Context()
 	vm := w.fed.VCenters[1].VMs[2]
 	vc := w.fed.VCenter(vm.VCenter)
-	node := kubeletNode(vm.Name, vm.SystemUUID())
+	registered := kubeletNode(vm.Name, vm.SystemUUID())
+	node := initialized(registered)
 	assertExistsShutdown(t, w, node, true, false)
 	if err := vc.PowerOff(ctx, vm); err != nil {
 		t.Fatal(err)
@@ -220,6 +229,10 @@ func TestExistsAndShutdownFollowTheVM(t *testing.T) {
 	assertExistsShutdown(t, w, node, false, false)
 	if _, err := w.cloud.InstanceMetadata(ctx, node); !errors.Is(err, cloudprovider.InstanceNotFound) {
 		t.Fatalf("InstanceMetadata(destroyed) err = %v, want InstanceNotFound", err)
+	}
+	// A Node never given its providerID is not known as a VM: kept.
+	if ok, err := w.cloud.InstanceExists(ctx, registered); ok || !errors.Is(err, discovery.ErrNoProviderID) {
+		t.Fatalf("InstanceExists(no providerID, VM destroyed) = %v, %v; want ErrNoProviderID", ok, err)
 	}
 }
 
@@ -522,7 +535,7 @@ func TestInaccessibleVMIsNeverDeleted(t *testing.T) {
 	ctx := t.Context()
 	vc := w.fed.VCenter("vc2")
 	remembered, unseen := vc.VMs[0], vc.VMs[3]
-	rememberedNode := kubeletNode(remembered.Name, remembered.SystemUUID())
+	rememberedNode := initialized(kubeletNode(remembered.Name, remembered.SystemUUID()))
 	if ok, err := w.cloud.InstanceExists(ctx, rememberedNode); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
@@ -535,6 +548,6 @@ func TestInaccessibleVMIsNeverDeleted(t *testing.T) {
 		t.Fatalf("remembered inaccessible VM: InstanceExists = %v, %v; want true", ok, err)
 	}
 	eventuallyError(t, "unseen inaccessible VM: InstanceExists", "inaccessible", func() (bool, error) {
-		return w.cloud.InstanceExists(ctx, kubeletNode(unseen.Name, unseen.SystemUUID()))
+		return w.cloud.InstanceExists(ctx, initialized(kubeletNode(unseen.Name, unseen.SystemUUID())))
 	})
 }

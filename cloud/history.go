@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -29,21 +30,40 @@ const historyKey = "vcenters.json"
 // the process: a vCenter removed from the config — by an edit, or while
 // the CCM was down — is retired, and while it is remembered a VM not
 // found elsewhere is not gone (discovery.History).
+//
+// A vCenter is what it is — its server and port, and once it answered
+// its instance UUID — not its name: a name repointed to another server,
+// or an address that now answers as another appliance, retires the old
+// vCenter exactly as a removal does; a rename retires nothing.
 type configHistory struct {
-	// Served are the vCenters of the last config recorded, by name.
+	// Served are the vCenters of the last config recorded, by name (a
+	// second vCenter merged in under a name taken is "name@server").
 	Served map[string]servedVCenter `json:"served"`
 	// Retired left the config; remembered until their Until.
 	Retired []retiredRecord `json:"retired,omitempty"`
 }
 
-type servedVCenter struct {
+// vcenterRecord is what a record says a vCenter is.
+type vcenterRecord struct {
 	Server string `json:"server"`
+	// Port is 0 in records written before it was kept: any port.
+	Port int `json:"port,omitempty"`
+	// InstanceUUID is empty until the vCenter has answered.
+	InstanceUUID string `json:"instanceUUID,omitempty"`
+}
+
+type servedVCenter struct {
+	vcenterRecord
 	// Datacenters is empty for every datacenter.
 	Datacenters []string `json:"datacenters,omitempty"`
 }
 
 type retiredRecord struct {
+	// VCenter is its name when it left; the record's server is empty in
+	// records written before identities were kept (then the name is all
+	// there is to go by).
 	VCenter string `json:"vcenter"`
+	vcenterRecord
 	// Datacenter: empty for the whole vCenter, "*" for every datacenter
 	// but those now listed.
 	Datacenter string    `json:"datacenter,omitempty"`
@@ -51,43 +71,80 @@ type retiredRecord struct {
 	Until      time.Time `json:"until"`
 }
 
-// update folds cfg into h at now: what h served and cfg lacks is retired
-// for retention, what cfg serves again is no longer retired, expired
-// entries go. It reports whether h changed.
-func (h *configHistory) update(cfg *config.Config, now time.Time, retention time.Duration) bool {
+// serving is a configured vCenter as the history sees it: the config's
+// and its backend's instance UUID now ("" before it answered).
+type serving struct {
+	config.VCenter
+	instance string
+}
+
+// is reports whether r is the vCenter cur is now. lenient takes an
+// instance UUID that either side does not know yet for a match (is it
+// still served?); strict needs r's own to be cur's (is a retired one
+// back?).
+func (r vcenterRecord) is(cur serving, strict bool) bool {
+	if !strings.EqualFold(r.Server, cur.Server) || (r.Port != 0 && r.Port != cur.Port) {
+		return false
+	}
+	switch {
+	case r.InstanceUUID == "":
+		return true
+	case cur.instance == "":
+		return !strict
+	}
+	return r.InstanceUUID == cur.instance
+}
+
+// find returns the current vCenter that r is.
+func find(current []serving, r vcenterRecord, strict bool) (serving, bool) {
+	for _, cur := range current {
+		if r.is(cur, strict) {
+			return cur, true
+		}
+	}
+	return serving{}, false
+}
+
+// update folds the current vCenters into h at now: what h served and is
+// not served now is retired for retention, what is served again is no
+// longer retired, expired entries go. It reports whether h changed.
+func (h *configHistory) update(current []serving, now time.Time, retention time.Duration) bool {
 	before, _ := json.Marshal(h)
-	if h.Served == nil {
-		h.Served = map[string]servedVCenter{}
-	}
-	current := map[string]config.VCenter{}
-	for _, vc := range cfg.VCenters {
-		current[vc.Name] = vc
-	}
-	retire := func(vcName, dc string) {
-		if i := slices.IndexFunc(h.Retired, func(r retiredRecord) bool { return r.VCenter == vcName && r.Datacenter == dc }); i >= 0 {
+	retire := func(name string, was vcenterRecord, dc string) {
+		if i := slices.IndexFunc(h.Retired, func(r retiredRecord) bool { return r.vcenterRecord == was && r.Datacenter == dc }); i >= 0 {
 			h.Retired[i].Until = now.Add(retention)
 			return
 		}
-		h.Retired = append(h.Retired, retiredRecord{VCenter: vcName, Datacenter: dc, Since: now, Until: now.Add(retention)})
+		h.Retired = append(h.Retired, retiredRecord{VCenter: name, vcenterRecord: was, Datacenter: dc, Since: now, Until: now.Add(retention)})
 	}
 	for name, served := range h.Served {
-		vc, ok := current[name]
+		vc, ok := find(current, served.vcenterRecord, false)
 		switch {
 		case !ok:
-			retire(name, "")
+			retire(name, served.vcenterRecord, "")
 		case len(vc.Datacenters) == 0:
 		case len(served.Datacenters) == 0:
-			retire(name, "*")
+			retire(name, served.vcenterRecord, "*")
 		default:
 			for _, dc := range served.Datacenters {
 				if !slices.Contains(vc.Datacenters, dc) {
-					retire(name, dc)
+					retire(name, served.vcenterRecord, dc)
 				}
 			}
 		}
 	}
+	servedAgain := func(r retiredRecord) (serving, bool) {
+		if r.Server == "" { // recorded before identities were: by name
+			i := slices.IndexFunc(current, func(c serving) bool { return c.Name == r.VCenter })
+			if i < 0 {
+				return serving{}, false
+			}
+			return current[i], true
+		}
+		return find(current, r.vcenterRecord, true)
+	}
 	h.Retired = slices.DeleteFunc(h.Retired, func(r retiredRecord) bool {
-		vc, ok := current[r.VCenter]
+		vc, ok := servedAgain(r)
 		switch {
 		case !now.Before(r.Until):
 			return true
@@ -104,38 +161,104 @@ func (h *configHistory) update(cfg *config.Config, now time.Time, retention time
 	// A whole vCenter back with only some datacenters listed: the others
 	// are still retired.
 	for i, r := range h.Retired {
-		if _, ok := current[r.VCenter]; ok && r.Datacenter == "" {
+		if _, ok := servedAgain(r); ok && r.Datacenter == "" {
 			h.Retired[i].Datacenter = "*"
 		}
 	}
-	h.Served = map[string]servedVCenter{}
-	for _, vc := range cfg.VCenters {
-		h.Served[vc.Name] = servedVCenter{Server: vc.Server, Datacenters: slices.Clone(vc.Datacenters)}
+	served := map[string]servedVCenter{}
+	for _, vc := range current {
+		rec := vcenterRecord{Server: vc.Server, Port: vc.Port, InstanceUUID: vc.instance}
+		if rec.InstanceUUID == "" {
+			// Not answered yet: keep what was recorded for it.
+			if was, ok := h.Served[vc.Name]; ok && was.is(vc, false) {
+				rec.InstanceUUID = was.InstanceUUID
+			}
+		}
+		served[vc.Name] = servedVCenter{vcenterRecord: rec, Datacenters: slices.Clone(vc.Datacenters)}
 	}
+	h.Served = served
 	after, _ := json.Marshal(h)
 	return string(before) != string(after)
 }
 
-// retiredBetween lists what old serves and cur does not, as the history
-// would record it.
-func retiredBetween(old, cur *config.Config, now time.Time) []discovery.Retired {
-	if old == cur {
-		return nil
+// merge adds what o served and retired to h: what this process learned
+// and could not write yet is never dropped for a record read back that
+// lacks it. A vCenter o served under a name h uses for another is kept
+// under "name@server"; the same one under the same name keeps every
+// datacenter either served.
+func (h *configHistory) merge(o *configHistory) {
+	if h.Served == nil {
+		h.Served = map[string]servedVCenter{}
 	}
-	h := &configHistory{}
-	h.update(old, now, cur.RetiredRetention)
-	h.Retired = nil
-	h.update(cur, now, cur.RetiredRetention)
-	return h.forDiscovery().Retired
+	for name, s := range o.Served {
+		cur, ok := h.Served[name]
+		switch {
+		case !ok:
+			h.Served[name] = s
+		case cur.vcenterRecord != s.vcenterRecord:
+			h.Served[name+"@"+s.Server] = s
+		case len(cur.Datacenters) > 0 && len(s.Datacenters) > 0:
+			for _, dc := range s.Datacenters {
+				if !slices.Contains(cur.Datacenters, dc) {
+					cur.Datacenters = append(cur.Datacenters, dc)
+				}
+			}
+			h.Served[name] = cur
+		default:
+			cur.Datacenters = nil // one served them all
+			h.Served[name] = cur
+		}
+	}
+	for _, r := range o.Retired {
+		i := slices.IndexFunc(h.Retired, func(x retiredRecord) bool {
+			return x.VCenter == r.VCenter && x.vcenterRecord == r.vcenterRecord && x.Datacenter == r.Datacenter
+		})
+		if i < 0 {
+			h.Retired = append(h.Retired, r)
+			continue
+		}
+		if r.Until.After(h.Retired[i].Until) {
+			h.Retired[i].Until = r.Until
+		}
+	}
+}
+
+// clone is a deep copy of h.
+func (h *configHistory) clone() *configHistory {
+	out := &configHistory{Served: make(map[string]servedVCenter, len(h.Served)), Retired: slices.Clone(h.Retired)}
+	for k, v := range h.Served {
+		v.Datacenters = slices.Clone(v.Datacenters)
+		out.Served[k] = v
+	}
+	return out
 }
 
 // forDiscovery is h as discovery judges absence with it.
 func (h *configHistory) forDiscovery() discovery.History {
-	out := discovery.History{Known: true}
+	out := discovery.History{Known: true, Instances: map[string]string{}}
 	for _, r := range h.Retired {
-		out.Retired = append(out.Retired, discovery.Retired{VCenter: r.VCenter, Datacenter: r.Datacenter, Since: r.Since, Until: r.Until})
+		out.Retired = append(out.Retired, discovery.Retired{
+			VCenter: r.VCenter, Where: r.identity(), Datacenter: r.Datacenter, Since: r.Since, Until: r.Until,
+		})
+	}
+	for _, s := range h.Served {
+		if s.InstanceUUID != "" && s.Port != 0 {
+			out.Instances[discovery.ServerKey(s.Server, s.Port)] = s.InstanceUUID
+		}
 	}
 	return out
+}
+
+// identity is r as discovery names a vCenter.
+func (r vcenterRecord) identity() discovery.Identity {
+	if r.Server == "" {
+		return discovery.Identity{}
+	}
+	port := r.Port
+	if port == 0 {
+		port = config.DefaultPort
+	}
+	return discovery.Identity{Server: discovery.ServerKey(r.Server, port), InstanceUUID: r.InstanceUUID}
 }
 
 // historyStore reads and writes the record in a ConfigMap.
@@ -190,44 +313,42 @@ func (s historyStore) save(ctx context.Context, cm *v1.ConfigMap, h *configHisto
 	return err
 }
 
-// peek is record without the write: the stored history with cfg folded
-// in, in memory only (a read-only provider's view).
-func (s historyStore) peek(ctx context.Context, cfg *config.Config, now time.Time) (*configHistory, error) {
-	const op = "cloud.history.peek"
-	h, _, err := s.load(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	h.update(cfg, now, cfg.RetiredRetention)
-	return h, nil
-}
-
-// record folds cfg into the stored history, writing it back when it
-// changed (optimistic concurrency: a conflict reads it again), and hands
-// the result to discovery. Until a record has been read, discovery treats
-// absence as unknown history: an error.
-func (s historyStore) record(ctx context.Context, cfg *config.Config, now time.Time) (*configHistory, error) {
+// record folds the current vCenters into the stored history, writing it
+// back when it changed (optimistic concurrency: a conflict reads it
+// again). mem is what this process knows; unsaved says it holds what the
+// store may lack (an edit applied, a write that failed), and is then
+// merged into what is read. saved is false when the result could not be
+// written: the caller keeps it and merges it again next time. With write
+// false nothing is written (a read-only provider's view).
+func (s historyStore) record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time, write bool) (h *configHistory, saved bool, err error) {
 	const op = "cloud.history.record"
 	var lastErr error
 	for range 3 {
 		h, cm, err := s.load(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("%s: read configmap %s: %w", op, s.object, err)
+			return nil, false, fmt.Errorf("%s: read configmap %s: %w", op, s.object, err)
 		}
-		if !h.update(cfg, now, cfg.RetiredRetention) && cm != nil {
-			return h, nil
+		if unsaved {
+			h.merge(mem)
+		}
+		if !write {
+			h.update(current, now, retention)
+			return h, false, nil
+		}
+		if !h.update(current, now, retention) && cm != nil {
+			return h, true, nil
 		}
 		err = s.save(ctx, cm, h)
 		if err == nil {
-			return h, nil
+			return h, true, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			// Known, but not stored: a restart recomputes the same
-			// retirements from the record as it was.
-			klog.FromContext(ctx).Error(err, "Recording the served vCenters failed; retried at the next reload", "configmap", s.object)
-			return h, nil
+			// Known, but not stored: the caller keeps it, and merges it
+			// into the next read until a write succeeds.
+			klog.FromContext(ctx).Error(err, "Recording the served vCenters failed; kept in memory and retried", "configmap", s.object)
+			return h, false, nil
 		}
 		lastErr = err
 	}
-	return nil, fmt.Errorf("%s: configmap %s: %w", op, s.object, lastErr)
+	return nil, false, fmt.Errorf("%s: configmap %s: %w", op, s.object, lastErr)
 }

@@ -20,7 +20,7 @@ var errSkipNodeDeletion = errors.New("its VM was not found in any vCenter, and S
 func nodeKeys(node *v1.Node) discovery.NodeKeys {
 	return discovery.NodeKeys{
 		Name: node.Name, ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID,
-		ClaimedVCenter: node.Labels[LabelVCenter], ClaimedDatacenter: node.Labels[LabelDatacenter],
+		ClaimedVCenter: node.Labels[LabelVCenter], ClaimedServer: node.Labels[LabelServer], ClaimedDatacenter: node.Labels[LabelDatacenter],
 	}
 }
 
@@ -65,18 +65,22 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error)
 }
 
 // Labels this provider puts on a Node, so that where its VM lived
-// outlasts a restart: a Node whose labels name a vCenter or datacenter
-// that has left the config is not reported deleted. Values are
-// discovery.LabelValue of the names. Set at initialization and added to
-// initialized Nodes that lack them (Nodes initialized by CPI).
+// outlasts a restart: a Node whose labels name a vCenter, server or
+// datacenter that has left the config is not reported deleted. Values are
+// discovery.LabelValue of the vCenter's and datacenter's names, and
+// discovery.ServerLabelValue of the vCenter's server: the name is for
+// people, the server says which vCenter it was when the name is repointed.
+// Set at initialization and added to initialized Nodes that lack them
+// (Nodes initialized by CPI).
 const (
 	LabelVCenter    = "vsphere-federated-ccm.io/vcenter"
+	LabelServer     = "vsphere-federated-ccm.io/vcenter-server"
 	LabelDatacenter = "vsphere-federated-ccm.io/datacenter"
 )
 
-// locationLabels are LabelVCenter and LabelDatacenter for res.
+// locationLabels are the location labels for res.
 func locationLabels(res *discovery.Result) map[string]string {
-	out := map[string]string{LabelVCenter: discovery.LabelValue(res.VCenter)}
+	out := map[string]string{LabelVCenter: discovery.LabelValue(res.VCenter), LabelServer: discovery.ServerLabelValue(res.Where.Server)}
 	if dc := res.VM.Ref.Datacenter; dc != "" {
 		out[LabelDatacenter] = discovery.LabelValue(dc)
 	}

@@ -49,13 +49,16 @@ func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
-			Name: vc.Name, Backend: b.Backend, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
+			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
 	}
 	old := c.cfg.Load()
 	// What leaves the config is retired before discovery stops asking it.
-	c.discovery.Retire(retiredBetween(old, cfg, time.Now()))
+	if c.history.update(servingOf(cfg, next), time.Now(), cfg.RetiredRetention) {
+		c.historyUnsaved = true
+	}
+	c.publishHistoryLocked()
 	c.cfg.Store(cfg)
 	c.discovery.SetVCenters(vcs)
 	c.reportNoticesLocked(cfg)
@@ -77,6 +80,30 @@ func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
 	if c.secrets != nil {
 		c.secrets.Watch(secretRefs(cfg))
 	}
+}
+
+// servingOf is cfg's vCenters as the history compares them, with their
+// backends' instance UUIDs.
+func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
+	out := make([]serving, 0, len(cfg.VCenters))
+	for _, vc := range cfg.VCenters {
+		s := serving{VCenter: vc}
+		if b, ok := built[vc.Name]; ok {
+			s.instance = b.InstanceUUID()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// publishHistoryLocked hands the history to discovery; until a record has
+// been read, as unknown.
+func (c *Cloud) publishHistoryLocked() {
+	h := c.history.forDiscovery()
+	if !c.historyKnown {
+		h.Known, h.Why = false, c.historyWhy
+	}
+	c.discovery.SetHistory(h)
 }
 
 // secretRefs are the Secrets cfg names.

@@ -11,7 +11,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // RequestReload asks for the config file and every vCenter's credentials to
@@ -67,42 +66,41 @@ func (c *Cloud) Reload(ctx context.Context) bool {
 	return recorded
 }
 
-// recordHistory folds the current config into the stored history and
-// hands it to discovery; false when the API server could not be asked.
+// recordHistory folds the current vCenters into the stored history,
+// merging in what this process knows that the store may lack, and hands
+// the result to discovery. It reports false when the record could not be
+// read or written (try again later); the history in memory only grows
+// meanwhile.
 func (c *Cloud) recordHistory(ctx context.Context) bool {
 	if c.client == nil {
 		return true
 	}
+	c.mu.Lock()
 	cfg := c.cfg.Load()
+	mem, unsaved, current := c.history.clone(), c.historyUnsaved, servingOf(cfg, c.backends)
+	c.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, config.DefaultRequestTimeout)
 	defer cancel()
 	store := historyStore{client: c.client, object: c.opts.HistoryObject}
-	record := store.record
-	if c.opts.ReadOnly {
-		record = store.peek
-	}
-	h, err := record(rctx, cfg, time.Now())
+	h, saved, err := store.record(rctx, mem, unsaved, current, cfg.RetiredRetention, time.Now(), !c.opts.ReadOnly)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "The vCenters served before are not known; until they are, no VM is reported deleted")
-		if !c.historyKnownLocked() {
-			c.discovery.SetHistory(discovery.History{Why: err.Error()})
+		if !c.historyKnown {
+			c.historyWhy = err.Error()
+			c.publishHistoryLocked()
 		}
 		return false
 	}
-	// Only if no newer config was applied meanwhile (it records its own).
-	if c.cfg.Load() == cfg {
-		c.discovery.SetHistory(h.forDiscovery())
-		c.mu.Lock()
-		c.historyKnown = true
-		c.mu.Unlock()
+	if c.cfg.Load() != cfg {
+		// A newer config was applied meanwhile: it is in memory, and its
+		// own reload records it.
+		return true
 	}
-	return true
-}
-
-func (c *Cloud) historyKnownLocked() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.historyKnown
+	c.history, c.historyUnsaved, c.historyKnown = h, !saved, true
+	c.publishHistoryLocked()
+	return saved || c.opts.ReadOnly
 }
 
 // reloadConfig applies the file at path unless its content is the one

@@ -112,6 +112,12 @@ func requireKept(t *testing.T, c *cloud.Cloud, node *v1.Node, why string) error 
 	return err
 }
 
+// providerNode is a Node the cloud-node controller initialized with the
+// VM of BIOS UUID uuid.
+func providerNode(name, uuid string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuid}}
+}
+
 const (
 	uuidA = "42000001-0000-4000-8000-000000000001"
 	uuidB = "42000002-0000-4000-8000-000000000002"
@@ -144,7 +150,7 @@ func TestNamesakeCheckWithAFailedVCenterKeepsTheNode(t *testing.T) {
 			f["vcB"].Add(inaccessible("dc0", "vm-7", "node-1"), nil)
 			f["vcB"].FailQuery(backends.ByName, timeout)
 			c := f.start(t, f.yaml("", "vcA", "vcB", "vcC"), nil)
-			node := kubeletNode("node-1", uuidB)
+			node := providerNode("node-1", uuidB)
 			err := requireKept(t, c, node, "name search failed in vcB")
 			if !strings.Contains(err.Error(), "vcB") {
 				t.Fatalf("error %q does not name the vCenter that did not answer", err)
@@ -240,7 +246,7 @@ func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
 	waitHistory(t, client, `"retired"`)
 	for _, n := range []*v1.Node{plain, relabelled} {
 		eventually(t, "the error to name the removed vCenter", func() bool {
-			return strings.Contains(requireKept(t, second, n, "vcB removed from the config before a restart").Error(), "vcenter vcB (left the config")
+			return strings.Contains(requireKept(t, second, n, "vcB removed from the config before a restart").Error(), "vcenter vcB at vcb.example.com:443 (left the config")
 		})
 	}
 	if f2["vcB"].Calls() != 0 {
@@ -387,7 +393,7 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 // CPI's SKIP_NODE_DELETION: a VM confirmed absent keeps its Node.
 func TestSkipNodeDeletionKeepsNodesOfDestroyedVMs(t *testing.T) {
 	f := newFakeFleet("vcA")
-	node := kubeletNode("gone", uuidA)
+	node := providerNode("gone", uuidA)
 	plain := f.start(t, f.yaml("", "vcA"), nil)
 	if ok, err := plain.InstanceExists(t.Context(), node); ok || err != nil {
 		t.Fatalf("without the switch: InstanceExists = %v, %v; want false, nil", ok, err)
@@ -480,7 +486,7 @@ func TestRemovedVCenterIsRetiredAtOnce(t *testing.T) {
 	writeAtomically(t, path, f.yaml("", "vcA"))
 	c.Reload(t.Context())
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidB}}
-	if err := requireKept(t, c, node, "vcB removed by an edit"); !strings.Contains(err.Error(), "vcenter vcB (left the config") {
+	if err := requireKept(t, c, node, "vcB removed by an edit"); !strings.Contains(err.Error(), "vcenter vcB at vcb.example.com:443 (left the config") {
 		t.Fatalf("error %q does not name the removed vCenter", err)
 	}
 }

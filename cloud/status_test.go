@@ -2,7 +2,9 @@ package cloud_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,13 +21,21 @@ import (
 func TestReadOnlyProviderWritesNothing(t *testing.T) {
 	f := newFakeFleet("vcA", "vcB")
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
-	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
-	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
 	initialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 	missing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidC}}
 	client := stateClient(initialized, missing)
-	c := f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) { o.ReadOnly = true })
+	c := f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) {
+		o.ReadOnly = true
+		o.Discovery.DuplicateScan = 10 * time.Millisecond
+	})
 	ctx := t.Context()
+	// vcB goes down once the duplicate index holds its UUIDs: a VM found
+	// in vcA is served meanwhile.
+	eventually(t, "every vCenter indexed", func() bool {
+		return !slices.ContainsFunc(c.Health(), func(h discovery.VCenterHealth) bool { return !h.Indexed })
+	})
+	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
+	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
 	if !c.Settle(ctx) {
 		t.Fatal("Settle: the (absent) record could not be read")
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,12 +27,13 @@ type NodeKeys struct {
 	Name       string
 	ProviderID string
 	SystemUUID string
-	// ClaimedVCenter and ClaimedDatacenter are the Node's location labels
-	// (LabelValue-encoded names). A kubelet can write them, so they only
-	// ever keep a Node: one that names a vCenter or datacenter not
+	// ClaimedVCenter, ClaimedServer and ClaimedDatacenter are the Node's
+	// location labels (LabelValue-encoded: the vCenter's name, its server
+	// and the datacenter's name). A kubelet can write them, so they only
+	// ever keep a Node: one that names a vCenter, server or datacenter not
 	// configured makes absence an error; one that names a configured
 	// vCenter proves nothing.
-	ClaimedVCenter, ClaimedDatacenter string
+	ClaimedVCenter, ClaimedServer, ClaimedDatacenter string
 }
 
 func (k NodeKeys) lookup() (lookup, error) {
@@ -41,7 +43,10 @@ func (k NodeKeys) lookup() (lookup, error) {
 		if err != nil {
 			return lookup{}, err
 		}
-		return biosLookup(u)
+		// Both byte orders, as the system UUID: some kubelets set
+		// --provider-id from the UUID they read (CPI's
+		// shakeOutNodeIDLookup tries the reversed form too).
+		return uuidLookup(u)
 	case k.SystemUUID != "":
 		return uuidLookup(k.SystemUUID)
 	default:
@@ -128,15 +133,19 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 // error when that cannot be decided, and (nil, nil) — the Node may be
 // deleted — only when every vCenter that could hold the VM answered that
 // it does not, and every guard agrees:
-//   - the Node is known by providerID or system UUID, not by name alone;
+//   - the Node has a vsphere:// providerID: one without may be a machine
+//     that was never a VM (bare metal beside the VMs), one with another
+//     scheme is not ours;
 //   - for a Node without providerID, no VM has its name as guest host
 //     name, or as guest IP (CPI's searches): one that does keeps it, and
 //     a vCenter that cannot answer those searches makes it an error;
-//   - its location labels name no vCenter or datacenter that has left
-//     the config;
+//   - its location labels name no vCenter, server or datacenter that has
+//     left the config;
 //   - no vCenter or datacenter that could hold it has left the config
 //     (History), unless this process last saw the VM in one still
-//     configured, which has now answered that it is gone;
+//     configured, which has now answered that it is gone; a vCenter is
+//     what it is (Identity), so a name now meaning another server, or an
+//     address answering as another appliance, is one that left;
 //   - no VM of the Node's name exists whose UUID vCenter cannot read
 //     (inaccessible, orphaned), asked of every vCenter itself: any one
 //     that does not answer makes it an error.
@@ -170,7 +179,13 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 	if l.nameOnly {
 		return nil, ErrNameOnly
 	}
+	if k.ProviderID == "" {
+		return nil, ErrNoProviderID
+	}
 	if err := checkClaim(vcs, k); err != nil {
+		return nil, err
+	}
+	if err := d.checkInstances(vcs); err != nil {
 		return nil, err
 	}
 	if err := d.checkRetired(l.what, seen && configured(vcs, last)); err != nil {
@@ -183,9 +198,12 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 	return nil, nil
 }
 
-// checkClaim is an error when the Node's labels place its VM in a vCenter
-// or datacenter that is not configured.
+// checkClaim is an error when the Node's labels place its VM in a vCenter,
+// server or datacenter that is not configured.
 func checkClaim(vcs []*targetState, k NodeKeys) error {
+	if k.ClaimedServer != "" && !slices.ContainsFunc(vcs, func(v *targetState) bool { return ServerLabelValue(v.Server) == k.ClaimedServer }) {
+		return fmt.Errorf("its VM was in a vCenter at server %s (by its label), which is no longer configured; not deleting", k.ClaimedServer)
+	}
 	if k.ClaimedVCenter == "" {
 		return nil
 	}
@@ -199,6 +217,21 @@ func checkClaim(vcs []*targetState, k NodeKeys) error {
 	}
 	if !slices.ContainsFunc(v.Datacenters, func(dc string) bool { return LabelValue(dc) == k.ClaimedDatacenter }) {
 		return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels), which is no longer configured; not deleting", k.ClaimedDatacenter, v.Name)
+	}
+	return nil
+}
+
+// checkInstances is an error when a configured server answers with
+// another instance UUID than the History records for it: another
+// appliance now answers at that address, and the one that held the VMs
+// cannot be asked. The record then retires the old one (OnIdentity).
+func (d *Discoverer) checkInstances(vcs []*targetState) error {
+	h := d.history.Load()
+	for _, v := range vcs {
+		was, now := h.Instances[v.Server], v.Backend.InstanceUUID()
+		if was != "" && now != "" && was != now {
+			return fmt.Errorf("vcenter %s: server %s answers as vCenter instance %s, but instance %s served there before, and cannot be asked; not deleting", v.Name, v.Server, now, was)
+		}
 	}
 	return nil
 }
@@ -264,11 +297,17 @@ type History struct {
 	Why   string
 	// Retired are remembered until their Until (zero: for ever).
 	Retired []Retired
+	// Instances are the instance UUIDs recorded for the servers served,
+	// by ServerKey (those known).
+	Instances map[string]string
 }
 
 // Retired is a vCenter, or a datacenter of one, that has left the config.
 type Retired struct {
+	// VCenter is its name when it left; Where what it was (Server empty
+	// in records made before identities were kept).
 	VCenter string
+	Where   Identity
 	// Datacenter is empty for the whole vCenter; "*" for every datacenter
 	// but those now listed (an empty list narrowed to some).
 	Datacenter string
@@ -278,6 +317,9 @@ type Retired struct {
 
 func (r Retired) String() string {
 	where := "vcenter " + r.VCenter
+	if r.Where.Server != "" {
+		where += " at " + r.Where.String()
+	}
 	switch r.Datacenter {
 	case "":
 	case "*":
@@ -295,19 +337,18 @@ func (r Retired) String() string {
 	return where
 }
 
-// SetHistory replaces what is known of the config's past.
+// SetHistory replaces what is known of the config's past. The caller
+// keeps it growing (cloud's configHistory): a place that left the config
+// stays in it, written or not.
 func (d *Discoverer) SetHistory(h History) { d.history.Store(&h) }
 
-// Retire adds places that just left the config to the history at once,
-// before any record of them is written: a lookup right after the edit
-// must not take their VMs for gone. Callers serialise config changes.
-func (d *Discoverer) Retire(rs []Retired) {
-	if len(rs) == 0 {
-		return
+// ServerLabelValue is a vCenter's server, ServerKey form, as a label
+// value: the host alone for the default port 443.
+func ServerLabelValue(server string) string {
+	if host, port, err := net.SplitHostPort(server); err == nil && port == "443" {
+		server = host
 	}
-	h := *d.history.Load()
-	h.Retired = append(slices.Clone(h.Retired), rs...)
-	d.history.Store(&h)
+	return LabelValue(server)
 }
 
 // LabelValue is name as a label value: itself when valid, else
@@ -327,6 +368,10 @@ type VCenterHealth struct {
 	Reachability backends.Reachability
 	BreakerOpen  bool   // open or half-open: lookups fail fast or probe
 	Breaker      string // its state: closed, half-open or open
+	// Indexed says the duplicate index holds its UUIDs: a VM found
+	// elsewhere is served while it cannot answer. Without (inventory
+	// off, or never in service), such lookups fail until it answers.
+	Indexed bool
 }
 
 // Healthy reports whether lookups reach the vCenter normally.
@@ -340,7 +385,8 @@ func (d *Discoverer) Health() []VCenterHealth {
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
 		st := v.breaker.State()
-		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Reachability(), BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st)}
+		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Reachability(), BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st),
+			Indexed: len(d.duplicates.uncovered([]*targetState{v})) == 0}
 	}
 	return out
 }

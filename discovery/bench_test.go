@@ -41,7 +41,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 				Inventory: inventory, Heartbeat: time.Hour,
 			})
 			defer closeWithin(be, time.Second)
-			vcs = append(vcs, discovery.Target{Name: vc.Name, Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+			vcs = append(vcs, discovery.Target{Name: vc.Name, Server: vc.Name + ":443", Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 		}
 		run := func(b *testing.B, d func() *discovery.Discoverer) {
 			disc := d()
@@ -117,7 +117,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		})
 		defer closeWithin(be, time.Second)
-		vcs = append(vcs, discovery.Target{Name: vc.Name, Backend: be, RequestTimeout: 500 * time.Millisecond, ConsecutiveFailures: 3, OpenTimeout: time.Hour})
+		vcs = append(vcs, discovery.Target{Name: vc.Name, Server: vc.Name + ":443", Backend: be, RequestTimeout: 500 * time.Millisecond, ConsecutiveFailures: 3, OpenTimeout: time.Hour})
 	}
 	healthy := append(append([]*vcsim.VM(nil), fed.VCenter("vc1").VMs...), fed.VCenter("vc2").VMs...)
 	ctx := context.Background()

@@ -26,7 +26,11 @@ import (
 
 // Target is one vCenter to search.
 type Target struct {
-	Name    string
+	// Name is the config's name for it, used in messages and metrics;
+	// what it is, is Server and its instance UUID (Identity).
+	Name string
+	// Server is ServerKey of its configured server and port; required.
+	Server  string
 	Backend backends.Backend
 	// Datacenters to search; empty means all.
 	Datacenters []string
@@ -39,7 +43,10 @@ type Target struct {
 
 // Result is a located VM.
 type Result struct {
+	// VCenter is the name of the vCenter that answered; Where is what it
+	// is (empty for a VM known only from the duplicate index).
 	VCenter string
+	Where   Identity
 	VM      backends.VM
 }
 
@@ -69,6 +76,10 @@ type Options struct {
 	// BIOS UUID newly held by VMs in several vCenters.
 	DuplicateScan time.Duration
 	OnDuplicate   func(uuid string, vcenters []string)
+	// OnIdentity, when set, is told when a vCenter answers with an
+	// instance UUID the History does not record for its server, so that
+	// the record can be brought up to date. It must not block.
+	OnIdentity func()
 }
 
 // Observer receives what a Discoverer does, for metrics.
@@ -118,6 +129,8 @@ type targetState struct {
 	// connected (unix nanoseconds; 0 once it is up or down). Past
 	// ConnectWait, lookups stop waiting for it.
 	connectingSince atomic.Int64
+	// noted is the instance UUID last reported to OnIdentity.
+	noted atomic.Pointer[string]
 }
 
 // New returns a Discoverer over vcs.
@@ -160,6 +173,12 @@ func (d *Discoverer) Close() {
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
 // settings are unchanged keeps its breaker.
 func (d *Discoverer) SetVCenters(vcs []Target) {
+	for _, v := range vcs {
+		if v.Server == "" {
+			// Without it every vCenter would be the same one.
+			panic("discovery: Target " + v.Name + " has no Server")
+		}
+	}
 	old := map[string]*targetState{}
 	if cur := d.vcenters.Load(); cur != nil {
 		for _, v := range *cur {
@@ -258,7 +277,24 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 	if err != nil {
 		return zero, &VCenterError{VCenter: v.Name, Err: err}
 	}
+	d.noteIdentity(v)
 	return out.(T), nil
+}
+
+// noteIdentity tells OnIdentity when v answers with an instance UUID
+// other than the one the History records for its server (once per value).
+func (d *Discoverer) noteIdentity(v *targetState) {
+	id := v.Backend.InstanceUUID()
+	if id == "" || d.opts.OnIdentity == nil {
+		return
+	}
+	if p := v.noted.Load(); p != nil && *p == id {
+		return
+	}
+	v.noted.Store(&id)
+	if d.history.Load().Instances[v.Server] != id {
+		d.opts.OnIdentity()
+	}
 }
 
 // lookup is one search: the query, its location cache key and its name
@@ -286,14 +322,6 @@ func uuidLookup(uuid string) (lookup, error) {
 		values = append(values, s)
 	}
 	return lookup{q: backends.Query{By: backends.ByUUID, Values: values}, key: "uuid:" + u, what: fmt.Sprintf("uuid %q", u)}, nil
-}
-
-func biosLookup(uuid string) (lookup, error) {
-	u, err := NormalizeUUID(uuid)
-	if err != nil {
-		return lookup{}, err
-	}
-	return lookup{q: backends.Query{By: backends.ByUUID, Values: []string{u}}, key: "bios:" + u, what: fmt.Sprintf("bios uuid %q", u)}, nil
 }
 
 func nameLookup(name string) lookup {
@@ -324,23 +352,15 @@ func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, erro
 	return d.find(ctx, l)
 }
 
-// FindByBIOSUUID locates the VM whose BIOS UUID is exactly uuid, as in a
-// providerID; (nil, nil) as for FindByUUID.
-func (d *Discoverer) FindByBIOSUUID(ctx context.Context, uuid string) (*Result, error) {
-	l, err := biosLookup(uuid)
-	if err != nil {
-		return nil, fmt.Errorf("discovery.FindByBIOSUUID: %w", err)
-	}
-	return d.find(ctx, l)
-}
-
-// FindByProviderID locates the VM of a "vsphere://<uuid>" providerID.
+// FindByProviderID locates the VM of a "vsphere://<uuid>" providerID,
+// in both byte orders as FindByUUID: some kubelets set --provider-id from
+// the system UUID they read (CPI tries the reversed form too).
 func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (*Result, error) {
 	u, err := ParseProviderID(providerID)
 	if err != nil {
 		return nil, fmt.Errorf("discovery.FindByProviderID: %w", err)
 	}
-	return d.FindByBIOSUUID(ctx, u)
+	return d.FindByUUID(ctx, u)
 }
 
 // FindByName locates the VM named name; (nil, nil) as for FindByUUID.
@@ -441,11 +461,15 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 		return found, nil
 	}
 	if t.failed != nil {
-		// A duplicate in a vCenter that did not answer cannot be ruled
-		// out; the VM found is still the best-known answer.
-		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
+		// A twin in a vCenter that did not answer is ruled out only by
+		// the duplicate index, for the vCenters whose UUIDs it holds.
+		if blind := d.duplicates.uncovered(t.unanswered); len(blind) > 0 {
+			d.observe("error")
+			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
+		}
+		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
 	}
-	d.locations.set(l.key, location{vcenter: found.VCenter, ref: found.VM.Ref})
+	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref})
 	d.observe("found")
 	return found, nil
 }
@@ -459,7 +483,7 @@ func (d *Discoverer) absent(vcs []*targetState, l lookup) error {
 		// it lasts as long as someone asks.
 		d.locations.set(l.key, loc)
 		d.observe("error")
-		return &RetiredError{What: l.what, LastSeen: &Retired{VCenter: loc.vcenter, Datacenter: loc.ref.Datacenter}}
+		return &RetiredError{What: l.what, LastSeen: &Retired{VCenter: loc.vcenter, Where: loc.where, Datacenter: loc.ref.Datacenter}}
 	}
 	d.locations.forget(l.key)
 	d.observe("not_found")
@@ -473,6 +497,7 @@ type answersTally struct {
 	found, outside []*Result
 	failed         *multierror.Error
 	answered       []string
+	unanswered     []*targetState
 }
 
 func tally(answers []answer) answersTally {
@@ -480,11 +505,12 @@ func tally(answers []answer) answersTally {
 	for _, a := range answers {
 		if a.err != nil {
 			t.failed = multierror.Append(t.failed, a.err)
+			t.unanswered = append(t.unanswered, a.vc)
 			continue
 		}
 		t.answered = append(t.answered, a.vc.Name)
 		for _, vm := range a.vms {
-			r := &Result{VCenter: a.vc.Name, VM: vm}
+			r := &Result{VCenter: a.vc.Name, Where: a.vc.identity(), VM: vm}
 			if !a.vc.serves(vm.Ref.Datacenter) {
 				t.outside = append(t.outside, r)
 				continue
@@ -564,7 +590,7 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 		if waitingForUp(vcs, pending) {
 			continue
 		}
-		if foundFast && found {
+		if foundFast && found && len(d.duplicates.uncovered(pendingTargets(vcs, pending))) == 0 {
 			why = errNotWaited
 			break
 		}
@@ -585,8 +611,16 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 }
 
 // errNotWaited is a vCenter not waited for because the VM was found
-// elsewhere and it is not known up.
-var errNotWaited = errors.New("not waited for: the VM was found elsewhere and this vCenter is not known up")
+// elsewhere, it is not known up, and the duplicate index holds its UUIDs.
+var errNotWaited = errors.New("not waited for: the VM was found elsewhere, this vCenter is not known up, and its inventory holds no twin")
+
+func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
+	out := make([]*targetState, 0, len(pending))
+	for i := range pending {
+		out = append(out, vcs[i])
+	}
+	return out
+}
 
 // waitingForUp reports whether a pending vCenter is known up.
 func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
@@ -609,10 +643,11 @@ func nothingFound(answers []answer) bool {
 	return true
 }
 
-// configured reports whether loc's vCenter and datacenter are searched.
+// configured reports whether loc's vCenter — what it is, not its name —
+// and datacenter are searched.
 func configured(vcs []*targetState, loc location) bool {
-	i := slices.IndexFunc(vcs, func(v *targetState) bool { return v.Name == loc.vcenter })
-	return i >= 0 && vcs[i].serves(loc.ref.Datacenter)
+	v := byIdentity(vcs, loc.where)
+	return v != nil && v.serves(loc.ref.Datacenter)
 }
 
 func (d *Discoverer) observe(result string) {
@@ -636,22 +671,28 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		// and keep the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
-	i := slices.IndexFunc(vcs, func(v *targetState) bool { return v.Name == loc.vcenter })
+	v := byIdentity(vcs, loc.where)
 	start := time.Now()
-	vm, err := call(ctx, d, vcs[i], "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
+	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
 	})
 	if vm != nil {
-		record(ctx, key, PassRemembered, vcs[i], []backends.VM{*vm}, err, time.Since(start))
+		record(ctx, key, PassRemembered, v, []backends.VM{*vm}, err, time.Since(start))
 	} else {
-		record(ctx, key, PassRemembered, vcs[i], nil, err, time.Since(start))
+		record(ctx, key, PassRemembered, v, nil, err, time.Since(start))
+	}
+	if !loc.where.Is(v.identity()) {
+		// It answered as another vCenter than the one that held the VM
+		// (its address now leads to another appliance): the reference
+		// may name another VM there. As for a vCenter that left.
+		return cached{}, false
 	}
 	switch {
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):
 		// An inaccessible or orphaned VM has no readable UUID, but the
 		// object at a remembered reference (never reused) is still it.
-		res := &Result{VCenter: loc.vcenter, VM: *vm}
-		if err := d.twinError(res, key, []string{loc.vcenter}); err != nil {
+		res := &Result{VCenter: v.Name, Where: loc.where, VM: *vm}
+		if err := d.twinError(res, key, []string{v.Name}); err != nil {
 			d.observe("duplicate")
 			return cached{err: err}, true
 		}
@@ -673,12 +714,11 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 // breaker and deadline.
 func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (map[string]string, error) {
 	const op = "discovery.Tags"
-	vcs := *d.vcenters.Load()
-	i := slices.IndexFunc(vcs, func(v *targetState) bool { return v.Name == r.VCenter })
-	if i < 0 {
-		return nil, fmt.Errorf("%s: vcenter %s is no longer configured", op, r.VCenter)
+	v := byIdentity(*d.vcenters.Load(), r.Where)
+	if v == nil {
+		return nil, fmt.Errorf("%s: vcenter %s (%s) is no longer configured", op, r.VCenter, r.Where)
 	}
-	return call(ctx, d, vcs[i], "tags", func(ctx context.Context, b backends.Backend) (map[string]string, error) {
+	return call(ctx, d, v, "tags", func(ctx context.Context, b backends.Backend) (map[string]string, error) {
 		return b.Tags(ctx, &r.VM, categories)
 	})
 }

@@ -46,12 +46,29 @@ func newFleet() *fleet {
 	return f
 }
 
+// discoverer is a Discoverer over the fleet whose duplicate index holds
+// every vCenter's UUIDs (as once each has answered): a vCenter that fails
+// afterwards does not hold up a VM found elsewhere.
 func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Duration) *discovery.Discoverer {
 	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
+		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
 	}
-	return discovery.New(vcs, discovery.Options{})
+	d := discovery.New(vcs, discovery.Options{DuplicateScan: 10 * time.Millisecond})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !indexed(d); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return d
+}
+
+// indexed reports whether the duplicate index holds every vCenter's UUIDs.
+func indexed(d *discovery.Discoverer) bool {
+	for _, h := range d.Health() {
+		if !h.Indexed {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *fleet) calls() map[string]int64 {
@@ -89,15 +106,23 @@ func TestFoundInEveryVCenterAndDatacenter(t *testing.T) {
 	}
 }
 
-// A providerID holds the BIOS UUID itself: its byte-swapped form is another
-// UUID and must not match.
-func TestProviderIDIsExact(t *testing.T) {
+// Issue 20, path 3: some kubelets set --provider-id from the system UUID
+// they read, in the kubelet's byte order (product_uuid; Photon 2.0). CPI
+// finds the VM by the reversed form too. Before the fix only the form
+// given was searched: such a Node never initialized, and once NotReady its
+// running VM was "confirmed absent in every vCenter" and the Node deleted.
+func TestProviderIDInTheKubeletsByteOrderIsItsVM(t *testing.T) {
 	f := newFleet()
 	d := f.discoverer(time.Second, 5, time.Minute)
 	vm := f.vms["vc2"][0]
-	res, err := d.FindByProviderID(t.Context(), discovery.ProviderID(discovery.SwapByteOrder(vm.UUID)))
-	if err != nil || res != nil {
-		t.Fatalf("FindByProviderID(swapped) = %v, %v; want confirmed absence", res, err)
+	swapped := discovery.ProviderID(discovery.SwapByteOrder(vm.UUID))
+	res, err := d.FindByProviderID(t.Context(), swapped)
+	if err != nil || res == nil || res.VM.UUID != vm.UUID {
+		t.Fatalf("FindByProviderID(swapped) = %v, %v; want %s", res, err, vm.Ref.ID)
+	}
+	res, err = d.Exists(t.Context(), discovery.NodeKeys{Name: "n", ProviderID: swapped})
+	if err != nil || res == nil || res.VM.UUID != vm.UUID {
+		t.Fatalf("Exists(providerID swapped) = %v, %v; want its VM found", res, err)
 	}
 	if _, err := d.FindByProviderID(t.Context(), "aws:///i-123"); err == nil {
 		t.Fatal("a foreign providerID must be an error")
@@ -287,7 +312,7 @@ func TestRememberedLocationExpires(t *testing.T) {
 	const ttl = 50 * time.Millisecond
 	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d := discovery.New(vcs, discovery.Options{LocationTTL: ttl})
 	vm := f.vms["vc2"][1]
@@ -315,7 +340,7 @@ func TestRememberedLocationExpires(t *testing.T) {
 
 func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
-	vcs := []discovery.Target{{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}
+	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: []string{"dc1"}}}
 	d := discovery.New(vcs, discovery.Options{})
 	ctx := t.Context()
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0

@@ -15,21 +15,27 @@ import (
 // as soon as it appears, not only when a lookup happens to ask.
 //
 // A vCenter whose inventory is out of service keeps its last known UUIDs:
-// its VMs still exist as far as anyone knows.
+// its VMs still exist as far as anyone knows. One whose inventory was
+// never in service (inventory off, or down since it was configured) is
+// not covered: the index cannot rule out a twin there.
+//
+// Entries are by backend, not by name: a name repointed to another
+// server is a new backend, and the old one's UUIDs say nothing of it.
 type duplicateIndex struct {
 	mu       sync.Mutex
-	held     map[string]heldUUIDs // by vCenter
-	twins    map[string][]string  // UUID -> vCenters holding it, sorted
-	reported map[string]bool      // twins already reported
+	held     map[backends.Backend]heldUUIDs
+	twins    map[string][]string // UUID -> vCenters holding it, sorted
+	reported map[string]bool     // twins already reported
 }
 
 type heldUUIDs struct {
+	name    string
 	version uint64
 	uuids   map[string]struct{}
 }
 
 func newDuplicateIndex() *duplicateIndex {
-	return &duplicateIndex{held: map[string]heldUUIDs{}, twins: map[string][]string{}, reported: map[string]bool{}}
+	return &duplicateIndex{held: map[backends.Backend]heldUUIDs{}, twins: map[string][]string{}, reported: map[string]bool{}}
 }
 
 // refresh reads every configured vCenter's inventory UUIDs (when they
@@ -38,10 +44,15 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	changed := false
-	configured := map[string]bool{}
+	configured := map[backends.Backend]bool{}
 	for _, v := range vcs {
-		configured[v.Name] = true
-		prev, had := x.held[v.Name]
+		configured[v.Backend] = true
+		prev, had := x.held[v.Backend]
+		if had && prev.name != v.Name {
+			prev.name = v.Name // renamed, same vCenter
+			x.held[v.Backend] = prev
+			changed = true
+		}
 		uuids, version, ok := v.Backend.UUIDs(prev.version)
 		if !ok || (had && version == prev.version) {
 			continue
@@ -50,12 +61,12 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 		for _, u := range uuids {
 			set[u] = struct{}{}
 		}
-		x.held[v.Name] = heldUUIDs{version: version, uuids: set}
+		x.held[v.Backend] = heldUUIDs{name: v.Name, version: version, uuids: set}
 		changed = true
 	}
-	for name := range x.held {
-		if !configured[name] {
-			delete(x.held, name)
+	for b := range x.held {
+		if !configured[b] {
+			delete(x.held, b)
 			changed = true
 		}
 	}
@@ -63,9 +74,9 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 		return nil
 	}
 	holders := map[string][]string{}
-	for name, h := range x.held {
+	for _, h := range x.held {
 		for u := range h.uuids {
-			holders[u] = append(holders[u], name)
+			holders[u] = append(holders[u], h.name)
 		}
 	}
 	x.twins = map[string][]string{}
@@ -89,6 +100,20 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 		x.reported[u] = true
 	}
 	return fresh
+}
+
+// uncovered lists the vCenters of vcs whose UUIDs the index does not
+// hold: a twin there cannot be ruled out without their answer.
+func (x *duplicateIndex) uncovered(vcs []*targetState) []*targetState {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []*targetState
+	for _, v := range vcs {
+		if _, ok := x.held[v.Backend]; !ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // elsewhere lists the vCenters other than vc whose inventory holds uuid.

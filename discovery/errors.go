@@ -115,6 +115,12 @@ func (e *OutsideError) Error() string {
 // that differs from its VM's name must never get the Node deleted.
 var ErrNameOnly = errors.New("node has neither spec.providerID nor status.nodeInfo.systemUUID; existence is not judged by name")
 
+// ErrNoProviderID keeps a Node without providerID whose VM no search
+// found: it may be a machine that never was a VM (bare metal or another
+// cloud's beside the VMs), and only a Node this CCM or CPI gave a
+// vsphere:// providerID is ever reported gone (CPI answers an error too).
+var ErrNoProviderID = errors.New("node has no spec.providerID and no VM matches its system UUID or name; a Node that is not known as a vSphere VM is never reported deleted")
+
 // RetiredError is a lookup that found nothing while a vCenter or
 // datacenter that left the config could hold the VM: it cannot be asked,
 // so the VM is not gone.
@@ -128,7 +134,7 @@ type RetiredError struct {
 
 func (e *RetiredError) Error() string {
 	if e.LastSeen != nil {
-		return fmt.Sprintf("%s: last seen in vcenter %s datacenter %s, which is no longer configured; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Datacenter)
+		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.Datacenter)
 	}
 	where := make([]string, len(e.Remembered))
 	for i, r := range e.Remembered {

@@ -100,14 +100,14 @@ func TestFallbackFindsByGuestHostName(t *testing.T) {
 		t.Fatalf("a VM found by its system UUID was logged as a mismatch: %q", logs.with(vm.UUID))
 	}
 
-	// A short Node name is not the FQDN the guest reports: nothing found,
-	// and the guards decide as they always did.
+	// A short Node name is not the FQDN the guest reports: nothing found;
+	// without a providerID that is never absence (it may not be a VM).
 	short := discovery.NodeKeys{Name: "web-1", SystemUUID: noSuchUUID}
 	if res, err := d.Locate(ctx, short); err != nil || res != nil {
 		t.Fatalf("Locate(short name) = %v, %v; want nil, nil", res, err)
 	}
-	if res, err := d.Exists(ctx, short); err != nil || res != nil {
-		t.Fatalf("Exists(short name, system UUID of no VM) = %v, %v; want confirmed absence", res, err)
+	if res, err := d.Exists(ctx, short); !errors.Is(err, discovery.ErrNoProviderID) || res != nil {
+		t.Fatalf("Exists(short name, system UUID of no VM) = %v, %v; want ErrNoProviderID", res, err)
 	}
 	if _, err := d.Exists(ctx, discovery.NodeKeys{Name: "web-1"}); !errors.Is(err, discovery.ErrNameOnly) {
 		t.Fatalf("Exists(name only, nothing found) err = %v, want ErrNameOnly", err)
@@ -143,8 +143,8 @@ func TestFallbackFindsByIPWhenTheNodeNameIsOne(t *testing.T) {
 	// A name that is no IP is never searched as one: a failing IP search
 	// does not touch it.
 	f.backends["vc2"].FailQuery(backends.ByIP, errors.New("connection reset"))
-	if res, err := d.Exists(ctx, discovery.NodeKeys{Name: "node-7", SystemUUID: noSuchUUID}); err != nil || res != nil {
-		t.Fatalf("Exists(non-IP name, nothing found) = %v, %v; want confirmed absence", res, err)
+	if res, err := d.Exists(ctx, discovery.NodeKeys{Name: "node-7", SystemUUID: noSuchUUID}); !errors.Is(err, discovery.ErrNoProviderID) || res != nil {
+		t.Fatalf("Exists(non-IP name, nothing found) = %v, %v; want ErrNoProviderID (the IP search failing is not met)", res, err)
 	}
 }
 
@@ -231,9 +231,9 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 	f.backends["vc1"].Remove("vm-c")
 	f.guestVM("vc3", "dc-unserved", "vm-d", "db-0.example.com", "", "42000000-aaaa-4000-8000-00000000000d")
 	vcs := []discovery.Target{
-		{Name: "vc1", Backend: f.backends["vc1"], RequestTimeout: time.Second},
-		{Name: "vc2", Backend: f.backends["vc2"], RequestTimeout: time.Second},
-		{Name: "vc3", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: []string{"dc0", "dc1"}},
+		{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second},
+		{Name: "vc2", Server: "vc2:443", Backend: f.backends["vc2"], RequestTimeout: time.Second},
+		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: []string{"dc0", "dc1"}},
 	}
 	narrow := discovery.New(vcs, discovery.Options{})
 	t.Cleanup(narrow.Close)

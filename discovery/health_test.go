@@ -57,7 +57,7 @@ func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	d := discovery.New(nil, discovery.Options{ProbeInterval: 20 * time.Millisecond})
 	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: 300 * time.Millisecond, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: 300 * time.Millisecond, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
@@ -118,7 +118,7 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 	}})
 	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
@@ -167,7 +167,7 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
 	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)
@@ -194,7 +194,7 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
 	var vcs []discovery.Target
 	for _, n := range f.names {
-		vcs = append(vcs, discovery.Target{Name: n, Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
 	t.Cleanup(d.Close)

@@ -7,9 +7,11 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
-// location is where a VM was found: its vCenter and its reference there.
+// location is where a VM was found: its vCenter (its name then, for
+// messages, and what it is) and its reference there.
 type location struct {
 	vcenter string
+	where   Identity
 	ref     backends.VMRef
 }
 

@@ -1,0 +1,160 @@
+package discovery_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// targets are the fleet's vCenters as discovery targets, with server
+// overrides by name.
+func (f *fleet) targets(servers map[string]string) []discovery.Target {
+	var vcs []discovery.Target
+	for _, n := range f.names {
+		server := n + ":443"
+		if s, ok := servers[n]; ok {
+			server = s
+		}
+		vcs = append(vcs, discovery.Target{Name: n, Server: server, Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
+	}
+	return vcs
+}
+
+// Issue 20, path 1: a vCenter name repointed to another server (a
+// migration, or a typo naming the DR site) is another vCenter. The VM
+// remembered in the old one is not looked for at its reference on the new
+// one, and not finding it there is not absence. Before the fix the
+// location cache identified a vCenter by its name: the remembered "vc1"
+// counted as configured, the old server was never asked, and Exists
+// answered (nil, nil).
+func TestNameRepointedToAnotherServerIsAnotherVCenter(t *testing.T) {
+	f := newFleet()
+	d := discovery.New(f.targets(nil), discovery.Options{})
+	t.Cleanup(d.Close)
+	ctx := t.Context()
+	vm := f.vms["vc1"][0]
+	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)}
+	if res, err := d.Exists(ctx, keys); err != nil || res == nil {
+		t.Fatalf("before the edit: Exists = %v, %v", res, err)
+	}
+	// vc1 now names another server: a new, empty appliance (whose
+	// inventory reuses the reference vm-00 for another VM).
+	other := backendtest.New()
+	other.Add(backends.VM{Ref: vm.Ref, Name: "someone-else", UUID: "42eeeeee-0000-4000-8000-000000000001", PowerState: backends.PoweredOn}, nil)
+	f.backends["vc1"] = other
+	d.SetVCenters(f.targets(map[string]string{"vc1": "dr-site.example.com:443"}))
+	res, err := d.Exists(ctx, keys)
+	var re *discovery.RetiredError
+	if res != nil || !errors.As(err, &re) || re.LastSeen == nil || !strings.Contains(err.Error(), "vc1:443") {
+		t.Fatalf("after repointing vc1: Exists = %v, %v; want a RetiredError naming where it was last seen (vc1:443)", res, err)
+	}
+	// A rename of the same server is the same vCenter.
+	renamed := newFleet()
+	d2 := discovery.New(renamed.targets(nil), discovery.Options{})
+	t.Cleanup(d2.Close)
+	vm2 := renamed.vms["vc2"][1]
+	keys2 := discovery.NodeKeys{Name: vm2.Name, ProviderID: discovery.ProviderID(vm2.UUID)}
+	if res, err := d2.Exists(ctx, keys2); err != nil || res == nil {
+		t.Fatal(err)
+	}
+	vcs := renamed.targets(nil)
+	vcs[1].Name = "vc2-renamed"
+	d2.SetVCenters(vcs)
+	renamed.backends["vc2"].Remove(vm2.Ref.ID)
+	if res, err := d2.Exists(ctx, keys2); err != nil || res != nil {
+		t.Fatalf("renamed, VM destroyed where it was seen: Exists = %v, %v; want absence", res, err)
+	}
+}
+
+// An address that answers as another vCenter instance (its DNS name moved
+// to a new appliance): a VM remembered there is not read at its old
+// reference, and the History's record of the instance that served there
+// keeps absence an error until the record retires it.
+func TestServerAnsweringAsAnotherInstanceIsAnotherVCenter(t *testing.T) {
+	f := newFleet()
+	for i, n := range f.names {
+		f.backends[n].SetInstanceUUID("instance-" + string(rune('a'+i)))
+	}
+	var noted atomic.Int32
+	d := discovery.New(f.targets(nil), discovery.Options{OnIdentity: func() { noted.Add(1) }})
+	t.Cleanup(d.Close)
+	d.SetHistory(discovery.History{Known: true, Instances: map[string]string{"vc1:443": "instance-a", "vc2:443": "instance-b", "vc3:443": "instance-c"}})
+	ctx := t.Context()
+	vm := f.vms["vc1"][1]
+	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)}
+	if res, err := d.Exists(ctx, keys); err != nil || res == nil {
+		t.Fatalf("before: Exists = %v, %v", res, err)
+	}
+	if n := noted.Load(); n != 0 {
+		t.Fatalf("OnIdentity called %d times for instances the History records", n)
+	}
+	f.backends["vc1"].SetInstanceUUID("instance-new")
+	f.backends["vc1"].Remove(vm.Ref.ID)
+	res, err := d.Exists(ctx, keys)
+	if res != nil || err == nil {
+		t.Fatalf("vc1's address answering as another instance: Exists = %v, %v; want an error", res, err)
+	}
+	if noted.Load() == 0 {
+		t.Fatal("OnIdentity was not told of the new instance")
+	}
+	// Not remembered by this process: the History alone keeps it.
+	other := f.vms["vc1"][2]
+	f.backends["vc1"].Remove(other.Ref.ID)
+	_, err = d.Exists(ctx, discovery.NodeKeys{Name: other.Name, ProviderID: discovery.ProviderID(other.UUID)})
+	if err == nil || !strings.Contains(err.Error(), "instance-a") {
+		t.Fatalf("a VM of the old instance never seen by this process: err = %v; want one naming the instance that served before", err)
+	}
+}
+
+// Issue 20, finding 7: a VM found while a vCenter cannot answer is served
+// only if the duplicate index holds that vCenter's UUIDs. One it never
+// held (inventory off, down since start) may hold a twin: the lookup
+// fails. Before the fix the VM found elsewhere was served, and a twin
+// reported a moment ago disappeared while its vCenter was down.
+func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
+	f := newFleet()
+	refused := errors.New("connection refused")
+	f.backends["vc3"].Fail(refused) // down before the index ever held it
+	var twins atomic.Int32
+	d := discovery.New(f.targets(nil), discovery.Options{DuplicateScan: 10 * time.Millisecond, OnDuplicate: func(string, []string) { twins.Add(1) }})
+	t.Cleanup(d.Close)
+	ctx := t.Context()
+	vm := f.vms["vc1"][1]
+	_, err := d.FindByUUID(ctx, vm.UUID)
+	var le *discovery.LookupError
+	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
+		t.Fatalf("vc3 down and never indexed: err = %v; want a LookupError naming vc3 with the VM found", err)
+	}
+	// Once the index holds vc3, its failure no longer holds the VM up...
+	f.backends["vc3"].Fail(nil)
+	waitFor(t, "vc3 indexed", func() bool { return indexed(d) })
+	f.backends["vc3"].Fail(refused)
+	if res, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); err != nil || res == nil {
+		t.Fatalf("vc3 indexed, then down: FindByUUID = %v, %v; want found in vc1", res, err)
+	}
+	// ...and a twin it held is still seen while it is down.
+	f.backends["vc3"].Fail(nil)
+	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: "twin", UUID: vm.UUID}, nil)
+	waitFor(t, "the twin indexed", func() bool { return twins.Load() > 0 })
+	f.backends["vc3"].Fail(refused)
+	var de *discovery.DuplicateError
+	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
+		t.Fatalf("twin in vc3, vc3 down: err = %v; want a DuplicateError", err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
