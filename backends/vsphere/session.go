@@ -272,15 +272,19 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	if ua := s.opts.UserAgent; ua != "" {
 		sc.UserAgent = ua // the tags client derives from sc and keeps it
 	}
-	if tp := s.opts.Config.Thumbprint; tp != "" {
-		sc.SetThumbprint(u.Host, tp)
-	}
-	if ca := s.opts.Config.CAFile; ca != "" {
+	// A thumbprint is the only thing that vouches for a pinned vCenter;
+	// otherwise a caFile is its only root (system roots not consulted),
+	// else the system's roots are. Unlike govmomi (and CPI), a certificate
+	// a CA vouches for does not pass with a thumbprint that does not match.
+	switch tp, ca := s.opts.Config.Thumbprint, s.opts.Config.CAFile; {
+	case tp != "":
+		sc.DefaultTransport().TLSClientConfig = pinned(u.Host, tp)
+	case ca != "":
 		if err := sc.SetRootCAs(ca); err != nil {
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc, min(s.requestTimeout(), maxHandshake))
+	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake))
 	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
