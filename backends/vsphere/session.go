@@ -266,6 +266,11 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 }
 
 // connect opens a new client and logs it in with the chain's credentials.
+// Each client has a transport of its own: whenever one is given up (here
+// on a failure, in closeConn otherwise) its idle connections are closed,
+// or each would hold a TLS socket and two goroutines for the transport's
+// idle timeout (90 s) — a vCenter refusing logins, probed every second,
+// would be held ninety sockets.
 func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	u := s.url()
 	sc := soap.NewClient(u, s.insecure())
@@ -292,6 +297,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
+		sc.CloseIdleConnections()
 		return nil, classify(fmt.Errorf("connect: %w", err))
 	}
 	vc.Client = sc // the REST client derives from it; NewClient only sets it for a bare soap.Client
@@ -318,6 +324,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, cr) })
 	if err != nil {
 		c.keepalive.Stop()
+		sc.CloseIdleConnections()
 		return nil, credentialsFailure(err)
 	}
 	c.setServed(served) // c is not shared yet
@@ -665,6 +672,9 @@ func (s *sessions) closeConn(ctx context.Context, c *conn) error {
 		err = lerr
 	}
 	c.keepalive.Stop()
+	// The SOAP and REST clients share c's transport, and nothing will use
+	// it again.
+	c.vim.Client.CloseIdleConnections()
 	return err
 }
 
