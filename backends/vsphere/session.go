@@ -269,8 +269,8 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 // Each client has a transport of its own: whenever one is given up (here
 // on a failure, in closeConn otherwise) its idle connections are closed,
 // or each would hold a TLS socket and two goroutines for the transport's
-// idle timeout (90 s) — a vCenter refusing logins, probed every second,
-// would be held ninety sockets.
+// idle timeout (90 s): a vCenter refusing logins, probed every second,
+// would hold about ninety.
 func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	u := s.url()
 	sc := soap.NewClient(u, s.insecure())
