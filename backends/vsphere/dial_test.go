@@ -2,14 +2,17 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
 // A server that accepts TCP and never answers the TLS handshake: every
@@ -62,5 +65,52 @@ func TestHungTLSHandshakesAreAbandoned(t *testing.T) {
 			t.Fatalf("%d connections accepted, %d given up by the client after 5s: hung handshakes are held", accepted.Load(), closed.Load())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A connection given up closes its sockets: a vCenter that refuses every
+// login, probed again and again, holds no more connections open than one
+// probe does, and a closed backend none. Each connect has a transport of
+// its own, whose idle connection used to stay open for its idle timeout
+// (90 s): one more at every probe.
+func TestGivenUpConnectionsCloseTheirSockets(t *testing.T) {
+	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 1})
+	vc.SetPassword("not what the backend logs in with")
+	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	ctx := ctxFor(t)
+	const probes = 10
+	for range probes {
+		if err := b.Probe(ctx); !errors.Is(err, backends.ErrAuth) {
+			t.Fatalf("Probe with a refused password: %v, want ErrAuth", err)
+		}
+	}
+	if n := p.Traffic().Connections; n < probes {
+		t.Fatalf("%d connections for %d probes: each probe should connect anew", n, probes)
+	}
+	// Sockets close asynchronously: wait for them, never for all of them
+	// to stay open (that takes 90 s).
+	settled := func(want int) int {
+		n := p.Open()
+		for deadline := time.Now().Add(10 * time.Second); n > want && time.Now().Before(deadline); n = p.Open() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return n
+	}
+	if n := settled(0); n > 0 {
+		t.Fatalf("%d connections open after %d refused logins: want none", n, probes)
+	}
+	vc.SetPassword(vc.Password)
+	if err := b.Probe(ctx); err != nil {
+		t.Fatalf("Probe with the password accepted again: %v", err)
+	}
+	if n := p.Open(); n == 0 {
+		t.Fatal("no connection open while logged in: the proxy does not see the backend")
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := settled(0); n > 0 {
+		t.Fatalf("%d connections open after Close: want none", n)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
@@ -63,11 +62,10 @@ func isTLSFailure(err error) bool {
 		record  tls.RecordHeaderError
 		alert   tls.AlertError
 		invalid x509.CertificateInvalidError
+		pin     *thumbprintMismatch
 	)
 	return soap.IsCertificateUntrusted(err) || errors.As(err, &verify) || errors.As(err, &record) ||
-		errors.As(err, &alert) || errors.As(err, &invalid) ||
-		// govmomi's thumbprint check fails with an untyped error.
-		strings.Contains(err.Error(), "thumbprint does not match")
+		errors.As(err, &alert) || errors.As(err, &invalid) || errors.As(err, &pin)
 }
 
 // noAnswer reports whether err is a failure to get an answer (transport,

@@ -266,21 +266,30 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 }
 
 // connect opens a new client and logs it in with the chain's credentials.
+// Each client has a transport of its own: whenever one is given up (here
+// on a failure, in closeConn otherwise) its idle connections are closed,
+// or each would hold a TLS socket and two goroutines for the transport's
+// idle timeout (90 s): a vCenter refusing logins, probed every second,
+// would hold about ninety.
 func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	u := s.url()
 	sc := soap.NewClient(u, s.insecure())
 	if ua := s.opts.UserAgent; ua != "" {
 		sc.UserAgent = ua // the tags client derives from sc and keeps it
 	}
-	if tp := s.opts.Config.Thumbprint; tp != "" {
-		sc.SetThumbprint(u.Host, tp)
-	}
-	if ca := s.opts.Config.CAFile; ca != "" {
+	// A thumbprint is the only thing that vouches for a pinned vCenter;
+	// otherwise a caFile is its only root (system roots not consulted),
+	// else the system's roots are. Unlike govmomi (and CPI), a certificate
+	// a CA vouches for does not pass with a thumbprint that does not match.
+	switch tp, ca := s.opts.Config.Thumbprint, s.opts.Config.CAFile; {
+	case tp != "":
+		sc.DefaultTransport().TLSClientConfig = pinned(u.Host, tp)
+	case ca != "":
 		if err := sc.SetRootCAs(ca); err != nil {
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc, min(s.requestTimeout(), maxHandshake))
+	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake))
 	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
@@ -288,6 +297,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
+		sc.CloseIdleConnections()
 		return nil, classify(fmt.Errorf("connect: %w", err))
 	}
 	vc.Client = sc // the REST client derives from it; NewClient only sets it for a bare soap.Client
@@ -314,6 +324,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, cr) })
 	if err != nil {
 		c.keepalive.Stop()
+		sc.CloseIdleConnections()
 		return nil, credentialsFailure(err)
 	}
 	c.setServed(served) // c is not shared yet
@@ -661,6 +672,9 @@ func (s *sessions) closeConn(ctx context.Context, c *conn) error {
 		err = lerr
 	}
 	c.keepalive.Stop()
+	// The SOAP and REST clients share c's transport, and nothing will use
+	// it again.
+	c.vim.Client.CloseIdleConnections()
 	return err
 }
 

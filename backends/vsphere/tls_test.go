@@ -8,8 +8,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,4 +144,128 @@ func TestCAFileMountedAfterTheConfig(t *testing.T) {
 	if vms, err := b.Find(t.Context(), q); err != nil || len(vms) != 1 {
 		t.Fatalf("Find after the CA file was mounted = %d VMs, %v; want the VM", len(vms), err)
 	}
+}
+
+// A thumbprint is a pin, not a fallback: it is the only thing that vouches
+// for the server. A certificate some trusted CA vouches for (here the CA
+// file; the system's roots in TestPinIgnoresSystemRoots) is refused when
+// its thumbprint does not match, before any login; one that matches passes
+// whoever signed it and whatever name it bears.
+func TestThumbprintIsAPin(t *testing.T) {
+	f, err := vcsim.Start(vcsim.Options{VCenters: 2, Addresses: []string{"127.0.0.1", "127.0.0.2"}}) // the certificate names 127.0.0.1, not 127.0.0.2
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	named, unnamed := f.VCenters[0], f.VCenters[1]
+	caFile, err := named.Server.CertificateFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Repeat("AB:", 31) + "AB"
+	for _, tc := range []struct {
+		name string
+		vc   *vcsim.VCenter
+		cfg  config.VCenter
+		ok   bool
+	}{
+		{"CA file trusts it, thumbprint does not match", named, config.VCenter{CAFile: caFile, Thumbprint: wrong}, false},
+		{"CA file trusts it, thumbprint matches", named, config.VCenter{CAFile: caFile, Thumbprint: soap.ThumbprintSHA256(named.Server.Certificate())}, true},
+		{"CA file that did not sign it, thumbprint matches", named, config.VCenter{CAFile: writeUnrelatedCA(t), Thumbprint: soap.ThumbprintSHA256(named.Server.Certificate())}, true},
+		{"name not in the certificate, thumbprint matches (lower case)", unnamed, config.VCenter{Thumbprint: strings.ToLower(soap.ThumbprintSHA1(unnamed.Server.Certificate()))}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Name, cfg.Server, cfg.Port, cfg.RequestTimeout = tc.vc.Name, tc.vc.Host, tc.vc.Port, 10*time.Second
+			findOrRefuse(t, tc.vc, cfg, tc.ok)
+		})
+	}
+}
+
+// trustedCertEnv, set, makes TestPinIgnoresSystemRoots run its cases: in a
+// process of its own, started with SSL_CERT_FILE naming the simulator's
+// certificate, so the system's roots trust it.
+const trustedCertEnv = "VSPHERE_FEDERATED_CCM_TEST_SYSTEM_TRUSTS_VCSIM"
+
+// With the system's roots trusting the simulator's certificate, a pin that
+// does not match still refuses it before any login, and a caFile is the
+// only root: one that did not sign the certificate refuses it too.
+func TestPinIgnoresSystemRoots(t *testing.T) {
+	if os.Getenv(trustedCertEnv) == "" {
+		// The system's roots are read once per process, from
+		// SSL_CERT_FILE when set: run this test again in a process
+		// started with the simulator's certificate there (every
+		// simulator presents the same one).
+		f, err := vcsim.Start(vcsim.Options{VCenters: 1, Datacenters: 1, MachinesPerPool: 1, Addresses: []string{"127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := f.VCenters[0].Server.Certificate()
+		f.Close()
+		roots := filepath.Join(t.TempDir(), "roots.pem")
+		if err := os.WriteFile(roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), trustedCertEnv+"=1", "SSL_CERT_FILE="+roots, "SSL_CERT_DIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the test in a process whose system roots trust the simulator: %v\n%s", err, out)
+		}
+		t.Logf("in a process whose system roots trust the simulator:\n%s", out)
+		return
+	}
+	f, err := vcsim.Start(vcsim.Options{VCenters: 1, Addresses: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	vc := f.VCenters[0]
+	for _, tc := range []struct {
+		name string
+		cfg  config.VCenter
+		ok   bool
+	}{
+		// Without it the other cases would prove nothing.
+		{"system roots trust it", config.VCenter{}, true},
+		{"thumbprint does not match", config.VCenter{Thumbprint: strings.Repeat("AB:", 31) + "AB"}, false},
+		{"thumbprint matches", config.VCenter{Thumbprint: soap.ThumbprintSHA256(vc.Server.Certificate())}, true},
+		{"CA file that did not sign it", config.VCenter{CAFile: writeUnrelatedCA(t)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Name, cfg.Server, cfg.Port, cfg.RequestTimeout = vc.Name, vc.Host, vc.Port, 10*time.Second
+			findOrRefuse(t, vc, cfg, tc.ok)
+		})
+	}
+}
+
+// findOrRefuse looks a VM of vc up through a backend configured with cfg:
+// it must be found (ok), or refused before any SOAP call reached vc.
+func findOrRefuse(t *testing.T, vc *vcsim.VCenter, cfg config.VCenter, ok bool) {
+	t.Helper()
+	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
+	defer func() { _ = b.Close(context.Background()) }()
+	before, total := vc.SOAPCalls()
+	vms, err := b.Find(t.Context(), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})
+	if ok {
+		if err != nil || len(vms) != 1 {
+			t.Fatalf("Find = %d VMs, %v; want the VM", len(vms), err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatal("Find succeeded: the server was trusted")
+	}
+	if !errors.Is(err, backends.ErrUnreachable) {
+		t.Errorf("err = %v; want it to wrap backends.ErrUnreachable (a TLS failure)", err)
+	}
+	if strings.Contains(err.Error(), vc.Password) {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+	after, total2 := vc.SOAPCalls()
+	if n := after["Login"] - before["Login"]; n != 0 || total2 != total {
+		t.Fatalf("%d logins, %d SOAP calls reached a server that is not trusted: want none", n, total2-total)
+	}
+	t.Logf("refused: %v", err)
 }

@@ -3,10 +3,12 @@ package vsphere
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
@@ -50,31 +52,45 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // the handshake holds a goroutine and a socket for ever — one more at every
 // retry and probe of a dead vCenter. This one dials and handshakes under the
 // request context, bounded by timeout (net/http detaches dials from their
-// request). Its checks are govmomi's: the transport's TLS config first;
-// on an untrusted certificate, a configured thumbprint (SHA-256 or SHA-1)
-// may still vouch for it.
-func boundTLSDial(sc *soap.Client, timeout time.Duration) {
-	t := sc.DefaultTransport()
+// request). What it verifies is the transport's TLS config alone (see
+// pinned): govmomi's fallback from a failed verification to a thumbprint is
+// not kept, and neither is its trust in any CA beside a pin.
+func boundTLSDial(t *http.Transport, timeout time.Duration) {
 	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		conn, err := (&tls.Dialer{Config: t.TLSClientConfig}).DialContext(ctx, network, addr)
-		if err == nil {
-			return conn, nil
-		}
-		thumbprint := sc.Thumbprint(addr)
-		if !soap.IsCertificateUntrusted(err) || thumbprint == "" {
-			return nil, err
-		}
-		conn, err = (&tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
-		if len(certs) > 0 && (thumbprint == soap.ThumbprintSHA256(certs[0]) || thumbprint == soap.ThumbprintSHA1(certs[0])) {
-			return conn, nil
-		}
-		_ = conn.Close()
-		return nil, fmt.Errorf("host %q thumbprint does not match %q", addr, thumbprint)
+		return (&tls.Dialer{Config: t.TLSClientConfig}).DialContext(ctx, network, addr)
 	}
+}
+
+// pinned is the TLS config of a vCenter pinned by thumbprint: the leaf
+// certificate it presents must have that SHA-256 or SHA-1 thumbprint, and
+// nothing else vouches for it — no CA, however trusted, and no name (the
+// pin is the identity). The check is part of the handshake, so a server
+// that does not match never sees a request, let alone a password.
+func pinned(host, thumbprint string) *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // replaced by VerifyConnection's thumbprint check
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 && thumbprintMatches(thumbprint, cs.PeerCertificates[0]) {
+				return nil
+			}
+			return &thumbprintMismatch{host: host, thumbprint: thumbprint}
+		},
+	}
+}
+
+// thumbprintMatches compares thumbprints as vSphere writes them (colon-
+// separated hex), in either case.
+func thumbprintMatches(thumbprint string, cert *x509.Certificate) bool {
+	return strings.EqualFold(thumbprint, soap.ThumbprintSHA256(cert)) ||
+		strings.EqualFold(thumbprint, soap.ThumbprintSHA1(cert))
+}
+
+// thumbprintMismatch is a server whose certificate is not the pinned one.
+// The message is govmomi's.
+type thumbprintMismatch struct{ host, thumbprint string }
+
+func (e *thumbprintMismatch) Error() string {
+	return fmt.Sprintf("host %q thumbprint does not match %q", e.host, e.thumbprint)
 }

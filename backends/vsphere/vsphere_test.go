@@ -330,3 +330,47 @@ func TestTLSVerification(t *testing.T) {
 		})
 	}
 }
+
+// InstanceUUID is "" until a login has read the vCenter's service content,
+// then the vCenter's instance UUID: two vCenters give two, and an address
+// that now leads to another appliance gives that one's to a new
+// connection.
+func TestInstanceUUID(t *testing.T) {
+	f, err := vcsim.Start(vcsim.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	connect := func(vc *vcsim.VCenter) string {
+		t.Helper()
+		b := vsphere.New(vsphere.Options{
+			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
+			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
+		})
+		defer func() { _ = b.Close(context.Background()) }()
+		if id := b.InstanceUUID(); id != "" {
+			t.Fatalf("%s: InstanceUUID before any login = %q, want \"\"", vc.Name, id)
+		}
+		if err := b.Probe(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return b.InstanceUUID()
+	}
+	got := map[string]string{}
+	for _, vc := range f.VCenters {
+		id := connect(vc)
+		if want := strings.ToLower(vc.InstanceUUID()); id != want || id == "" {
+			t.Fatalf("%s: InstanceUUID = %q, want the simulator's %q", vc.Name, id, want)
+		}
+		if other, ok := got[id]; ok {
+			t.Fatalf("%s and %s both have instance UUID %s", other, vc.Name, id)
+		}
+		got[id] = vc.Name
+	}
+	vc := f.VCenters[0]
+	const replaced = "5F0A7C1E-0000-4000-8000-00000000A1B2"
+	vc.SetInstanceUUID(replaced)
+	if id := connect(vc); id != strings.ToLower(replaced) {
+		t.Fatalf("after the simulator's instance UUID changed: InstanceUUID = %q, want %q", id, strings.ToLower(replaced))
+	}
+}

@@ -96,6 +96,14 @@ func (t Traffic) Sub(u Traffic) Traffic {
 	}
 }
 
+// Open is the number of client connections open now: accepted and not
+// yet closed by the client (or by Refuse or Close).
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // Traffic returns the counters so far.
 func (p *Proxy) Traffic() Traffic {
 	return Traffic{

@@ -8,6 +8,7 @@ package vcsim
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
 	"net/url"
@@ -23,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -195,11 +197,48 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 	m.Service.Listen = &url.URL{Host: addr + ":0", User: url.UserPassword(vc.User, vc.Password)}
 	vc.Server = m.Service.NewServer()
 	vc.Port, _ = strconv.Atoi(vc.Server.URL.Port())
+	// The simulator gives every vCenter the About of one package-level
+	// ServiceContent: without this, all would share one instance UUID.
+	// Nothing has its address yet, so nothing reads it meanwhile.
+	vc.SetInstanceUUID(instanceUUIDFor(vc.Name, vc.Server.URL.Host))
 	if err := vc.populate(i, opts); err != nil {
 		vc.Close()
 		return nil, err
 	}
 	return vc, nil
+}
+
+// instanceUUIDFor is the instance UUID of the vCenter named name listening
+// on hostPort: the same for the same both, distinct for two simulators
+// running at once (two federations may both have a vc1).
+func instanceUUIDFor(name, hostPort string) string {
+	b := sha256.Sum256([]byte("vcsim instance " + name + " " + hostPort))
+	b[6] = b[6]&0x0f | 0x80 // version 8: custom
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// serviceInstance is the simulator's ServiceInstance, whose Content
+// RetrieveServiceContent answers, under the object's lock.
+func (vc *VCenter) serviceInstance() *simulator.ServiceInstance {
+	return vc.Model.Map().Get(vim25.ServiceInstance).(*simulator.ServiceInstance)
+}
+
+// InstanceUUID is the vCenter's instance UUID
+// (ServiceContent.About.InstanceUuid): each simulator of a federation has
+// its own.
+func (vc *VCenter) InstanceUUID() string {
+	var id string
+	si := vc.serviceInstance()
+	vc.Model.Map().WithLock(vc.Model.Service.Context, si, func() { id = si.Content.About.InstanceUuid })
+	return id
+}
+
+// SetInstanceUUID changes the vCenter's instance UUID, as if its address
+// now led to another appliance; clients read it when they connect.
+func (vc *VCenter) SetInstanceUUID(id string) {
+	si := vc.serviceInstance()
+	vc.Model.Map().WithLock(vc.Model.Service.Context, si, func() { si.Content.About.InstanceUuid = id })
 }
 
 // Client logs in to the simulator (for test fixtures).
