@@ -9,10 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/cpisamples"
 )
 
 // cpiView is what CPI's own parser (ReadCPIConfig, run by test/cpiconfig)
-// read from a sample: config/testdata/cpi/golden/<sample>.json.
+// read from a sample: golden/<sample>.json in the CPI samples folder
+// (test/cpisamples).
 type cpiView struct {
 	Error  string `json:"error"`
 	Global struct {
@@ -46,11 +49,13 @@ var cpiRejectsWeAccept = map[string]string{
 // CPI's own parser reads: vCenters, servers, ports, TLS settings,
 // datacenters, where credentials come from, labels, every nodes.* rule and
 // ipFamily. Samples CPI rejects are rejected here too, unless listed in
-// cpiRejectsWeAccept.
+// cpiRejectsWeAccept. The samples and golden files are CPI's: the
+// repository does not hold them (test/cpisamples finds them, or skips).
 func TestEveryCPISampleReadsAsCPIReadsIt(t *testing.T) {
-	samples, err := filepath.Glob("testdata/cpi/samples/*")
+	samplesDir, goldenDir := cpisamples.Path(t, "samples"), cpisamples.Path(t, "golden")
+	samples, err := filepath.Glob(filepath.Join(samplesDir, "*"))
 	if err != nil || len(samples) == 0 {
-		t.Fatalf("no samples: %v", err)
+		t.Fatalf("no samples in %s: %v", samplesDir, err)
 	}
 	checked := 0
 	for _, path := range samples {
@@ -64,7 +69,7 @@ func TestEveryCPISampleReadsAsCPIReadsIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			var want cpiView
-			golden, err := os.ReadFile(filepath.Join("testdata/cpi/golden", name+".json"))
+			golden, err := os.ReadFile(filepath.Join(goldenDir, name+".json"))
 			if err != nil {
 				t.Fatalf("no golden for %s: %v", name, err)
 			}

@@ -1,9 +1,10 @@
 // Command cpiconfig records what CPI's own parser reads from each sample cloud
-// config in config/testdata/cpi/samples: for every *.yaml and *.ini there
+// config in a samples folder (-samples; the CPI samples folder's samples/,
+// see test/cpisamples in the root module): for every *.yaml and *.ini there
 // (except *.secret.yaml, which are Secret layouts, not cloud configs) it calls
 // k8s.io/cloud-provider-vsphere/pkg/cloudprovider/vsphere/config.ReadCPIConfig,
 // the function CPI's cloud provider factory calls on the --cloud-config bytes,
-// and writes config/testdata/cpi/golden/<sample file name>.json (for example
+// and writes <sample file name>.json into -golden (for example
 // golden/common-basic.ini.json; the extension is kept because a YAML and an
 // INI sample may share a stem).
 //
@@ -228,12 +229,15 @@ func isSample(name string) bool {
 }
 
 func run() error {
-	samples := flag.String("samples", "config/testdata/cpi/samples", "directory of sample cloud configs")
-	golden := flag.String("golden", "config/testdata/cpi/golden", "directory the golden JSON files are written to")
+	samples := flag.String("samples", "", "directory of sample cloud configs (required)")
+	golden := flag.String("golden", "", "directory the golden JSON files are written to, or checked against with -check (required)")
 	runs := flag.Int("runs", 25, "parse each sample this many times and require identical results")
 	check := flag.Bool("check", false, "do not write; fail if a golden file is missing, stale or extra")
 	verbose := flag.Bool("v", false, "let CPI's klog output through to stderr")
 	flag.Parse()
+	if *samples == "" || *golden == "" {
+		return errors.New("-samples and -golden are required")
+	}
 
 	if !*verbose {
 		klog.SetLogger(logr.Discard())

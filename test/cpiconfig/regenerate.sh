@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Rebuilds config/testdata/cpi from kubernetes/cloud-provider-vsphere ("CPI"):
+# Rebuilds the CPI samples folder (DIR: default $CPI_SAMPLES_DIR, else
+# ../shared/cpi beside the repository; see test/cpisamples) from
+# kubernetes/cloud-provider-vsphere ("CPI"). The repository holds no copy: the
+# files are CPI's.
 #
 #   samples/      every cloud config CPI ships (Go test fixtures, docs,
 #                 release manifests, the Helm chart rendered with
@@ -7,14 +10,14 @@
 #   SOURCES.md    where each sample comes from;
 #   golden/       what CPI's own ReadCPIConfig reads from each sample.
 #
-# By hand only; not part of CI (test/all.sh does not call it). Run it from
-# anywhere; it works on the repository it lives in.
+# It reads DIR/helm-values/ and leaves DIR/release-v1.36/ alone. By hand
+# only; not part of CI (test/all.sh does not call it). Run it from anywhere;
+# relative paths in MIRROR and DIR are from the repository's root.
 #
-#   test/cpiconfig/regenerate.sh            regenerate, then show git status
-#   MIRROR=/path/to/cpi.git REV=<commit> test/cpiconfig/regenerate.sh
+#   MIRROR=<CPI's git directory> [REV=<commit>] [DIR=<folder>] test/cpiconfig/regenerate.sh
 #
 # Needs: git, go, tar; CPI's repository as a (bare) git directory (MIRROR,
-# read with `git show REV:path`, never built); the Go module proxy for CPI's
+# required, read with `git show REV:path`, never built); the Go module proxy for CPI's
 # module, sigs.k8s.io/yaml and helm. helm is built from the proxy at
 # HELM_VERSION and cached in <repo>/.cache/bin/helm.
 #
@@ -26,7 +29,6 @@
 set -euo pipefail
 
 HELM_VERSION=v3.22.0
-MIRROR=${MIRROR:-/work/.mirror/kubernetes+cloud-provider-vsphere/repo}
 REV=${REV:-HEAD}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -35,6 +37,10 @@ cd "$repo"
 
 log() { printf 'regenerate: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+
+[[ -n ${MIRROR:-} ]] || die "set MIRROR to CPI's (bare) git directory"
+DIR=${DIR:-${CPI_SAMPLES_DIR:-../shared/cpi}}
+[[ -d $DIR/helm-values ]] || die "no $DIR/helm-values (set DIR to the CPI samples folder)"
 
 git --git-dir="$MIRROR" rev-parse --verify --quiet "$REV^{commit}" >/dev/null ||
 	die "no commit $REV in $MIRROR (set MIRROR and REV)"
@@ -85,8 +91,6 @@ go -C "$here" build -o "$tmp/cpiconfig" .
 
 "$tmp/extract" -mirror "$MIRROR" -rev "$commit" -helm "$helm" \
 	-helm-version "$HELM_VERSION" -cpi-module "k8s.io/cloud-provider-vsphere $cpi_version" \
-	-out config/testdata/cpi/samples -values config/testdata/cpi/helm-values \
-	-sources config/testdata/cpi/SOURCES.md
-"$tmp/cpiconfig" -samples config/testdata/cpi/samples -golden config/testdata/cpi/golden
-
-git status --short -- config/testdata/cpi
+	-out "$DIR/samples" -values "$DIR/helm-values" -sources "$DIR/SOURCES.md"
+"$tmp/cpiconfig" -samples "$DIR/samples" -golden "$DIR/golden"
+log "rewrote $DIR/samples, $DIR/golden and $DIR/SOURCES.md"

@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,40 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/cpisamples"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
-
-// cpiReleaseConfig is vsphere.conf of CPI's release manifest
-// (releases/v1.36/vsphere-cloud-controller-manager.yaml, ConfigMap
-// vsphere-cloud-config), verbatim; the test replaces its placeholders the
-// way a user does, and adds a port per vCenter (each simulated vCenter
-// listens on its own) and the labels section of CPI's docs.
-const cpiReleaseConfig = `# Global properties in this section will be used for all specified vCenters unless overriden in VirtualCenter section.
-global:
-  port: 443
-  # set insecureFlag to true if the vCenter uses a self-signed cert
-  insecureFlag: true
-  # settings for using k8s secret
-  secretName: vsphere-cloud-secret
-  secretNamespace: kube-system
-
-# vcenter section
-vcenter:
-  your-vcenter-name-here:
-    server: 10.0.0.1
-    user: use-your-vcenter-user-here
-    password: use-your-vcenter-password-here
-    datacenters:
-      - hrwest
-      - hreast
-  could-be-a-tenant-label:
-    server: 1.2.3.4
-    datacenters:
-      - mytenantdc
-    secretName: cpi-engineering-secret
-    secretNamespace: kube-system
-`
 
 // cpiReleaseArgs are the args of CPI's release DaemonSet (it sets no
 // command: the image's entrypoint runs).
@@ -66,8 +37,20 @@ var cpiLabels = []string{
 	corev1.LabelFailureDomainBetaZone, corev1.LabelFailureDomainBetaRegion,
 }
 
+// CPI's release files (test/cpisamples; the repository does not hold
+// them): release-v1.36/vsphere.conf is vsphere.conf of CPI's release
+// manifest (releases/v1.36/vsphere-cloud-controller-manager.yaml, ConfigMap
+// vsphere-cloud-config), release-v1.36/rbac.yaml its ServiceAccount, roles
+// and bindings. The test replaces the config's placeholders the way a user
+// does, and adds a port per vCenter (each simulated vCenter listens on its
+// own) and the labels section of CPI's docs.
 func TestTakeoverFromCPIRelease(t *testing.T) {
 	t.Parallel()
+	release := cpisamples.Path(t, "release-v1.36")
+	releaseConfig, err := os.ReadFile(filepath.Join(release, "vsphere.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
 	ctx := t.Context()
 	vc1, vc2 := env.Fed.VCenters[0], env.Fed.VCenters[1]
@@ -77,7 +60,17 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 		"server: 1.2.3.4", fmt.Sprintf("server: %s\n    port: %d", vc2.Host, env.Proxies[vc2.Name].Port()),
 		"      - hrwest\n      - hreast\n", "      - "+dc(vc1)+"\n",
 		"      - mytenantdc\n", "      - "+dc(vc2)+"\n",
-	).Replace(cpiReleaseConfig) + "\n# labels for regions and zones\nlabels:\n  region: k8s-region\n  zone: k8s-zone\n"
+	).Replace(string(releaseConfig)) + "\n# labels for regions and zones\nlabels:\n  region: k8s-region\n  zone: k8s-zone\n"
+	// The file is not ours: a placeholder left, or no inline password for
+	// the log check below, means it is not the release file this test reads.
+	for _, p := range []string{"10.0.0.1", "1.2.3.4", "hrwest", "hreast", "mytenantdc"} {
+		if strings.Contains(cfg, p) {
+			t.Fatalf("%s: placeholder %q is still in the config after the replacements:\n%s", release, p, cfg)
+		}
+	}
+	if !strings.Contains(cfg, "password: use-your-vcenter-password-here") {
+		t.Fatalf("%s: vsphere.conf has no inline placeholder password:\n%s", release, cfg)
+	}
 	writeConfig(t, env, cfg)
 
 	// CPI's Secret layout: the global Secret (the harness fills
@@ -92,7 +85,7 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 	}
 	// CPI's ServiceAccount and RBAC, and the one Role a migration adds
 	// (manifests/cpi-migration): the CCM runs as CPI's ServiceAccount.
-	kubeconfig := runAsCPI(t, env)
+	kubeconfig := runAsCPI(t, env, filepath.Join(release, "rbac.yaml"))
 
 	// The cluster as CPI left it.
 	vms := env.Fed.AllVMs()
@@ -198,15 +191,15 @@ func nodeDiff(name string, want, got *corev1.Node) []string {
 	return p
 }
 
-// runAsCPI applies CPI's release RBAC (its ServiceAccount
+// runAsCPI applies CPI's release RBAC (rbac: its ServiceAccount
 // kube-system/cloud-controller-manager, roles and bindings) and
 // manifests/cpi-migration, and returns a kubeconfig with that
 // ServiceAccount's token: what the CCM runs with after an image swap.
-func runAsCPI(t *testing.T, env *harness.Env) string {
+func runAsCPI(t *testing.T, env *harness.Env, rbac string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	objs, err := harness.ReadObjects("testdata/cpi-release-v1.36-rbac.yaml")
+	objs, err := harness.ReadObjects(rbac)
 	if err != nil {
 		t.Fatal(err)
 	}

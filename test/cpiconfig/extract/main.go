@@ -1,15 +1,17 @@
-// Command extract rebuilds config/testdata/cpi/samples and
-// config/testdata/cpi/SOURCES.md from CPI's repository (a bare git mirror,
-// read with `git show <rev>:<path>`): the cloud-config strings of CPI's Go
-// tests (found with go/ast, never compiled), the release manifests, the docs
-// and the Helm chart (current and packaged, rendered with `helm template`
-// over the values files in config/testdata/cpi/helm-values).
+// Command extract rebuilds the samples/ and SOURCES.md of a CPI samples
+// folder (see test/cpisamples in the root module; the repository holds no
+// copy) from CPI's repository (a bare git directory, read with
+// `git show <rev>:<path>`): the cloud-config strings of CPI's Go tests (found
+// with go/ast, never compiled), the release manifests, the docs and the Helm
+// chart (current and packaged, rendered with `helm template` over the values
+// files in the folder's helm-values/).
 //
 // What is extracted is listed in spec.go. Byte-identical configs from several
 // origins are stored once, under the name of the first origin listed, and
 // SOURCES.md names every origin.
 //
-// Run it through test/cpiconfig/regenerate.sh, from the repository root.
+// Run it through test/cpiconfig/regenerate.sh. Every path is a flag, and
+// none has a default: nothing here knows where a machine keeps them.
 package main
 
 import (
@@ -34,12 +36,12 @@ import (
 )
 
 var (
-	mirror    = flag.String("mirror", "/work/.mirror/kubernetes+cloud-provider-vsphere/repo", "CPI's bare git directory")
+	mirror    = flag.String("mirror", "", "CPI's (bare) git directory (required)")
 	rev       = flag.String("rev", "HEAD", "revision of the mirror to read")
 	helmBin   = flag.String("helm", "helm", "helm binary (v3)")
-	outDir    = flag.String("out", "config/testdata/cpi/samples", "samples directory (rewritten)")
-	valuesDir = flag.String("values", "config/testdata/cpi/helm-values", "directory of the helm values files")
-	sources   = flag.String("sources", "config/testdata/cpi/SOURCES.md", "SOURCES.md to write")
+	outDir    = flag.String("out", "", "samples directory, rewritten (required)")
+	valuesDir = flag.String("values", "", "directory of the helm values files (required)")
+	sources   = flag.String("sources", "", "SOURCES.md to write (required)")
 	cpiModule = flag.String("cpi-module", "", "CPI module version the golden files are produced with (for SOURCES.md)")
 	helmPin   = flag.String("helm-version", "", "helm version (for SOURCES.md)")
 )
@@ -495,6 +497,11 @@ func helmTemplate(chart string, values []string) ([]byte, error) {
 
 func run() error {
 	flag.Parse()
+	for _, f := range []struct{ name, value string }{{"mirror", *mirror}, {"out", *outDir}, {"values", *valuesDir}, {"sources", *sources}} {
+		if f.value == "" {
+			return fmt.Errorf("-%s is required", f.name)
+		}
+	}
 	out, err := git("rev-parse", *rev+"^{commit}")
 	if err != nil {
 		return err

@@ -137,7 +137,7 @@ var mdSpecs = []mdSpec{
 	{"doc-releases-readme", "releases/README.md", 2, "kind: ConfigMap", "manifest"},
 }
 
-// helmVariant: values files (in config/testdata/cpi/helm-values, applied in
+// helmVariant: values files (in the folder's helm-values/, applied in
 // order) rendered over the current chart and every packaged chart.
 type helmVariant struct {
 	name   string
