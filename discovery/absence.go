@@ -369,8 +369,11 @@ type VCenterHealth struct {
 	BreakerOpen  bool   // open or half-open: lookups fail fast or probe
 	Breaker      string // its state: closed, half-open or open
 	// Indexed says the duplicate index holds its UUIDs: a VM found
-	// elsewhere is served while it cannot answer. Without (inventory
-	// off, or never in service), such lookups fail until it answers.
+	// elsewhere is served while it cannot answer, and a twin it holds is
+	// still seen. Without (inventory off, or never in service), such
+	// lookups fail while it cannot answer, once it has answered since it
+	// was configured; before that (down since the CCM started), the twin
+	// check is blind to it.
 	Indexed bool
 }
 
@@ -386,7 +389,7 @@ func (d *Discoverer) Health() []VCenterHealth {
 	for i, v := range vcs {
 		st := v.breaker.State()
 		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Reachability(), BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st),
-			Indexed: len(d.duplicates.uncovered([]*targetState{v})) == 0}
+			Indexed: d.duplicates.holds(v.Backend)}
 	}
 	return out
 }

@@ -277,6 +277,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 	if err != nil {
 		return zero, &VCenterError{VCenter: v.Name, Err: err}
 	}
+	d.duplicates.sawAnswer(v.Backend)
 	d.noteIdentity(v)
 	return out.(T), nil
 }

@@ -15,14 +15,19 @@ import (
 // as soon as it appears, not only when a lookup happens to ask.
 //
 // A vCenter whose inventory is out of service keeps its last known UUIDs:
-// its VMs still exist as far as anyone knows. One whose inventory was
-// never in service (inventory off, or down since it was configured) is
-// not covered: the index cannot rule out a twin there.
+// its VMs still exist as far as anyone knows. One that has answered but
+// whose UUIDs it never held (inventory off, or never in service) is not
+// covered: the index cannot rule out a twin there, and a VM found while it
+// cannot answer is not served. One never seen up since it was configured
+// (down since the CCM started) does not hold the others up: nothing was
+// ever known of it, and one dead vCenter must not cost the others their
+// Nodes; its Health says the twin check is blind to it.
 //
 // Entries are by backend, not by name: a name repointed to another
 // server is a new backend, and the old one's UUIDs say nothing of it.
 type duplicateIndex struct {
 	mu       sync.Mutex
+	answered map[backends.Backend]bool // seen up since configured
 	held     map[backends.Backend]heldUUIDs
 	twins    map[string][]string // UUID -> vCenters holding it, sorted
 	reported map[string]bool     // twins already reported
@@ -35,7 +40,7 @@ type heldUUIDs struct {
 }
 
 func newDuplicateIndex() *duplicateIndex {
-	return &duplicateIndex{held: map[backends.Backend]heldUUIDs{}, twins: map[string][]string{}, reported: map[string]bool{}}
+	return &duplicateIndex{answered: map[backends.Backend]bool{}, held: map[backends.Backend]heldUUIDs{}, twins: map[string][]string{}, reported: map[string]bool{}}
 }
 
 // refresh reads every configured vCenter's inventory UUIDs (when they
@@ -70,6 +75,11 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 			changed = true
 		}
 	}
+	for b := range x.answered {
+		if !configured[b] {
+			delete(x.answered, b)
+		}
+	}
 	if !changed {
 		return nil
 	}
@@ -102,18 +112,34 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	return fresh
 }
 
-// uncovered lists the vCenters of vcs whose UUIDs the index does not
-// hold: a twin there cannot be ruled out without their answer.
+// sawAnswer notes that b has answered since it was configured.
+func (x *duplicateIndex) sawAnswer(b backends.Backend) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.answered[b] = true
+}
+
+// uncovered lists the vCenters of vcs that have answered but whose UUIDs
+// the index does not hold: a twin there cannot be ruled out without
+// their answer.
 func (x *duplicateIndex) uncovered(vcs []*targetState) []*targetState {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []*targetState
 	for _, v := range vcs {
-		if _, ok := x.held[v.Backend]; !ok {
+		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] {
 			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// holds reports whether the index holds b's UUIDs.
+func (x *duplicateIndex) holds(b backends.Backend) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, ok := x.held[b]
+	return ok
 }
 
 // elsewhere lists the vCenters other than vc whose inventory holds uuid.

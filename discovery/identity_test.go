@@ -113,39 +113,64 @@ func TestServerAnsweringAsAnotherInstanceIsAnotherVCenter(t *testing.T) {
 }
 
 // Issue 20, finding 7: a VM found while a vCenter cannot answer is served
-// only if the duplicate index holds that vCenter's UUIDs. One it never
-// held (inventory off, down since start) may hold a twin: the lookup
-// fails. Before the fix the VM found elsewhere was served, and a twin
-// reported a moment ago disappeared while its vCenter was down.
+// only if the duplicate index holds that vCenter's UUIDs. One it does not
+// (inventory off) may hold a twin: once it has answered, the lookup fails
+// while it cannot. Before the fix the VM found elsewhere was served, and a
+// twin reported a moment ago disappeared while its vCenter was down.
 func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
 	f := newFleet()
+	f.backends["vc3"].WithoutInventory()
+	vm := f.vms["vc1"][1]
+	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: "twin", UUID: vm.UUID}, nil)
+	d := discovery.New(f.targets(nil), discovery.Options{DuplicateScan: 10 * time.Millisecond})
+	t.Cleanup(d.Close)
+	ctx := t.Context()
+	var de *discovery.DuplicateError
+	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
+		t.Fatalf("twin in vc3, every vCenter answering: err = %v; want a DuplicateError", err)
+	}
 	refused := errors.New("connection refused")
-	f.backends["vc3"].Fail(refused) // down before the index ever held it
+	f.backends["vc3"].Fail(refused)
+	_, err := d.FindByUUID(ctx, vm.UUID)
+	var le *discovery.LookupError
+	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
+		t.Fatalf("the twin's vCenter (not indexed) down: err = %v; want a LookupError naming vc3, not the VM in vc1", err)
+	}
+	if _, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); !errors.As(err, &le) {
+		t.Fatalf("any VM found while vc3 (not indexed) is down: err = %v; want a LookupError", err)
+	}
+	for _, h := range d.Health() {
+		if h.Name == "vc3" && h.Indexed {
+			t.Fatal("Health says vc3 is indexed")
+		}
+	}
+}
+
+// A vCenter down since it was configured was never seen: it does not hold
+// up the VMs found in the others (one dead vCenter costs the others
+// nothing), and an indexed one that goes down keeps its twins seen.
+func TestVCenterNeverSeenUpDoesNotHoldUpTheOthers(t *testing.T) {
+	f := newFleet()
+	refused := errors.New("connection refused")
+	f.backends["vc3"].Fail(refused)
 	var twins atomic.Int32
 	d := discovery.New(f.targets(nil), discovery.Options{DuplicateScan: 10 * time.Millisecond, OnDuplicate: func(string, []string) { twins.Add(1) }})
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
-	_, err := d.FindByUUID(ctx, vm.UUID)
-	var le *discovery.LookupError
-	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
-		t.Fatalf("vc3 down and never indexed: err = %v; want a LookupError naming vc3 with the VM found", err)
+	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil {
+		t.Fatalf("vc3 down since start: FindByUUID = %v, %v; want found in vc1", res, err)
 	}
-	// Once the index holds vc3, its failure no longer holds the VM up...
-	f.backends["vc3"].Fail(nil)
-	waitFor(t, "vc3 indexed", func() bool { return indexed(d) })
-	f.backends["vc3"].Fail(refused)
-	if res, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); err != nil || res == nil {
-		t.Fatalf("vc3 indexed, then down: FindByUUID = %v, %v; want found in vc1", res, err)
-	}
-	// ...and a twin it held is still seen while it is down.
 	f.backends["vc3"].Fail(nil)
 	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: "twin", UUID: vm.UUID}, nil)
 	waitFor(t, "the twin indexed", func() bool { return twins.Load() > 0 })
 	f.backends["vc3"].Fail(refused)
 	var de *discovery.DuplicateError
 	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
-		t.Fatalf("twin in vc3, vc3 down: err = %v; want a DuplicateError", err)
+		t.Fatalf("twin in vc3, vc3 indexed then down: err = %v; want a DuplicateError", err)
+	}
+	if res, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); err != nil || res == nil {
+		t.Fatalf("vc3 indexed, then down: FindByUUID = %v, %v; want found in vc1", res, err)
 	}
 }
 

@@ -37,6 +37,7 @@ type Backend struct {
 	closed      bool
 	version     uint64 // of the VMs held: changes with every Add and Remove
 	instance    string // InstanceUUID's answer
+	noUUIDs     bool   // UUIDs reports no inventory in service
 }
 
 // Lag makes the VM with the given ref ID missing from the backend's
@@ -117,6 +118,14 @@ func (b *Backend) Probe(ctx context.Context) error {
 	return err
 }
 
+// WithoutInventory makes UUIDs report no inventory in service, as a
+// vCenter configured with inventory off.
+func (b *Backend) WithoutInventory() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.noUUIDs = true
+}
+
 // SetInstanceUUID sets what InstanceUUID reports: another value is
 // another vCenter answering at the same address.
 func (b *Backend) SetInstanceUUID(id string) {
@@ -159,7 +168,7 @@ func (b *Backend) Remove(id string) {
 func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil || b.hang || b.closed {
+	if b.err != nil || b.hang || b.closed || b.noUUIDs {
 		return nil, 0, false
 	}
 	if b.version == unchangedSince {
