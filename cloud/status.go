@@ -23,10 +23,17 @@ type VCenterStatus struct {
 	Reachability string    `json:"reachability"`
 	Since        time.Time `json:"since,omitzero"`
 	LastError    string    `json:"lastError,omitempty"`
+	// InstanceUUID is the vCenter's instance UUID as its session read it
+	// (with the server, what it is).
+	InstanceUUID string `json:"instanceUUID,omitempty"`
 	// Breaker: "closed", "half-open" or "open".
-	Breaker   string            `json:"breaker"`
-	Session   *SessionStatus    `json:"session,omitempty"`
-	Inventory *InventorySummary `json:"inventory,omitempty"`
+	Breaker string `json:"breaker"`
+	// TwinsIndexed: the duplicate index holds its UUIDs, so a VM found
+	// in another vCenter is served while this one cannot answer (see
+	// discovery.VCenterHealth.Indexed).
+	TwinsIndexed bool              `json:"twinsIndexed"`
+	Session      *SessionStatus    `json:"session,omitempty"`
+	Inventory    *InventorySummary `json:"inventory,omitempty"`
 }
 
 // SessionStatus is a vCenter's current SOAP session.
@@ -60,10 +67,13 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String()}
 		if i := slices.IndexFunc(health, func(h discovery.VCenterHealth) bool { return h.Name == vc.Name }); i >= 0 {
 			h := health[i]
-			st.Reachability, st.Since, st.Breaker = h.Reachability.State.String(), h.Reachability.Since.UTC(), h.Breaker
+			st.Reachability, st.Since, st.Breaker, st.TwinsIndexed = h.Reachability.State.String(), h.Reachability.Since.UTC(), h.Breaker, h.Indexed
 			if h.Reachability.Err != nil {
 				st.LastError = h.Reachability.Err.Error()
 			}
+		}
+		if b, ok := bs[vc.Name]; ok {
+			st.InstanceUUID = b.InstanceUUID()
 		}
 		if r, ok := bs[vc.Name].(backends.SessionReporter); ok {
 			if s, ok := r.Session(); ok {

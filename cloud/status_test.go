@@ -63,7 +63,7 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 
 	st := c.VCenterStatuses()
 	if len(st) != 2 || st[0].Name != "vcA" || st[0].Reachability != "up" || st[1].Reachability != "down" ||
-		st[1].LastError != "dial tcp: connection refused" || st[1].Breaker == "" {
+		st[1].LastError != "dial tcp: connection refused" || st[1].Breaker == "" || !st[0].TwinsIndexed {
 		t.Errorf("VCenterStatuses = %+v; want vcA up, vcB down with its error and a breaker state", st)
 	}
 }
