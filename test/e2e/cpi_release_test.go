@@ -129,7 +129,7 @@ func TestTakeoverFromCPIRelease(t *testing.T) {
 		}
 		problems = append(problems, nodeDiff(name, old, n)...)
 		for k := range n.Labels {
-			if _, ok := old.Labels[k]; !ok && k != labelVCenter && k != labelDatacenter {
+			if _, ok := old.Labels[k]; !ok && k != labelVCenter && k != labelServer && k != labelDatacenter {
 				problems = append(problems, fmt.Sprintf("%s: label %s added", name, k))
 			}
 		}

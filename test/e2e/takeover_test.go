@@ -33,6 +33,7 @@ import (
 // The product's location labels and its memory of the config.
 const (
 	labelVCenter    = "vsphere-federated-ccm.io/vcenter"
+	labelServer     = "vsphere-federated-ccm.io/vcenter-server"
 	labelDatacenter = "vsphere-federated-ccm.io/datacenter"
 	stateConfigMap  = "vsphere-federated-ccm-state"
 )
@@ -127,6 +128,9 @@ func TestTakeoverFromCPIThenVCenterRemoved(t *testing.T) {
 				if n.Labels[k] != v {
 					unlabeled = append(unlabeled, fmt.Sprintf("%s: %s=%q, want %q", n.Name, k, n.Labels[k], v))
 				}
+			}
+			if n.Labels[labelServer] == "" {
+				unlabeled = append(unlabeled, fmt.Sprintf("%s: no %s", n.Name, labelServer))
 			}
 		}
 		return len(unlabeled) == 0, nil
