@@ -185,6 +185,9 @@ func TestChaosSoak(t *testing.T) {
 	}
 	counts := maps.Clone(w.counts)
 	w.mu.Unlock()
+	// A VM destroyed before its Node was initialized leaves a Node that
+	// was never known as a VM (no providerID): kept, as CPI keeps it.
+	destroyed, neverVMs := splitByProviderID(t, env, destroyed)
 	// Destroyed VMs' Nodes are NotReady (set right after each destroy).
 	if err := harness.WaitForNodesGone(t.Context(), env.Client, names(destroyed), 2*time.Minute); err != nil {
 		t.Errorf("after the heal, destroyed VMs' Nodes were not all deleted: %v", err)
@@ -212,6 +215,12 @@ func TestChaosSoak(t *testing.T) {
 	if !sameSet(deleted, names(destroyed)) {
 		t.Errorf("deleted Nodes %v; want exactly the destroyed VMs' %v", deleted, names(destroyed))
 	}
+	for _, vm := range neverVMs {
+		if _, err := env.Client.CoreV1().Nodes().Get(t.Context(), vm.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Node %s of a destroyed VM, never initialized: %v; want it kept", vm.Name, err)
+		}
+	}
+	t.Logf("destroyed VMs: %d Nodes deleted, %d never initialized and kept", len(destroyed), len(neverVMs))
 
 	// A last fault everywhere at once. First the lifecycle controller asks
 	// about every Node each second until all lookups succeed (so the CCM
@@ -633,4 +642,19 @@ func (l *chaosWorkload) flipReady(ctx context.Context) error {
 	l.w.counts["ready flips"]++
 	l.w.mu.Unlock()
 	return nil
+}
+
+// splitByProviderID sorts the VMs whose Nodes have a providerID, or are
+// gone already, from those whose Nodes have none.
+func splitByProviderID(t *testing.T, env *harness.Env, vms []*vcsim.VM) (initialized, not []*vcsim.VM) {
+	t.Helper()
+	for _, vm := range vms {
+		n, err := env.Client.CoreV1().Nodes().Get(t.Context(), vm.Name, metav1.GetOptions{})
+		if err == nil && n.Spec.ProviderID == "" {
+			not = append(not, vm)
+			continue
+		}
+		initialized = append(initialized, vm)
+	}
+	return initialized, not
 }
