@@ -282,6 +282,9 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node), Events: []eventSummary{}}
 	if vc, dc := node.Labels[cloud.LabelVCenter], node.Labels[cloud.LabelDatacenter]; vc != "" {
 		r.Claim = "vcenter " + vc
+		if server := node.Labels[cloud.LabelServer]; server != "" {
+			r.Claim += " (server " + server + ")"
+		}
 		if dc != "" {
 			r.Claim += " datacenter " + dc
 		}
@@ -422,7 +425,7 @@ func keysOf(node *v1.Node) lookupKeys {
 	}
 	switch {
 	case k.ProviderID != "":
-		k.Used = "providerID (the VM's BIOS UUID, exactly)"
+		k.Used = "providerID (the VM's BIOS UUID, in both byte orders)"
 	case k.SystemUUID != "":
 		k.Used = "systemUUID, in both byte orders; then the name as guest host name" + map[bool]string{true: " and as guest IP", false: ""}[isIP(node.Name)]
 	default:
