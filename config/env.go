@@ -1,8 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,8 +45,8 @@ func envGlobal(f *fileSchema) []struct {
 		name, path string
 		set        func(string) error
 	}{
-		{"VSPHERE_VCENTER", "global.server", str(&g.Server)},
-		{"VSPHERE_VCENTER_PORT", "global.port", str(&g.Port)},
+		{"VSPHERE_VCENTER", "global.server", server(&g.Server)},
+		{"VSPHERE_VCENTER_PORT", "global.port", func(v string) error { return setPort(&g.Port, v) }},
 		{"VSPHERE_USER", "global.user", str(&g.User)},
 		{"VSPHERE_PASSWORD", "global.password", func(v string) error { g.Password = Password(v); return nil }},
 		{"VSPHERE_DATACENTER", "global.datacenters", func(v string) error { g.Datacenters = splitList(v); return nil }},
@@ -55,8 +59,8 @@ func envGlobal(f *fileSchema) []struct {
 		{"VSPHERE_THUMBPRINT", "global.thumbprint", str(&g.Thumbprint)},
 		{"VSPHERE_LABEL_REGION", "labels.region", str(&f.Labels.Region)},
 		{"VSPHERE_LABEL_ZONE", "labels.zone", str(&f.Labels.Zone)},
-		{"VSPHERE_NODES_INTERNAL_NETWORK_SUBNET_CIDR", "nodes.internalNetworkSubnetCidr", str(&f.Nodes.InternalNetworkSubnetCIDR)},
-		{"VSPHERE_NODES_EXTERNAL_NETWORK_SUBNET_CIDR", "nodes.externalNetworkSubnetCidr", str(&f.Nodes.ExternalNetworkSubnetCIDR)},
+		{"VSPHERE_NODES_INTERNAL_NETWORK_SUBNET_CIDR", "nodes.internalNetworkSubnetCidr", func(v string) error { return setCIDRs(&f.Nodes.InternalNetworkSubnetCIDR, v) }},
+		{"VSPHERE_NODES_EXTERNAL_NETWORK_SUBNET_CIDR", "nodes.externalNetworkSubnetCidr", func(v string) error { return setCIDRs(&f.Nodes.ExternalNetworkSubnetCIDR, v) }},
 		{"VSPHERE_NODES_INTERNAL_VM_NETWORK_NAME", "nodes.internalVmNetworkName", str(&f.Nodes.InternalVMNetworkName)},
 		{"VSPHERE_NODES_EXTERNAL_VM_NETWORK_NAME", "nodes.externalVmNetworkName", str(&f.Nodes.ExternalVMNetworkName)},
 	}
@@ -75,8 +79,8 @@ func envVCenter(v *vcenterSection) []struct {
 	}{
 		{"USERNAME", "user", str(&v.User)},
 		{"PASSWORD", "password", func(s string) error { v.Password = Password(s); return nil }},
-		{"SERVER", "server", str(&v.Server)},
-		{"PORT", "port", str(&v.Port)},
+		{"SERVER", "server", server(&v.Server)},
+		{"PORT", "port", func(s string) error { return setPort(&v.Port, s) }},
 		{"INSECURE", "insecureFlag", func(s string) error { return setBool(&v.InsecureFlag, s) }},
 		{"DATACENTERS", "datacenters", func(s string) error { v.Datacenters = splitList(s); return nil }},
 		{"ROUNDTRIP", "soapRoundtripCount", func(s string) error { return setUint(&v.SoapRoundtripCount, s) }},
@@ -84,8 +88,52 @@ func envVCenter(v *vcenterSection) []struct {
 		{"THUMBPRINT", "thumbprint", str(&v.Thumbprint)},
 		{"SECRET_NAME", "secretName", str(&v.SecretName)},
 		{"SECRET_NAMESPACE", "secretNamespace", str(&v.SecretNamespace)},
-		{"IP_FAMILY", "ipFamily", func(s string) error { v.IPFamily = splitList(s); return nil }},
+		{"IP_FAMILY", "ipFamily", func(s string) error { return setIPFamily(&v.IPFamily, s) }},
 	}
+}
+
+// The setters below refuse a value the file's key would refuse, so that
+// a variable is skipped with a Notice rather than make the config invalid
+// (CPI skips a value that does not parse); their errors never quote it.
+
+func server(p *string) func(string) error {
+	return func(v string) error {
+		if strings.TrimSpace(v) == "" {
+			return errors.New("blank")
+		}
+		*p = v
+		return nil
+	}
+}
+
+func setPort(p *string, v string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > 65535 {
+		return errors.New("not a port number (1 to 65535)")
+	}
+	*p = strconv.Itoa(n)
+	return nil
+}
+
+func setCIDRs(p *string, v string) error {
+	for _, part := range splitList(v) {
+		if _, err := netip.ParsePrefix(part); err != nil {
+			return errors.New("not a comma-separated list of CIDRs")
+		}
+	}
+	*p = v
+	return nil
+}
+
+func setIPFamily(p *StringList, v string) error {
+	fams := splitList(v)
+	for _, fam := range fams {
+		if fam = strings.ToLower(fam); fam != IPv4 && fam != IPv6 {
+			return errors.New("not ipv4, ipv6 or both")
+		}
+	}
+	*p = fams
+	return nil
 }
 
 func setBool(p **bool, v string) error {
@@ -107,15 +155,54 @@ func setUint(p **uint, v string) error {
 	return nil
 }
 
+// serviceLinkID matches the ids of VSPHERE_VCENTER_<id> the kubelet sets
+// for a Service named vsphere-vcenter or vsphere-vcenter-… in the Pod's
+// namespace (its "service links", unless the Pod sets enableServiceLinks:
+// false): the Service's name upper-cased, then _SERVICE_HOST,
+// _SERVICE_PORT, _SERVICE_PORT_<port name>, _PORT, _PORT_<n>_<protocol>
+// and that followed by _PROTO, _PORT or _ADDR.
+var serviceLinkID = regexp.MustCompile(`(^|_)(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+
+// serviceLinkValue reports whether v has the shape of the kubelet's link
+// variables' values, <protocol>://<address>:<port>: no server, port or
+// credential of CPI's is written so.
+func serviceLinkValue(v string) bool {
+	scheme, addr, ok := strings.Cut(v, "://")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(scheme) {
+	case "tcp", "udp", "sctp":
+	default:
+		return false
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	_, err = strconv.ParseUint(port, 10, 16)
+	return err == nil
+}
+
+// Why a variable the kubelet set for a Service is not read.
+const (
+	serviceLinkValueSkipped = "skipped, the value of a Kubernetes service link (the kubelet sets it for a Service in this namespace unless the Pod sets enableServiceLinks: false)"
+	serviceLinkNameSkipped  = "skipped, not a vCenter: named as the kubelet names a Service's variables (for a Service vsphere-vcenter… in this namespace, unless the Pod sets enableServiceLinks: false)"
+)
+
 // apply sets what CPI's environment variables set, as its documentation
 // says: a variable's value takes precedence over the file's. (CPI itself
 // applies the global ones after it has handed global's values down to
 // the vCenters, so there most of them change nothing; and it reads
 // VCENTER_<id>_INSECURE, _ROUNDTRIP and _IP_FAMILY only when they are
 // not set, that is never.) A vCenter is VSPHERE_VCENTER_<id>=<name> (its
-// server, unless VCENTER_<id>_SERVER names one). A value that does not
-// parse is skipped with a Notice, as CPI skips it. It returns a Notice
-// per variable applied, naming it, never its value.
+// server, unless VCENTER_<id>_SERVER names one). A value its key would
+// refuse is skipped with a Notice, as CPI skips one that does not parse,
+// and so is what the kubelet sets for a Service named vsphere-vcenter…
+// (CPI reads those as overrides and vCenters: its config turns invalid
+// or gains vCenters named tcp, 443, the Service's address, with global's
+// credentials). It returns a Notice per variable applied or skipped,
+// naming it, never its value.
 func (e Env) apply(f *fileSchema) []Notice {
 	vars := map[string]string{}
 	for _, kv := range e.Vars {
@@ -124,16 +211,24 @@ func (e Env) apply(f *fileSchema) []Notice {
 		}
 	}
 	var notices []Notice
-	note := func(name, path string, err error) {
-		if err != nil {
-			notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: fmt.Sprintf("%s: skipped, %v", path, err)})
+	skip := func(name, reason string) {
+		notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: reason})
+	}
+	// set applies variable name to the key at path.
+	set := func(name, path string, set func(string) error) {
+		if serviceLinkValue(vars[name]) {
+			skip(name, path+": "+serviceLinkValueSkipped)
+			return
+		}
+		if err := set(vars[name]); err != nil {
+			skip(name, fmt.Sprintf("%s: skipped, %v", path, err))
 			return
 		}
 		notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: "sets " + path})
 	}
 	for _, o := range envGlobal(f) {
-		if v, ok := vars[o.name]; ok {
-			note(o.name, o.path, o.set(v))
+		if _, ok := vars[o.name]; ok {
+			set(o.name, o.path, o.set)
 		}
 	}
 	var ids []string
@@ -144,7 +239,18 @@ func (e Env) apply(f *fileSchema) []Notice {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		name := vars["VSPHERE_VCENTER_"+id]
+		variable, name := "VSPHERE_VCENTER_"+id, vars["VSPHERE_VCENTER_"+id]
+		switch {
+		case serviceLinkID.MatchString(id):
+			skip(variable, serviceLinkNameSkipped)
+			continue
+		case serviceLinkValue(name):
+			skip(variable, "vcenter: "+serviceLinkValueSkipped)
+			continue
+		case strings.TrimSpace(name) == "":
+			skip(variable, "vcenter: skipped, blank")
+			continue
+		}
 		if f.VCenter == nil {
 			f.VCenter = map[string]*vcenterSection{}
 		}
@@ -153,10 +259,10 @@ func (e Env) apply(f *fileSchema) []Notice {
 			v = &vcenterSection{}
 			f.VCenter[name] = v
 		}
-		note("VSPHERE_VCENTER_"+id, "vcenter."+name, nil)
+		notices = append(notices, Notice{Kind: NoticeEnv, Path: variable, Reason: "sets vcenter." + name})
 		for _, o := range envVCenter(v) {
-			if s, ok := vars["VCENTER_"+id+"_"+o.suffix]; ok {
-				note("VCENTER_"+id+"_"+o.suffix, "vcenter."+name+"."+o.key, o.set(s))
+			if _, ok := vars["VCENTER_"+id+"_"+o.suffix]; ok {
+				set("VCENTER_"+id+"_"+o.suffix, "vcenter."+name+"."+o.key, o.set)
 			}
 		}
 		if v.Server == "" {

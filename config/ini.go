@@ -131,8 +131,13 @@ func (r *iniReader) endOfLine() bool {
 // fail is the scanner's first error, else msg at the current line.
 func (r *iniReader) fail(msg string) error {
 	if len(r.scanErrs) > 0 {
-		// The scanner's own message; it never quotes the text.
-		return fmt.Errorf("line %d: %s", r.scanErrs[0].Pos.Line, r.scanErrs[0].Msg)
+		// The scanner's own message, which quotes no text but the
+		// character it calls illegal: that one may be a password's.
+		msg := r.scanErrs[0].Msg
+		if strings.HasPrefix(msg, "illegal character U+") {
+			msg = "illegal character"
+		}
+		return fmt.Errorf("line %d: %s", r.scanErrs[0].Pos.Line, msg)
 	}
 	return fmt.Errorf("line %d: %s", r.line(), msg)
 }

@@ -112,7 +112,7 @@ func TestINIForms(t *testing.T) {
 		{
 			name:    "values of the wrong type, by path and INI line",
 			ini:     "[Global]\nuser = u\ninsecure-flag = maybe\n[VirtualCenter \"vc\"]\nsoap-roundtrip-count = many\n",
-			wantErr: []string{`global.insecureFlag: want true or false, got "maybe" (line 3)`, `vcenter.vc.soapRoundtripCount: want a whole number, 0 or more, got "many" (line 5)`},
+			wantErr: []string{"global.insecureFlag: want true or false, got a string (line 3)", "vcenter.vc.soapRoundtripCount: want a whole number, 0 or more, got a string (line 5)"},
 		},
 		{
 			name:    "malformed lines",

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -124,11 +125,15 @@ func ParseIn(data []byte, env Env) (*Config, error) {
 }
 
 // decode is n.Decode with yaml.v3's panics (v3.0.1 panics on a merge key
-// next to a non-scalar key) turned into errors.
+// next to a non-scalar key) turned into errors. Only a runtime error's
+// text is kept: yaml.v3's own panics may print a key or value.
 func decode(n *yaml.Node, v any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("yaml: cannot decode: %v", r)
+			err = errors.New("yaml: cannot decode")
+			if re, ok := r.(runtime.Error); ok {
+				err = fmt.Errorf("yaml: cannot decode: %w", re)
+			}
 		}
 	}()
 	return n.Decode(v)
@@ -215,7 +220,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 		}
 		w.seen[aliasVisit{n, t}] = true
 	}
-	if problem, leaf := checkLeaf(n, t, strings.HasSuffix(path, "password") || strings.HasSuffix(path, ".user") || path == "user"); leaf {
+	if problem, leaf := checkLeaf(n, t); leaf {
 		if problem != "" {
 			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
 		}
@@ -229,6 +234,12 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 	// A merge key (<<) brings in the keys of a mapping or a list of them.
 	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.AliasNode {
+			// Its value would be a name (of a vCenter, in logs and
+			// errors) or a key: a password's anchor would make either
+			// show the password.
+			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: a key may not be an alias (*…): write the key itself (line %d)", or(path, "the config"), k.Line))
+		}
 		if isMerge(n.Content[i]) {
 			if v := n.Content[i+1]; v.Kind == yaml.SequenceNode {
 				for _, m := range v.Content {
@@ -242,7 +253,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	switch t.Kind() {
 	case reflect.Map:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if isMerge(n.Content[i]) {
+			if isMerge(n.Content[i]) || n.Content[i].Kind == yaml.AliasNode {
 				continue
 			}
 			w.lines[join(path, n.Content[i].Value)] = n.Content[i].Line
@@ -251,7 +262,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Struct:
 		fields := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if isMerge(n.Content[i]) {
+			if isMerge(n.Content[i]) || n.Content[i].Kind == yaml.AliasNode {
 				continue
 			}
 			key := n.Content[i].Value
@@ -267,9 +278,8 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 }
 
 // checkLeaf reports whether t is a leaf type (a value, not a section) and,
-// if n cannot be decoded into it, what is wrong. (A scalar always decodes
-// into a string, so no password is ever quoted.)
-func checkLeaf(n *yaml.Node, t reflect.Type, secret bool) (problem string, leaf bool) {
+// if n cannot be decoded into it, what is wrong.
+func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 	var want string
 	switch t.Kind() {
 	case reflect.Bool:
@@ -288,13 +298,24 @@ func checkLeaf(n *yaml.Node, t reflect.Type, secret bool) (problem string, leaf 
 	if decode(n, reflect.New(t).Interface()) == nil {
 		return "", true
 	}
-	if secret && n.Kind == yaml.ScalarNode {
-		return want + ", got a value not shown (a credential)", true
+	got := describe(n)
+	if got == "a number" && t.Kind() != reflect.String && t.Kind() != reflect.Bool && t.Kind() != reflect.Slice {
+		// A number that does not fit a number's field.
+		switch {
+		case n.ShortTag() == "!!float":
+			got = "a number that is not whole"
+		case strings.HasPrefix(n.Value, "-"):
+			got = "a negative number"
+		default:
+			got = "a number too large"
+		}
 	}
-	return want + ", got " + describe(n), true
+	return want + ", got " + got, true
 }
 
-// describe says what n is, quoting a scalar.
+// describe says what kind of value n is. It never quotes a value: any
+// may be a password that an alias, a merge key or a misplaced line put
+// where it does not belong, and the error reaches logs and Events.
 func describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.SequenceNode:
@@ -302,10 +323,21 @@ func describe(n *yaml.Node) string {
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.ScalarNode:
-		if mayHoldSecret(n.Value) {
-			return "a value (not shown: it may hold a password)"
+		switch n.ShortTag() {
+		case "!!int", "!!float":
+			return "a number"
+		case "!!bool":
+			return "a boolean"
+		case "!!null":
+			return "nothing"
+		case "!!str":
+			return "a string"
+		case "!!timestamp":
+			return "a date"
+		case "!!binary":
+			return "binary data"
 		}
-		return strconv.Quote(n.Value)
+		return "a tagged value"
 	}
 	return "an alias"
 }
@@ -427,7 +459,7 @@ func (f *fileSchema) resolve() (*Config, []error) {
 		if vc.Server == "" {
 			add(p+".server", "required")
 		} else if other, dup := servers[vc.Server]; dup {
-			add(p+".server", "%q is also the server of vcenter.%s", vc.Server, other)
+			add(p+".server", "the server of vcenter.%s too", other)
 		} else {
 			servers[vc.Server] = name
 		}
@@ -492,7 +524,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 			if v.Port == "" {
 				where = "global.port"
 			}
-			add(where, "must be a number from 1 to 65535, got %q", port)
+			add(where, "must be a number from 1 to 65535")
 		default:
 			vc.Port = n
 		}
@@ -504,7 +536,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 		fam = strings.ToLower(fam)
 		vc.IPFamily[i] = fam
 		if fam != IPv4 && fam != IPv6 {
-			add(p+".ipFamily", "%q is neither ipv4 nor ipv6", fam)
+			add(p+".ipFamily", "%sneither ipv4 nor ipv6", entry(i, len(vc.IPFamily)))
 		}
 	}
 	if v.InsecureFlag != nil && !*v.InsecureFlag && derefOr(g.InsecureFlag, false) {
@@ -564,7 +596,7 @@ func parseDuration(s string, def time.Duration, path string, add func(string, st
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		add(path, "%q is not a duration (like 10s or 1m)", s)
+		add(path, "not a duration (like 10s or 1m)")
 		return def, false
 	}
 	if d <= 0 {
@@ -576,15 +608,25 @@ func parseDuration(s string, def time.Duration, path string, add func(string, st
 
 func parseCIDRs(s, path string, add func(string, string, ...any)) []netip.Prefix {
 	var out []netip.Prefix
-	for _, part := range splitList(s) {
+	parts := splitList(s)
+	for i, part := range parts {
 		p, err := netip.ParsePrefix(part)
 		if err != nil {
-			add(path, "%q is not a CIDR", part)
+			add(path, "%snot a CIDR", entry(i, len(parts)))
 			continue
 		}
 		out = append(out, p.Masked())
 	}
 	return out
+}
+
+// entry names the i-th of n entries of a list for an error ("entry 2
+// is "), which never quotes it; "" when it is the only one.
+func entry(i, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf("entry %d is ", i+1)
 }
 
 func or(a, b string) string {

@@ -242,6 +242,11 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	if spec.ServiceAccountName != harness.ServiceAccount {
 		t.Errorf("serviceAccountName %q", spec.ServiceAccountName)
 	}
+	// A Service named vsphere-vcenter… would otherwise put variables
+	// named as CPI's overrides in the CCM's environment.
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		t.Error("enableServiceLinks is not false")
+	}
 	psc := spec.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
 		t.Errorf("pod securityContext %+v: want runAsNonRoot and a non-zero runAsUser", psc)
