@@ -124,9 +124,66 @@ type rule1Model struct {
 	nodes  map[string]*modelNode
 	nextID int
 	steps  *atomic.Int64
+	// story is what happened so far, for the failure message: rapid's
+	// replay of a shrunk sequence may not fail again when the failure
+	// hangs on timing.
+	story []string
+}
+
+// note adds to the story of the sequence.
+func (m *rule1Model) note(format string, args ...any) {
+	m.story = append(m.story, fmt.Sprintf(format, args...))
+}
+
+// do runs step f, named name, and tells it in the story: its name, then
+// the config and the faults after it, then what f noted.
+func (m *rule1Model) do(name string, f func()) {
+	n := len(m.story)
+	f() // a skipped action ends here
+	m.steps.Add(1)
+	head := fmt.Sprintf("%s → config %s", name, describeModelConfig(m.cfg))
+	if !m.fileValid {
+		head += " (the file holds an invalid edit)"
+	}
+	if f := m.faults(); f != "" {
+		head += "; " + f
+	}
+	m.story = slices.Insert(m.story, n, head)
+}
+
+// faults describes the servers' faults and the history's.
+func (m *rule1Model) faults() string {
+	var out []string
+	for _, s := range modelServers {
+		if a := m.at(s); a.fault != "" {
+			out = append(out, s+": "+a.fault)
+		}
+	}
+	if m.readsFail.Load() {
+		out = append(out, "history reads fail")
+	}
+	if m.writesFail.Load() {
+		out = append(out, "history writes fail")
+	}
+	return strings.Join(out, ", ")
 }
 
 func newRule1Model(t *rapid.T, steps *atomic.Int64) *rule1Model {
+	m := newModelWorld(t, t.Cleanup, steps)
+	// The first config: one to three vCenters.
+	names := rapid.SliceOfNDistinct(rapid.SampledFrom(modelNames), 1, 3, rapid.ID[string]).Draw(t, "initial vCenters")
+	var cfg []modelVCenter
+	for _, n := range names {
+		cfg = append(cfg, drawVCenter(t, n, cfg))
+	}
+	m.writeConfig(t, cfg)
+	m.startCloud(t)
+	return m
+}
+
+// newModelWorld is the world with an appliance at every server and no
+// VM, Node or config yet.
+func newModelWorld(t rapid.TB, cleanup func(func()), steps *atomic.Int64) *rule1Model {
 	dir, err := os.MkdirTemp("", "rule1-model-")
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +196,7 @@ func newRule1Model(t *rapid.T, steps *atomic.Int64) *rule1Model {
 		current: map[string]*appliance{}, everConfigured: map[*appliance]bool{}, usedNames: map[string]bool{},
 		nodes: map[string]*modelNode{}, steps: steps,
 	}
-	t.Cleanup(func() {
+	cleanup(func() {
 		m.stopCloud()
 		_ = os.RemoveAll(dir)
 	})
@@ -157,15 +214,6 @@ func newRule1Model(t *rapid.T, steps *atomic.Int64) *rule1Model {
 	m.client.PrependReactor("get", "configmaps", fail(&m.readsFail))
 	m.client.PrependReactor("create", "configmaps", fail(&m.writesFail))
 	m.client.PrependReactor("update", "configmaps", fail(&m.writesFail))
-
-	// The first config: one to three vCenters.
-	names := rapid.SliceOfNDistinct(rapid.SampledFrom(modelNames), 1, 3, rapid.ID[string]).Draw(t, "initial vCenters")
-	var cfg []modelVCenter
-	for _, n := range names {
-		cfg = append(cfg, drawVCenter(t, n, cfg))
-	}
-	m.writeConfig(t, cfg)
-	m.startCloud(t)
 	return m
 }
 
@@ -213,7 +261,7 @@ func (m *rule1Model) at(address string) *appliance {
 // yaml renders cfg.
 func renderModelConfig(cfg []modelVCenter) string {
 	var b strings.Builder
-	b.WriteString("global:\n  user: ccm\n  password: pw\n  requestTimeout: 100ms\n  breaker:\n    consecutiveFailures: 3\n    openTimeout: 100ms\nvcenter:\n")
+	b.WriteString("global:\n  user: ccm\n  password: pw\n  requestTimeout: 50ms\n  breaker:\n    consecutiveFailures: 3\n    openTimeout: 1ms\nvcenter:\n")
 	for _, vc := range cfg {
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n    inventory: %t\n", vc.name, vc.server, vc.inventory)
 		if len(vc.datacenters) > 0 {
@@ -238,7 +286,7 @@ func describeModelConfig(cfg []modelVCenter) string {
 // writeConfig writes cfg to the file; it becomes the model's config when
 // it parses (it always should; an edit the parser rejects is kept out,
 // as the CCM keeps the last good one).
-func (m *rule1Model) writeConfig(t *rapid.T, cfg []modelVCenter) bool {
+func (m *rule1Model) writeConfig(t rapid.TB, cfg []modelVCenter) bool {
 	content := renderModelConfig(cfg)
 	writeModelFile(t, m.path, content)
 	if _, err := config.Parse([]byte(content)); err != nil {
@@ -252,7 +300,7 @@ func (m *rule1Model) writeConfig(t *rapid.T, cfg []modelVCenter) bool {
 	return true
 }
 
-func writeModelFile(t *rapid.T, path, content string) {
+func writeModelFile(t rapid.TB, path, content string) {
 	tmp := path + ".swp"
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -283,7 +331,7 @@ func (m *rule1Model) options() cloud.Options {
 	}
 }
 
-func (m *rule1Model) startCloud(t *rapid.T) {
+func (m *rule1Model) startCloud(t rapid.TB) {
 	if !m.fileValid {
 		// A CCM does not start on an invalid file: the operator fixed it.
 		writeModelFile(t, m.path, renderModelConfig(m.cfg))
@@ -400,48 +448,47 @@ func (h *applianceHandle) Close(context.Context) error {
 // ---- operations ----
 
 func (m *rule1Model) actions() map[string]func(*rapid.T) {
-	step := func(f func(*rapid.T)) func(*rapid.T) {
-		return func(t *rapid.T) { f(t); m.steps.Add(1) }
-	}
 	a := map[string]func(*rapid.T){
+		"EditAdd":         m.editAdd,
+		"EditRemove":      m.editRemove,
+		"EditRename":      m.editRename,
+		"EditRepoint":     m.editRepoint,
+		"EditDatacenters": m.editDatacenters,
+		"EditInventory":   m.editInventory,
+		"EditInvalid":     m.editInvalid,
 
-		"EditAdd":         step(m.editAdd),
-		"EditRemove":      step(m.editRemove),
-		"EditRename":      step(m.editRename),
-		"EditRepoint":     step(m.editRepoint),
-		"EditDatacenters": step(m.editDatacenters),
-		"EditInventory":   step(m.editInventory),
-		"EditInvalid":     step(m.editInvalid),
+		"Restart":      func(t *rapid.T) { m.restart(t) },
+		"HistoryFault": m.historyFault,
+		"LaterReload":  func(t *rapid.T) { m.laterReload(t) },
 
-		"Restart":      step(m.restart),
-		"HistoryFault": step(m.historyFault),
-		"LaterReload":  step(m.laterReload),
+		"ServerFault": m.serverFault,
+		"ServerHeal":  m.serverHeal,
+		"Reimage":     m.reimageStep,
 
-		"ServerFault": step(m.serverFault),
-		"ServerHeal":  step(m.serverHeal),
-		"Reimage":     step(m.reimageStep),
+		"VMCreate":       m.vmCreate,
+		"VMDestroy":      m.vmDestroy,
+		"VMPower":        m.vmPower,
+		"VMMoveDC":       m.vmMoveDC,
+		"VMMoveServer":   m.vmMoveServer,
+		"VMTwin":         m.vmTwin,
+		"VMInaccessible": m.vmInaccessible,
 
-		"VMCreate":       step(m.vmCreate),
-		"VMDestroy":      step(m.vmDestroy),
-		"VMPower":        step(m.vmPower),
-		"VMMoveDC":       step(m.vmMoveDC),
-		"VMMoveServer":   step(m.vmMoveServer),
-		"VMTwin":         step(m.vmTwin),
-		"VMInaccessible": step(m.vmInaccessible),
-
-		"NodeCreate": step(m.nodeCreate),
-		"NodeLabels": step(m.nodeLabels),
+		"NodeCreate": m.nodeCreate,
+		"NodeLabels": m.nodeLabels,
+	}
+	for name, f := range a {
+		a[name] = func(t *rapid.T) { m.do(name, func() { f(t) }) }
 	}
 	for _, name := range strings.Split(os.Getenv("RULE1_SKIP"), ",") {
 		delete(a, strings.TrimSpace(name))
 	}
-	a[""] = m.check
+	a[""] = func(t *rapid.T) { m.check(t) }
 	return a
 }
 
 // edit applies cfg as a config edit: written, then reloaded (as the file
 // watch would).
-func (m *rule1Model) edit(t *rapid.T, cfg []modelVCenter) {
+func (m *rule1Model) edit(t rapid.TB, cfg []modelVCenter) {
 	m.writeConfig(t, cfg)
 	m.cloud.Reload(m.ctx)
 }
@@ -531,7 +578,7 @@ func (m *rule1Model) editInvalid(t *rapid.T) {
 	m.cloud.Reload(m.ctx)
 }
 
-func (m *rule1Model) restart(t *rapid.T) {
+func (m *rule1Model) restart(t rapid.TB) {
 	m.stopCloud()
 	m.startCloud(t)
 }
@@ -543,7 +590,7 @@ func (m *rule1Model) historyFault(t *rapid.T) {
 
 // laterReload is a reload with nothing new in the file: the retry of an
 // unrecorded history, a Secret's change.
-func (m *rule1Model) laterReload(*rapid.T) { m.cloud.Reload(m.ctx) }
+func (m *rule1Model) laterReload(rapid.TB) { m.cloud.Reload(m.ctx) }
 
 var errRefused = errors.New("dial tcp: connection refused")
 
@@ -568,11 +615,12 @@ func (m *rule1Model) serverFault(t *rapid.T) {
 func (m *rule1Model) heal(a *appliance) {
 	a.fake.Fail(nil)
 	a.fake.Hang(false)
+	a.fake.SetReachability(backends.ConnUp, nil)
 	a.fault = ""
 }
 
-// serverHeal ends a server's fault; its reachability follows at the
-// CCM's next probe.
+// serverHeal ends a server's fault, and its backend has reconnected (not
+// left to a probe's timing, so a sequence replays alike).
 func (m *rule1Model) serverHeal(t *rapid.T) {
 	var faulty []string
 	for _, s := range modelServers {
@@ -589,6 +637,7 @@ func (m *rule1Model) serverHeal(t *rapid.T) {
 func (m *rule1Model) reimageStep(t *rapid.T) {
 	s := rapid.SampledFrom(modelServers).Draw(t, "server")
 	a := m.reimage(s)
+	m.note("  %s re-imaged: now %s", s, a.instance)
 	// The new appliance already holds VMs of its own, maybe.
 	for range rapid.IntRange(0, 2).Draw(t, "VMs on the new appliance") {
 		m.addVM(a, m.newVM(t))
@@ -608,6 +657,7 @@ func (m *rule1Model) newVM(t *rapid.T) *modelVM {
 }
 
 func (m *rule1Model) addVM(a *appliance, vm *modelVM) {
+	m.note("  vm %s %q uuid %s in %s/%s", vm.ref.ID, vm.name, vm.uuid, a, vm.ref.Datacenter)
 	a.vms[vm.ref.ID] = vm
 	m.sync(a, vm)
 }
@@ -624,6 +674,7 @@ func (m *rule1Model) sync(a *appliance, vm *modelVM) {
 }
 
 func (m *rule1Model) removeVM(a *appliance, vm *modelVM) {
+	m.note("  vm %s %q gone from %s", vm.ref.ID, vm.name, a)
 	delete(a.vms, vm.ref.ID)
 	a.fake.Remove(vm.ref.ID)
 }
@@ -675,6 +726,7 @@ func (m *rule1Model) vmPower(t *rapid.T) {
 	} else {
 		r.vm.power = backends.PoweredOn
 	}
+	m.note("  vm %s %q in %s %s", r.vm.ref.ID, r.vm.name, r.a, r.vm.power)
 	m.sync(r.a, r.vm)
 }
 
@@ -714,6 +766,7 @@ func (m *rule1Model) vmTwin(t *rapid.T) {
 func (m *rule1Model) vmInaccessible(t *rapid.T) {
 	r := m.pickVM(t)
 	r.vm.inaccessible = !r.vm.inaccessible
+	m.note("  vm %s %q in %s inaccessible: %t", r.vm.ref.ID, r.vm.name, r.a, r.vm.inaccessible)
 	m.sync(r.a, r.vm)
 }
 
@@ -743,17 +796,21 @@ func (m *rule1Model) nodeCreate(t *rapid.T) {
 		}
 		m.createNode(t, all[rapid.IntRange(0, len(all)-1).Draw(t, "vm")])
 	case "bare metal":
-		m.nextID++
-		name := fmt.Sprintf("bm%d", m.nextID)
-		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{Taints: uninitializedTaint()},
-			Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: fmt.Sprintf("b0000000-0000-4000-8000-%012x", m.nextID)}}}
-		m.putNode(t, node, &modelNode{shape: "bare metal: a system UUID no VM has, no providerID"})
+		m.nodeCreateBareMetal(t)
 	case "foreign providerID":
 		m.nextID++
 		name := fmt.Sprintf("aws%d", m.nextID)
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: fmt.Sprintf("aws:///us-east-1a/i-%d", m.nextID)}}
 		m.putNode(t, node, &modelNode{shape: "foreign providerID"})
 	}
+}
+
+func (m *rule1Model) nodeCreateBareMetal(t rapid.TB) {
+	m.nextID++
+	name := fmt.Sprintf("bm%d", m.nextID)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{Taints: uninitializedTaint()},
+		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: fmt.Sprintf("b0000000-0000-4000-8000-%012x", m.nextID)}}}
+	m.putNode(t, node, &modelNode{shape: "bare metal: a system UUID no VM has, no providerID"})
 }
 
 func uninitializedTaint() []v1.Taint {
@@ -763,7 +820,10 @@ func uninitializedTaint() []v1.Taint {
 // createNode makes vm's Node, named as the VM, in a drawn shape; it
 // replaces a Node of that name (the machine registered again).
 func (m *rule1Model) createNode(t *rapid.T, vm *modelVM) {
-	shape := rapid.SampledFrom(nodeShapes).Draw(t, "Node shape")
+	m.createNodeShaped(t, vm, rapid.SampledFrom(nodeShapes).Draw(t, "Node shape"))
+}
+
+func (m *rule1Model) createNodeShaped(t rapid.TB, vm *modelVM, shape string) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.name}}
 	switch shape {
 	case nodeShapes[0]:
@@ -781,7 +841,7 @@ func (m *rule1Model) createNode(t *rapid.T, vm *modelVM) {
 	m.putNode(t, node, &modelNode{shape: shape, uuid: vm.uuid})
 }
 
-func (m *rule1Model) putNode(t *rapid.T, node *v1.Node, mn *modelNode) {
+func (m *rule1Model) putNode(t rapid.TB, node *v1.Node, mn *modelNode) {
 	nodes := m.client.CoreV1().Nodes()
 	if _, ok := m.nodes[node.Name]; ok {
 		if err := nodes.Delete(m.ctx, node.Name, metav1.DeleteOptions{}); err != nil {
@@ -792,6 +852,7 @@ func (m *rule1Model) putNode(t *rapid.T, node *v1.Node, mn *modelNode) {
 		t.Fatal(err)
 	}
 	m.nodes[node.Name] = mn
+	m.note("  node %s: %s (providerID %q, system UUID %q)", node.Name, mn.shape, node.Spec.ProviderID, node.Status.NodeInfo.SystemUUID)
 }
 
 // nodeLabels edits a Node's location labels: removed, or naming a
@@ -819,6 +880,7 @@ func (m *rule1Model) nodeLabels(t *rapid.T) {
 		t.Fatal(err)
 	}
 	m.nodes[name].shape += ", labels edited"
+	m.note("  node %s labels %v", name, node.Labels)
 }
 
 // ---- the check ----
@@ -828,7 +890,7 @@ func (m *rule1Model) nodeLabels(t *rapid.T) {
 // found gone is deleted. Then it runs what the cloud-node controller
 // does: InstanceMetadata for every Node, and an uninitialized one it
 // answers for is initialized with its providerID and labels.
-func (m *rule1Model) check(t *rapid.T) {
+func (m *rule1Model) check(t rapid.TB) {
 	m.markConfigured()
 	list, err := m.client.CoreV1().Nodes().List(m.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -861,13 +923,14 @@ func (m *rule1Model) check(t *rapid.T) {
 			if tolerated(class) {
 				t.Logf("tolerated (%s): InstanceExists(%s) = false, nil, but %s", class, n.Name, why)
 			} else {
-				t.Fatalf("Rule 1 broken: InstanceExists(%s) = false, nil: the Node would be deleted, but %s\n%s", n.Name, why, m.describeNode(n))
+				t.Fatalf("Rule 1 broken: InstanceExists(%s) = false, nil: the Node would be deleted, but %s\n%s\nthe sequence:\n  %s", n.Name, why, m.describeNode(n), strings.Join(m.story, "\n  "))
 			}
 		}
 		if err := m.client.CoreV1().Nodes().Delete(m.ctx, n.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		delete(m.nodes, n.Name)
+		m.note("  node %s deleted (its VM is rightly gone)", n.Name)
 	}
 	metas := make([]*cloudMeta, len(alive))
 	for i, n := range alive {
@@ -904,6 +967,7 @@ func (m *rule1Model) check(t *rapid.T) {
 		if mn := m.nodes[n.Name]; mn != nil {
 			mn.shape += ", initialized by the cloud-node controller"
 		}
+		m.note("  node %s initialized: providerID %q labels %v", n.Name, fresh.Spec.ProviderID, fresh.Labels)
 	}
 }
 
@@ -1039,4 +1103,108 @@ func TestRule1Model(t *testing.T) {
 		m := newRule1Model(rt, &steps)
 		rt.Repeat(m.actions())
 	})
+}
+
+// Regression tests: the wrongful deletions the model found, each as a
+// fixed sequence of the model's steps, checked by its oracle.
+
+// fixedModel is the model's world for a fixed sequence, with cfg
+// applied and the CCM started.
+func fixedModel(t *testing.T, cfg ...modelVCenter) *rule1Model {
+	m := newModelWorld(t, t.Cleanup, new(atomic.Int64))
+	m.writeConfig(t, cfg)
+	m.startCloud(t)
+	return m
+}
+
+// placeVM puts a new VM in the appliance at server, datacenter dc1.
+func (m *rule1Model) placeVM(server string) *modelVM {
+	m.nextID++
+	n := m.nextID
+	vm := &modelVM{
+		ref: backends.VMRef{Datacenter: "dc1", ID: fmt.Sprintf("vm-%d", n)}, name: fmt.Sprintf("n%d", n),
+		uuid: fmt.Sprintf("4201%04x-a1b2-c3d4-8000-%012x", n, n), power: backends.PoweredOn,
+	}
+	m.addVM(m.at(server), vm)
+	return vm
+}
+
+var (
+	east = modelVCenter{name: "east", server: "s1.example.com"}
+	west = modelVCenter{name: "west", server: "s2.example.com"}
+)
+
+// Finding 1: a vCenter's config name given to another server. The
+// history, the location cache and the labels know a vCenter by name, so
+// the VMs of the server it named before are taken for gone.
+func TestRule1RepointedNameKeepsTheOldServersNodes(t *testing.T) {
+	t.Run("repointed by an edit", func(t *testing.T) {
+		m := fixedModel(t, east)
+		m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(east.server), nodeShapes[0]) })
+		m.check(t)
+		m.do("EditRepoint", func() { m.edit(t, []modelVCenter{{name: "east", server: "s3.example.com"}}) })
+		m.check(t)
+	})
+	t.Run("removed, then the name given to another server", func(t *testing.T) {
+		m := fixedModel(t, east, west)
+		m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(west.server), nodeShapes[0]) })
+		m.check(t)
+		m.do("EditRemove", func() { m.edit(t, []modelVCenter{east}) })
+		m.check(t)
+		m.do("EditAdd", func() { m.edit(t, []modelVCenter{east, {name: "west", server: "s3.example.com"}}) })
+		m.check(t)
+	})
+}
+
+// Finding 2: a Node without providerID (a bare-metal machine, or a VM's
+// Node not initialized yet) whose system UUID no vCenter holds is judged
+// absent.
+func TestRule1NodeWithoutProviderIDIsNeverAbsent(t *testing.T) {
+	m := fixedModel(t, east)
+	m.do("NodeCreate", func() { m.nodeCreateBareMetal(t) })
+	m.check(t)
+}
+
+// Finding 3: a providerID in the kubelet's byte order is searched only
+// as given.
+func TestRule1ProviderIDInKubeletOrderFindsItsVM(t *testing.T) {
+	m := fixedModel(t, east)
+	m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(east.server), nodeShapes[1]) })
+	m.check(t)
+}
+
+// Finding 4: a reload whose history record cannot be written, or read,
+// replaces the retirement its edit made with what the stored record
+// says, which never held the vCenter removed: its Nodes are taken for
+// gone.
+func TestRule1UnrecordedEditKeepsItsRetirement(t *testing.T) {
+	for _, fails := range []string{"writes", "reads"} {
+		t.Run("history "+fails+" fail", func(t *testing.T) {
+			m := fixedModel(t, east)
+			flag := &m.writesFail
+			if fails == "reads" {
+				flag = &m.readsFail
+			}
+			var vm *modelVM
+			m.do("HistoryFault", func() { flag.Store(true) })
+			m.do("EditAdd", func() { m.edit(t, []modelVCenter{east, west}) })
+			m.do("VMCreate", func() { vm = m.placeVM(west.server) })
+			m.do("EditRemove", func() { m.edit(t, []modelVCenter{east}) })
+			m.check(t)
+			m.do("HistoryFault", func() { m.readsFail.Store(false) })
+			m.do("LaterReload", func() { m.laterReload(t) })
+			m.do("NodeCreate", func() { m.createNodeShaped(t, vm, nodeShapes[0]) })
+			m.check(t)
+		})
+	}
+}
+
+// Finding 5: a server re-imaged (another instance UUID at the same
+// address) is another vCenter: the VMs of the old one are not gone.
+func TestRule1ReimagedServerKeepsTheOldVCentersNodes(t *testing.T) {
+	m := fixedModel(t, east)
+	m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(east.server), nodeShapes[0]) })
+	m.check(t)
+	m.do("Reimage", func() { m.reimage(east.server); m.markConfigured() })
+	m.check(t)
 }
