@@ -6,7 +6,11 @@ package cloud_test
 // exist, on which appliance, which appliances any applied config ever
 // named) and fails the sequence when a Node is answered (false, nil)
 // while a VM of its UUID exists in a vCenter the CCM was ever configured
-// with. rapid shrinks a failing sequence and prints how to replay it.
+// with. rapid shrinks a failing sequence and prints how to replay it
+// (-rapid.seed, or the fail file it writes under testdata/rapid unless
+// -rapid.nofailfile). The failure message also tells the sequence as it
+// ran: one whose failure hangs on the provider's own timers (its history
+// retry, 5s) may not fail again when replayed or shrunk.
 //
 // Size: rapid's -rapid.checks (sequences, default 100) and -rapid.steps
 // (average steps per sequence, default 30), or RAPID_CHECKS and
@@ -258,7 +262,7 @@ func (m *rule1Model) at(address string) *appliance {
 	return m.current[address]
 }
 
-// yaml renders cfg.
+// renderModelConfig is cfg as the config file says it.
 func renderModelConfig(cfg []modelVCenter) string {
 	var b strings.Builder
 	b.WriteString("global:\n  user: ccm\n  password: pw\n  requestTimeout: 50ms\n  breaker:\n    consecutiveFailures: 3\n    openTimeout: 1ms\nvcenter:\n")
@@ -923,7 +927,8 @@ func (m *rule1Model) check(t rapid.TB) {
 			if tolerated(class) {
 				t.Logf("tolerated (%s): InstanceExists(%s) = false, nil, but %s", class, n.Name, why)
 			} else {
-				t.Fatalf("Rule 1 broken: InstanceExists(%s) = false, nil: the Node would be deleted, but %s\n%s\nthe sequence:\n  %s", n.Name, why, m.describeNode(n), strings.Join(m.story, "\n  "))
+				t.Fatalf("Rule 1 broken: InstanceExists(%s) = false, nil: the Node would be deleted, but %s\n%s\nthe sequence (%d steps into the run):\n  %s",
+					n.Name, why, m.describeNode(n), m.steps.Load(), strings.Join(m.story, "\n  "))
 			}
 		}
 		if err := m.client.CoreV1().Nodes().Delete(m.ctx, n.Name, metav1.DeleteOptions{}); err != nil {
