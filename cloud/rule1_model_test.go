@@ -1,0 +1,1215 @@
+package cloud_test
+
+// A model-based test of Rule 1: rapid draws sequences of config edits,
+// restarts, vCenter faults, VM and Node events, and after every step asks
+// InstanceExists for every Node. The model keeps the truth (which VMs
+// exist, on which appliance, which appliances any applied config ever
+// named) and fails the sequence when a Node is answered (false, nil)
+// while a VM of its UUID exists in a vCenter the CCM was ever configured
+// with. rapid shrinks a failing sequence and prints how to replay it
+// (-rapid.seed, or the fail file it writes under testdata/rapid unless
+// -rapid.nofailfile). The failure message also tells the sequence as it
+// ran: one whose failure hangs on the provider's own timers (its history
+// retry, 5s) may not fail again when replayed or shrunk.
+//
+// Size: rapid's -rapid.checks (sequences, default 100) and -rapid.steps
+// (average steps per sequence, default 30), or RAPID_CHECKS and
+// RAPID_STEPS; -rapid.seed replays one. -short runs a fifth of the
+// sequences and half the steps.
+//
+// To look past a wrongful deletion already known, RULE1_SKIP leaves
+// actions out (their names, comma-separated: RULE1_SKIP=EditRepoint,Reimage)
+// and RULE1_TOLERATE lets classes of wrong answers pass, logged:
+// "no-providerid" (a Node without a vsphere providerID answered absent)
+// and "kubelet-order" (a VM holds the providerID's UUID only in the other
+// byte order).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+	"pgregory.net/rapid"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+var (
+	// modelServers are the addresses vCenters answer at; an address keeps
+	// its state across config edits, restarts and re-images.
+	modelServers = []string{"s1.example.com", "s2.example.com", "s3.example.com", "s4.example.com"}
+	// modelNames are the config names a vCenter may be given.
+	modelNames = []string{"east", "west", "north", "south"}
+	// modelDatacenters exist in every server.
+	modelDatacenters = []string{"dc1", "dc2"}
+)
+
+// appliance is one vCenter: an instance at an address. A re-image puts
+// another appliance at the address; the old one keeps its VMs, which
+// still exist though nothing reaches them there any more.
+type appliance struct {
+	address  string
+	instance string // its instance UUID
+	fake     *backendtest.Backend
+	vms      map[string]*modelVM // the truth, by ref ID
+	fault    string              // "" when healthy
+}
+
+func (a *appliance) String() string { return a.address + " (instance " + a.instance + ")" }
+
+// modelVM is a VM as the world knows it: its UUID is known even when
+// vCenter cannot read it (inaccessible).
+type modelVM struct {
+	ref          backends.VMRef
+	name         string
+	uuid         string
+	power        backends.PowerState
+	inaccessible bool
+}
+
+// modelVCenter is one vCenter of the config.
+type modelVCenter struct {
+	name, server string
+	datacenters  []string // empty: all
+	inventory    bool
+}
+
+// modelNode is what the model remembers of a Node it created; the Node
+// itself lives in the fake API server.
+type modelNode struct {
+	shape string // how it was created, for messages
+	uuid  string // of the VM it was created for; "" for none
+}
+
+// rule1Model is the world and the CCM under test.
+type rule1Model struct {
+	dir, path string
+	client    *fake.Clientset
+	ctx       context.Context
+
+	mu         sync.Mutex            // guards current: backend handles read it
+	current    map[string]*appliance // by address
+	appliances []*appliance          // every appliance ever, re-imaged ones too
+
+	cfg            []modelVCenter // the config applied last
+	fileValid      bool           // the file holds cfg (not an invalid edit)
+	everConfigured map[*appliance]bool
+	usedNames      map[string]bool // config names ever used, for labels
+
+	readsFail, writesFail atomic.Bool
+
+	cloud *cloud.Cloud
+	stop  chan struct{}
+
+	nodes  map[string]*modelNode
+	nextID int
+	steps  *atomic.Int64
+	// story is what happened so far, for the failure message: rapid's
+	// replay of a shrunk sequence may not fail again when the failure
+	// hangs on timing.
+	story []string
+}
+
+// note adds to the story of the sequence.
+func (m *rule1Model) note(format string, args ...any) {
+	m.story = append(m.story, fmt.Sprintf(format, args...))
+}
+
+// do runs step f, named name, and tells it in the story: its name, then
+// the config and the faults after it, then what f noted.
+func (m *rule1Model) do(name string, f func()) {
+	n := len(m.story)
+	f() // a skipped action ends here
+	m.steps.Add(1)
+	head := fmt.Sprintf("%s → config %s", name, describeModelConfig(m.cfg))
+	if !m.fileValid {
+		head += " (the file holds an invalid edit)"
+	}
+	if f := m.faults(); f != "" {
+		head += "; " + f
+	}
+	m.story = slices.Insert(m.story, n, head)
+}
+
+// faults describes the servers' faults and the history's.
+func (m *rule1Model) faults() string {
+	var out []string
+	for _, s := range modelServers {
+		if a := m.at(s); a.fault != "" {
+			out = append(out, s+": "+a.fault)
+		}
+	}
+	if m.readsFail.Load() {
+		out = append(out, "history reads fail")
+	}
+	if m.writesFail.Load() {
+		out = append(out, "history writes fail")
+	}
+	return strings.Join(out, ", ")
+}
+
+func newRule1Model(t *rapid.T, steps *atomic.Int64) *rule1Model {
+	m := newModelWorld(t, t.Cleanup, steps)
+	// The first config: one to three vCenters.
+	names := rapid.SliceOfNDistinct(rapid.SampledFrom(modelNames), 1, 3, rapid.ID[string]).Draw(t, "initial vCenters")
+	var cfg []modelVCenter
+	for _, n := range names {
+		cfg = append(cfg, drawVCenter(t, n, cfg))
+	}
+	m.writeConfig(t, cfg)
+	m.startCloud(t)
+	return m
+}
+
+// newModelWorld is the world with an appliance at every server and no
+// VM, Node or config yet.
+func newModelWorld(t rapid.TB, cleanup func(func()), steps *atomic.Int64) *rule1Model {
+	dir, err := os.MkdirTemp("", "rule1-model-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &rule1Model{
+		dir: dir, path: filepath.Join(dir, "vsphere.conf"), client: fake.NewClientset(),
+		// Lookups log through their context: thousands of them per
+		// sequence would bury rapid's report.
+		ctx:     klog.NewContext(context.Background(), logr.Discard()),
+		current: map[string]*appliance{}, everConfigured: map[*appliance]bool{}, usedNames: map[string]bool{},
+		nodes: map[string]*modelNode{}, steps: steps,
+	}
+	cleanup(func() {
+		m.stopCloud()
+		_ = os.RemoveAll(dir)
+	})
+	for _, s := range modelServers {
+		m.reimage(s)
+	}
+	fail := func(flag *atomic.Bool) k8stesting.ReactionFunc {
+		return func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if flag.Load() {
+				return true, nil, apierrors.NewServiceUnavailable("the model's API server fails " + a.GetVerb() + " of configmaps")
+			}
+			return false, nil, nil
+		}
+	}
+	m.client.PrependReactor("get", "configmaps", fail(&m.readsFail))
+	m.client.PrependReactor("create", "configmaps", fail(&m.writesFail))
+	m.client.PrependReactor("update", "configmaps", fail(&m.writesFail))
+	return m
+}
+
+// drawVCenter draws a vCenter named name at a server no vCenter of cfg
+// has (the config rejects two at one server).
+func drawVCenter(t *rapid.T, name string, cfg []modelVCenter) modelVCenter {
+	return modelVCenter{
+		name:        name,
+		server:      rapid.SampledFrom(freeServers(cfg, "")).Draw(t, name+" server"),
+		datacenters: drawDatacenters(t, name),
+		inventory:   rapid.Bool().Draw(t, name+" inventory"),
+	}
+}
+
+// freeServers are the servers no vCenter of cfg has, and except.
+func freeServers(cfg []modelVCenter, except string) []string {
+	return slices.DeleteFunc(slices.Clone(modelServers), func(s string) bool {
+		return s == except || slices.ContainsFunc(cfg, func(vc modelVCenter) bool { return vc.server == s })
+	})
+}
+
+func drawDatacenters(t *rapid.T, name string) []string {
+	return rapid.SliceOfDistinct(rapid.SampledFrom(modelDatacenters), rapid.ID[string]).Draw(t, name+" datacenters")
+}
+
+// reimage puts a new appliance, with no VM, at address.
+func (m *rule1Model) reimage(address string) *appliance {
+	m.nextID++
+	a := &appliance{address: address, instance: fmt.Sprintf("inst-%s-%d", strings.TrimSuffix(address, ".example.com"), m.nextID),
+		fake: backendtest.New(), vms: map[string]*modelVM{}}
+	a.fake.SetInstanceUUID(a.instance)
+	m.mu.Lock()
+	m.current[address] = a
+	m.mu.Unlock()
+	m.appliances = append(m.appliances, a)
+	return a
+}
+
+func (m *rule1Model) at(address string) *appliance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.current[address]
+}
+
+// renderModelConfig is cfg as the config file says it.
+func renderModelConfig(cfg []modelVCenter) string {
+	var b strings.Builder
+	b.WriteString("global:\n  user: ccm\n  password: pw\n  requestTimeout: 50ms\n  breaker:\n    consecutiveFailures: 3\n    openTimeout: 1ms\nvcenter:\n")
+	for _, vc := range cfg {
+		fmt.Fprintf(&b, "  %s:\n    server: %s\n    inventory: %t\n", vc.name, vc.server, vc.inventory)
+		if len(vc.datacenters) > 0 {
+			fmt.Fprintf(&b, "    datacenters: [%s]\n", strings.Join(vc.datacenters, ", "))
+		}
+	}
+	return b.String()
+}
+
+func describeModelConfig(cfg []modelVCenter) string {
+	var parts []string
+	for _, vc := range cfg {
+		dcs := "all datacenters"
+		if len(vc.datacenters) > 0 {
+			dcs = strings.Join(vc.datacenters, ",")
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s[%s]", vc.name, vc.server, dcs))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// writeConfig writes cfg to the file; it becomes the model's config when
+// it parses (it always should; an edit the parser rejects is kept out,
+// as the CCM keeps the last good one).
+func (m *rule1Model) writeConfig(t rapid.TB, cfg []modelVCenter) bool {
+	content := renderModelConfig(cfg)
+	writeModelFile(t, m.path, content)
+	if _, err := config.Parse([]byte(content)); err != nil {
+		t.Logf("config rejected: %v", err)
+		m.fileValid = false
+		return false
+	}
+	m.cfg = cfg
+	m.fileValid = true
+	m.markConfigured()
+	return true
+}
+
+func writeModelFile(t rapid.TB, path, content string) {
+	tmp := path + ".swp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markConfigured adds the appliances the config names now to those ever
+// configured.
+func (m *rule1Model) markConfigured() {
+	for _, vc := range m.cfg {
+		m.everConfigured[m.at(vc.server)] = true
+		m.usedNames[vc.name] = true
+	}
+}
+
+func (m *rule1Model) options() cloud.Options {
+	return cloud.Options{
+		NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend {
+			return &applianceHandle{m: m, address: vc.Server, inventory: vc.Inventory}
+		},
+		Discovery: discovery.Options{
+			ConnectWait: 20 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, DuplicateScan: 50 * time.Millisecond,
+		},
+		RecoveryPoll: 50 * time.Millisecond,
+	}
+}
+
+func (m *rule1Model) startCloud(t rapid.TB) {
+	if !m.fileValid {
+		// A CCM does not start on an invalid file: the operator fixed it.
+		writeModelFile(t, m.path, renderModelConfig(m.cfg))
+		m.fileValid = true
+	}
+	c, err := cloud.NewFromFile(m.path, m.options())
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	m.stop = make(chan struct{})
+	c.Start(m.client, m.stop)
+	m.cloud = c
+	m.markConfigured()
+	// The history is read by a worker; read it now too, so that the
+	// steps after a restart see it (or its failure) at once.
+	c.Reload(m.ctx)
+}
+
+func (m *rule1Model) stopCloud() {
+	if m.cloud == nil {
+		return
+	}
+	close(m.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.cloud.Stop(ctx)
+	m.cloud = nil
+}
+
+// applianceHandle is one backend the CCM built for an address: it
+// reaches whatever appliance answers there now, and has its own closed
+// state (the CCM closes the backends it replaces).
+type applianceHandle struct {
+	m         *rule1Model
+	address   string
+	inventory bool
+	closed    atomic.Bool
+}
+
+var _ backends.Backend = (*applianceHandle)(nil)
+
+func (h *applianceHandle) target() (*backendtest.Backend, error) {
+	if h.closed.Load() {
+		return nil, backends.ErrClosed
+	}
+	return h.m.at(h.address).fake, nil
+}
+
+func (h *applianceHandle) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
+	b, err := h.target()
+	if err != nil {
+		return nil, err
+	}
+	return b.Find(ctx, q)
+}
+
+func (h *applianceHandle) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
+	b, err := h.target()
+	if err != nil {
+		return nil, err
+	}
+	return b.Get(ctx, ref)
+}
+
+func (h *applianceHandle) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
+	b, err := h.target()
+	if err != nil {
+		return nil, err
+	}
+	return b.Tags(ctx, vm, categories)
+}
+
+// Inventoried follows the config's inventory switch: the lookup then asks
+// again without AllowCached before concluding absence.
+func (h *applianceHandle) Inventoried() bool { return h.inventory && !h.closed.Load() }
+
+func (h *applianceHandle) Reachability() backends.Reachability {
+	b, err := h.target()
+	if err != nil {
+		return backends.Reachability{State: backends.ConnDown, Err: err}
+	}
+	return b.Reachability()
+}
+
+func (h *applianceHandle) Probe(ctx context.Context) error {
+	b, err := h.target()
+	if err != nil {
+		return err
+	}
+	return b.Probe(ctx)
+}
+
+func (h *applianceHandle) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
+	b, err := h.target()
+	if err != nil || !h.inventory {
+		return nil, 0, false
+	}
+	return b.UUIDs(unchangedSince)
+}
+
+func (h *applianceHandle) InstanceUUID() string {
+	b, err := h.target()
+	if err != nil {
+		return ""
+	}
+	return b.InstanceUUID()
+}
+
+func (h *applianceHandle) Close(context.Context) error {
+	h.closed.Store(true)
+	return nil
+}
+
+// ---- operations ----
+
+func (m *rule1Model) actions() map[string]func(*rapid.T) {
+	a := map[string]func(*rapid.T){
+		"EditAdd":         m.editAdd,
+		"EditRemove":      m.editRemove,
+		"EditRename":      m.editRename,
+		"EditRepoint":     m.editRepoint,
+		"EditDatacenters": m.editDatacenters,
+		"EditInventory":   m.editInventory,
+		"EditInvalid":     m.editInvalid,
+
+		"Restart":      func(t *rapid.T) { m.restart(t) },
+		"HistoryFault": m.historyFault,
+		"LaterReload":  func(t *rapid.T) { m.laterReload(t) },
+
+		"ServerFault": m.serverFault,
+		"ServerHeal":  m.serverHeal,
+		"Reimage":     m.reimageStep,
+
+		"VMCreate":       m.vmCreate,
+		"VMDestroy":      m.vmDestroy,
+		"VMPower":        m.vmPower,
+		"VMMoveDC":       m.vmMoveDC,
+		"VMMoveServer":   m.vmMoveServer,
+		"VMTwin":         m.vmTwin,
+		"VMInaccessible": m.vmInaccessible,
+
+		"NodeCreate": m.nodeCreate,
+		"NodeLabels": m.nodeLabels,
+	}
+	for name, f := range a {
+		a[name] = func(t *rapid.T) { m.do(name, func() { f(t) }) }
+	}
+	for _, name := range strings.Split(os.Getenv("RULE1_SKIP"), ",") {
+		delete(a, strings.TrimSpace(name))
+	}
+	a[""] = func(t *rapid.T) { m.check(t) }
+	return a
+}
+
+// edit applies cfg as a config edit: written, then reloaded (as the file
+// watch would).
+func (m *rule1Model) edit(t rapid.TB, cfg []modelVCenter) {
+	m.writeConfig(t, cfg)
+	m.cloud.Reload(m.ctx)
+}
+
+func (m *rule1Model) editAdd(t *rapid.T) {
+	free := slices.DeleteFunc(slices.Clone(modelNames), func(n string) bool {
+		return slices.ContainsFunc(m.cfg, func(vc modelVCenter) bool { return vc.name == n })
+	})
+	if len(free) == 0 {
+		t.Skip("every name configured")
+	}
+	if len(freeServers(m.cfg, "")) == 0 {
+		t.Skip("every server configured")
+	}
+	n := rapid.SampledFrom(free).Draw(t, "name")
+	m.edit(t, append(slices.Clone(m.cfg), drawVCenter(t, n, m.cfg)))
+}
+
+func (m *rule1Model) pickVCenter(t *rapid.T) int {
+	if len(m.cfg) == 0 {
+		t.Skip("no vCenter configured")
+	}
+	return rapid.IntRange(0, len(m.cfg)-1).Draw(t, "vCenter")
+}
+
+func (m *rule1Model) editRemove(t *rapid.T) {
+	if len(m.cfg) < 2 {
+		t.Skip("a config needs a vCenter")
+	}
+	i := m.pickVCenter(t)
+	m.edit(t, slices.Delete(slices.Clone(m.cfg), i, i+1))
+}
+
+func (m *rule1Model) editRename(t *rapid.T) {
+	i := m.pickVCenter(t)
+	free := slices.DeleteFunc(slices.Clone(modelNames), func(n string) bool {
+		return slices.ContainsFunc(m.cfg, func(vc modelVCenter) bool { return vc.name == n })
+	})
+	if len(free) == 0 {
+		t.Skip("no free name")
+	}
+	cfg := slices.Clone(m.cfg)
+	cfg[i].name = rapid.SampledFrom(free).Draw(t, "new name")
+	m.edit(t, cfg)
+}
+
+func (m *rule1Model) editRepoint(t *rapid.T) {
+	i := m.pickVCenter(t)
+	cfg := slices.Clone(m.cfg)
+	free := freeServers(cfg, "")
+	if len(free) == 0 {
+		t.Skip("every server configured")
+	}
+	cfg[i].server = rapid.SampledFrom(free).Draw(t, "new server")
+	m.edit(t, cfg)
+}
+
+func (m *rule1Model) editDatacenters(t *rapid.T) {
+	i := m.pickVCenter(t)
+	cfg := slices.Clone(m.cfg)
+	cfg[i].datacenters = drawDatacenters(t, cfg[i].name)
+	m.edit(t, cfg)
+}
+
+func (m *rule1Model) editInventory(t *rapid.T) {
+	i := m.pickVCenter(t)
+	cfg := slices.Clone(m.cfg)
+	cfg[i].inventory = !cfg[i].inventory
+	m.edit(t, cfg)
+}
+
+// editInvalid writes a config the parser rejects, unlike any before it:
+// the last good one keeps serving.
+func (m *rule1Model) editInvalid(t *rapid.T) {
+	cfg := slices.Clone(m.cfg)
+	if rapid.Bool().Draw(t, "drop every vCenter") {
+		cfg = nil
+	} else {
+		cfg = append(cfg, modelVCenter{name: "bad", server: modelServers[0]})
+	}
+	content := renderModelConfig(cfg) + "    port: https\n"
+	if _, err := config.Parse([]byte(content)); err == nil {
+		t.Fatalf("the model's invalid edit parses:\n%s", content)
+	}
+	writeModelFile(t, m.path, content)
+	m.fileValid = false
+	m.cloud.Reload(m.ctx)
+}
+
+func (m *rule1Model) restart(t rapid.TB) {
+	m.stopCloud()
+	m.startCloud(t)
+}
+
+func (m *rule1Model) historyFault(t *rapid.T) {
+	m.readsFail.Store(rapid.Bool().Draw(t, "history reads fail"))
+	m.writesFail.Store(rapid.Bool().Draw(t, "history writes fail"))
+}
+
+// laterReload is a reload with nothing new in the file: the retry of an
+// unrecorded history, a Secret's change.
+func (m *rule1Model) laterReload(rapid.TB) { m.cloud.Reload(m.ctx) }
+
+var errRefused = errors.New("dial tcp: connection refused")
+
+func (m *rule1Model) serverFault(t *rapid.T) {
+	a := m.at(rapid.SampledFrom(modelServers).Draw(t, "server"))
+	m.heal(a)
+	a.fault = rapid.SampledFrom([]string{"refused", "black hole", "not authenticated", "connecting to a black hole"}).Draw(t, "fault")
+	switch a.fault {
+	case "refused":
+		a.fake.Fail(errRefused)
+		a.fake.SetReachability(backends.ConnDown, errRefused)
+	case "black hole":
+		a.fake.Hang(true)
+	case "not authenticated":
+		a.fake.Fail(fmt.Errorf("NotAuthenticated: %w", backends.ErrAuth))
+	case "connecting to a black hole":
+		a.fake.Hang(true)
+		a.fake.SetReachability(backends.ConnUnknown, nil)
+	}
+}
+
+func (m *rule1Model) heal(a *appliance) {
+	a.fake.Fail(nil)
+	a.fake.Hang(false)
+	a.fake.SetReachability(backends.ConnUp, nil)
+	a.fault = ""
+}
+
+// serverHeal ends a server's fault, and its backend has reconnected (not
+// left to a probe's timing, so a sequence replays alike).
+func (m *rule1Model) serverHeal(t *rapid.T) {
+	var faulty []string
+	for _, s := range modelServers {
+		if m.at(s).fault != "" {
+			faulty = append(faulty, s)
+		}
+	}
+	if len(faulty) == 0 {
+		t.Skip("no fault")
+	}
+	m.heal(m.at(rapid.SampledFrom(faulty).Draw(t, "server")))
+}
+
+func (m *rule1Model) reimageStep(t *rapid.T) {
+	s := rapid.SampledFrom(modelServers).Draw(t, "server")
+	a := m.reimage(s)
+	m.note("  %s re-imaged: now %s", s, a.instance)
+	// The new appliance already holds VMs of its own, maybe.
+	for range rapid.IntRange(0, 2).Draw(t, "VMs on the new appliance") {
+		m.addVM(a, m.newVM(t))
+	}
+	m.markConfigured()
+}
+
+func (m *rule1Model) newVM(t *rapid.T) *modelVM {
+	m.nextID++
+	n := m.nextID
+	return &modelVM{
+		ref:   backends.VMRef{Datacenter: rapid.SampledFrom(modelDatacenters).Draw(t, "datacenter"), ID: fmt.Sprintf("vm-%d", n)},
+		name:  fmt.Sprintf("n%d", n),
+		uuid:  fmt.Sprintf("4201%04x-a1b2-c3d4-8000-%012x", n, n),
+		power: backends.PoweredOn,
+	}
+}
+
+func (m *rule1Model) addVM(a *appliance, vm *modelVM) {
+	m.note("  vm %s %q uuid %s in %s/%s", vm.ref.ID, vm.name, vm.uuid, a, vm.ref.Datacenter)
+	a.vms[vm.ref.ID] = vm
+	m.sync(a, vm)
+}
+
+// sync puts vm in a's fake as vCenter shows it.
+func (m *rule1Model) sync(a *appliance, vm *modelVM) {
+	if vm.inaccessible {
+		a.fake.Add(inaccessible(vm.ref.Datacenter, vm.ref.ID, vm.name), nil)
+		return
+	}
+	v := fakeVM(vm.ref.Datacenter, vm.ref.ID, vm.name, vm.uuid)
+	v.PowerState = vm.power
+	a.fake.Add(v, nil)
+}
+
+func (m *rule1Model) removeVM(a *appliance, vm *modelVM) {
+	m.note("  vm %s %q gone from %s", vm.ref.ID, vm.name, a)
+	delete(a.vms, vm.ref.ID)
+	a.fake.Remove(vm.ref.ID)
+}
+
+// reachableVMs are the VMs of the appliances at the addresses now, in a
+// stable order.
+func (m *rule1Model) reachableVMs() []reachableVM {
+	var out []reachableVM
+	for _, s := range modelServers {
+		a := m.at(s)
+		for _, id := range slices.Sorted(maps.Keys(a.vms)) {
+			out = append(out, reachableVM{a, a.vms[id]})
+		}
+	}
+	return out
+}
+
+type reachableVM struct {
+	a  *appliance
+	vm *modelVM
+}
+
+func (m *rule1Model) pickVM(t *rapid.T) reachableVM {
+	vms := m.reachableVMs()
+	if len(vms) == 0 {
+		t.Skip("no VM")
+	}
+	return vms[rapid.IntRange(0, len(vms)-1).Draw(t, "vm")]
+}
+
+func (m *rule1Model) vmCreate(t *rapid.T) {
+	a := m.at(rapid.SampledFrom(modelServers).Draw(t, "server"))
+	vm := m.newVM(t)
+	m.addVM(a, vm)
+	if rapid.Bool().Draw(t, "with its Node") {
+		m.createNode(t, vm)
+	}
+}
+
+func (m *rule1Model) vmDestroy(t *rapid.T) {
+	r := m.pickVM(t)
+	m.removeVM(r.a, r.vm)
+}
+
+func (m *rule1Model) vmPower(t *rapid.T) {
+	r := m.pickVM(t)
+	if r.vm.power == backends.PoweredOn {
+		r.vm.power = backends.PoweredOff
+	} else {
+		r.vm.power = backends.PoweredOn
+	}
+	m.note("  vm %s %q in %s %s", r.vm.ref.ID, r.vm.name, r.a, r.vm.power)
+	m.sync(r.a, r.vm)
+}
+
+func (m *rule1Model) vmMoveDC(t *rapid.T) {
+	r := m.pickVM(t)
+	others := slices.DeleteFunc(slices.Clone(modelDatacenters), func(dc string) bool { return dc == r.vm.ref.Datacenter })
+	m.removeVM(r.a, r.vm)
+	r.vm.ref.Datacenter = rapid.SampledFrom(others).Draw(t, "datacenter")
+	m.addVM(r.a, r.vm)
+}
+
+// vmMoveServer moves a VM to another server (a cross-vCenter vMotion):
+// the same BIOS UUID, a new reference there.
+func (m *rule1Model) vmMoveServer(t *rapid.T) {
+	r := m.pickVM(t)
+	others := slices.DeleteFunc(slices.Clone(modelServers), func(s string) bool { return s == r.a.address })
+	to := m.at(rapid.SampledFrom(others).Draw(t, "to server"))
+	m.removeVM(r.a, r.vm)
+	m.nextID++
+	vm := *r.vm
+	vm.ref = backends.VMRef{Datacenter: rapid.SampledFrom(modelDatacenters).Draw(t, "datacenter"), ID: fmt.Sprintf("vm-%d", m.nextID)}
+	m.addVM(to, &vm)
+}
+
+// vmTwin clones a VM into another server with the same BIOS UUID and
+// name.
+func (m *rule1Model) vmTwin(t *rapid.T) {
+	r := m.pickVM(t)
+	others := slices.DeleteFunc(slices.Clone(modelServers), func(s string) bool { return s == r.a.address })
+	to := m.at(rapid.SampledFrom(others).Draw(t, "to server"))
+	m.nextID++
+	vm := *r.vm
+	vm.ref = backends.VMRef{Datacenter: rapid.SampledFrom(modelDatacenters).Draw(t, "datacenter"), ID: fmt.Sprintf("vm-%d", m.nextID)}
+	m.addVM(to, &vm)
+}
+
+func (m *rule1Model) vmInaccessible(t *rapid.T) {
+	r := m.pickVM(t)
+	r.vm.inaccessible = !r.vm.inaccessible
+	m.note("  vm %s %q in %s inaccessible: %t", r.vm.ref.ID, r.vm.name, r.a, r.vm.inaccessible)
+	m.sync(r.a, r.vm)
+}
+
+// ---- Nodes ----
+
+// nodeShapes are the ways a Node names its VM.
+var nodeShapes = []string{
+	"providerID in the VM's byte order",
+	"providerID in the kubelet's byte order",
+	"system UUID in the VM's byte order",
+	"system UUID in the kubelet's byte order",
+	"name only",
+}
+
+func (m *rule1Model) nodeCreate(t *rapid.T) {
+	kind := rapid.SampledFrom([]string{"for a VM", "bare metal", "foreign providerID"}).Draw(t, "Node kind")
+	switch kind {
+	case "for a VM":
+		var all []*modelVM
+		for _, a := range m.appliances {
+			for _, id := range slices.Sorted(maps.Keys(a.vms)) {
+				all = append(all, a.vms[id])
+			}
+		}
+		if len(all) == 0 {
+			t.Skip("no VM")
+		}
+		m.createNode(t, all[rapid.IntRange(0, len(all)-1).Draw(t, "vm")])
+	case "bare metal":
+		m.nodeCreateBareMetal(t)
+	case "foreign providerID":
+		m.nextID++
+		name := fmt.Sprintf("aws%d", m.nextID)
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: fmt.Sprintf("aws:///us-east-1a/i-%d", m.nextID)}}
+		m.putNode(t, node, &modelNode{shape: "foreign providerID"})
+	}
+}
+
+func (m *rule1Model) nodeCreateBareMetal(t rapid.TB) {
+	m.nextID++
+	name := fmt.Sprintf("bm%d", m.nextID)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{Taints: uninitializedTaint()},
+		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: fmt.Sprintf("b0000000-0000-4000-8000-%012x", m.nextID)}}}
+	m.putNode(t, node, &modelNode{shape: "bare metal: a system UUID no VM has, no providerID"})
+}
+
+func uninitializedTaint() []v1.Taint {
+	return []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+}
+
+// createNode makes vm's Node, named as the VM, in a drawn shape; it
+// replaces a Node of that name (the machine registered again).
+func (m *rule1Model) createNode(t *rapid.T, vm *modelVM) {
+	m.createNodeShaped(t, vm, rapid.SampledFrom(nodeShapes).Draw(t, "Node shape"))
+}
+
+func (m *rule1Model) createNodeShaped(t rapid.TB, vm *modelVM, shape string) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.name}}
+	switch shape {
+	case nodeShapes[0]:
+		node.Spec.ProviderID = discovery.ProviderID(vm.uuid)
+	case nodeShapes[1]:
+		node.Spec.ProviderID = discovery.ProviderID(discovery.SwapByteOrder(vm.uuid))
+	case nodeShapes[2]:
+		node.Status.NodeInfo.SystemUUID = vm.uuid
+	case nodeShapes[3]:
+		node.Status.NodeInfo.SystemUUID = discovery.SwapByteOrder(vm.uuid)
+	}
+	if node.Spec.ProviderID == "" {
+		node.Spec.Taints = uninitializedTaint()
+	}
+	m.putNode(t, node, &modelNode{shape: shape, uuid: vm.uuid})
+}
+
+func (m *rule1Model) putNode(t rapid.TB, node *v1.Node, mn *modelNode) {
+	nodes := m.client.CoreV1().Nodes()
+	if _, ok := m.nodes[node.Name]; ok {
+		if err := nodes.Delete(m.ctx, node.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nodes.Create(m.ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.nodes[node.Name] = mn
+	m.note("  node %s: %s (providerID %q, system UUID %q)", node.Name, mn.shape, node.Spec.ProviderID, node.Status.NodeInfo.SystemUUID)
+}
+
+// nodeLabels edits a Node's location labels: removed, or naming a
+// vCenter (configured, or not any more, or never) and a datacenter.
+func (m *rule1Model) nodeLabels(t *rapid.T) {
+	if len(m.nodes) == 0 {
+		t.Skip("no Node")
+	}
+	name := rapid.SampledFrom(slices.Sorted(maps.Keys(m.nodes))).Draw(t, "node")
+	node, err := m.client.CoreV1().Nodes().Get(m.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	if rapid.Bool().Draw(t, "remove the labels") {
+		delete(node.Labels, cloud.LabelVCenter)
+		delete(node.Labels, cloud.LabelDatacenter)
+	} else {
+		node.Labels[cloud.LabelVCenter] = rapid.SampledFrom(append(slices.Clone(modelNames), "never-configured")).Draw(t, "vcenter label")
+		node.Labels[cloud.LabelDatacenter] = rapid.SampledFrom(modelDatacenters).Draw(t, "datacenter label")
+	}
+	if _, err := m.client.CoreV1().Nodes().Update(m.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.nodes[name].shape += ", labels edited"
+	m.note("  node %s labels %v", name, node.Labels)
+}
+
+// ---- the check ----
+
+// check asks InstanceExists for every Node, as the lifecycle controller
+// does, and holds every (false, nil) against the world; a Node rightly
+// found gone is deleted. Then it runs what the cloud-node controller
+// does: InstanceMetadata for every Node, and an uninitialized one it
+// answers for is initialized with its providerID and labels.
+func (m *rule1Model) check(t rapid.TB) {
+	m.markConfigured()
+	list, err := m.client.CoreV1().Nodes().List(m.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := list.Items
+	type answer struct {
+		ok  bool
+		err error
+	}
+	answers := make([]answer, len(nodes))
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+			defer cancel()
+			ok, err := m.cloud.InstanceExists(ctx, &nodes[i])
+			answers[i] = answer{ok, err}
+		})
+	}
+	wg.Wait()
+	var alive []*v1.Node
+	for i := range nodes {
+		n := &nodes[i]
+		if answers[i].ok || answers[i].err != nil {
+			alive = append(alive, n)
+			continue
+		}
+		if why, class := m.wrongAbsence(n); why != "" {
+			if tolerated(class) {
+				t.Logf("tolerated (%s): InstanceExists(%s) = false, nil, but %s", class, n.Name, why)
+			} else {
+				t.Fatalf("Rule 1 broken: InstanceExists(%s) = false, nil: the Node would be deleted, but %s\n%s\nthe sequence (%d steps into the run):\n  %s",
+					n.Name, why, m.describeNode(n), m.steps.Load(), strings.Join(m.story, "\n  "))
+			}
+		}
+		if err := m.client.CoreV1().Nodes().Delete(m.ctx, n.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		delete(m.nodes, n.Name)
+		m.note("  node %s deleted (its VM is rightly gone)", n.Name)
+	}
+	metas := make([]*cloudMeta, len(alive))
+	for i, n := range alive {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+			defer cancel()
+			md, err := m.cloud.InstanceMetadata(ctx, n)
+			if err == nil {
+				metas[i] = &cloudMeta{providerID: md.ProviderID, labels: md.AdditionalLabels}
+			}
+		})
+	}
+	wg.Wait()
+	for i, n := range alive {
+		if metas[i] == nil || !isUninitialized(n) {
+			continue
+		}
+		// The cloud-node controller initializes the Node.
+		fresh, err := m.client.CoreV1().Nodes().Get(m.ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresh.Spec.ProviderID == "" {
+			fresh.Spec.ProviderID = metas[i].providerID
+		}
+		if fresh.Labels == nil {
+			fresh.Labels = map[string]string{}
+		}
+		maps.Copy(fresh.Labels, metas[i].labels)
+		fresh.Spec.Taints = nil
+		if _, err := m.client.CoreV1().Nodes().Update(m.ctx, fresh, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if mn := m.nodes[n.Name]; mn != nil {
+			mn.shape += ", initialized by the cloud-node controller"
+		}
+		m.note("  node %s initialized: providerID %q labels %v", n.Name, fresh.Spec.ProviderID, fresh.Labels)
+	}
+}
+
+type cloudMeta struct {
+	providerID string
+	labels     map[string]string
+}
+
+func isUninitialized(n *v1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+}
+
+// wrongAbsence says why (false, nil) is wrong for n: it names no VM by a
+// vsphere providerID, or a VM of its UUID, in either byte order, exists
+// in a vCenter the CCM was ever configured with. "" when absence holds.
+// class sorts the wrong answer (see RULE1_TOLERATE).
+func (m *rule1Model) wrongAbsence(n *v1.Node) (why, class string) {
+	if !strings.HasPrefix(n.Spec.ProviderID, discovery.ProviderPrefix) {
+		return fmt.Sprintf("it has no vsphere providerID (%q)", n.Spec.ProviderID), "no-providerid"
+	}
+	u, err := discovery.ParseProviderID(n.Spec.ProviderID)
+	if err != nil {
+		return fmt.Sprintf("its providerID does not parse: %v", err), "no-providerid"
+	}
+	held := m.holding(u, true)
+	if len(held) == 0 {
+		return "", ""
+	}
+	class = "kubelet-order"
+	for _, a := range m.appliances {
+		for _, vm := range a.vms {
+			if m.everConfigured[a] && vm.uuid == u {
+				class = "other"
+			}
+		}
+	}
+	return "its VM exists: " + strings.Join(held, "; "), class
+}
+
+func tolerated(class string) bool {
+	for _, c := range strings.Split(os.Getenv("RULE1_TOLERATE"), ",") {
+		if strings.TrimSpace(c) == class {
+			return true
+		}
+	}
+	return false
+}
+
+// holding lists the VMs whose BIOS UUID is u in either byte order, in the
+// appliances ever configured (or in any, when configuredOnly is false).
+func (m *rule1Model) holding(u string, configuredOnly bool) []string {
+	var out []string
+	for _, a := range m.appliances {
+		if configuredOnly && !m.everConfigured[a] {
+			continue
+		}
+		for _, id := range slices.Sorted(maps.Keys(a.vms)) {
+			vm := a.vms[id]
+			if vm.uuid != u && vm.uuid != discovery.SwapByteOrder(u) {
+				continue
+			}
+			var notes []string
+			if m.at(a.address) != a {
+				notes = append(notes, "re-imaged away: the address answers with "+m.at(a.address).instance+" now")
+			}
+			if !m.everConfigured[a] {
+				notes = append(notes, "never configured")
+			}
+			if vm.inaccessible {
+				notes = append(notes, "inaccessible")
+			}
+			if vm.uuid != u {
+				notes = append(notes, "UUID in the other byte order")
+			}
+			s := fmt.Sprintf("vm %s %q (%s) uuid %s in %s/%s", vm.ref.ID, vm.name, vm.power, vm.uuid, a, vm.ref.Datacenter)
+			if len(notes) > 0 {
+				s += " [" + strings.Join(notes, ", ") + "]"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (m *rule1Model) describeNode(n *v1.Node) string {
+	var b strings.Builder
+	shape := "?"
+	if mn := m.nodes[n.Name]; mn != nil {
+		shape = mn.shape
+	}
+	fmt.Fprintf(&b, "  node %s: %s\n  providerID %q systemUUID %q labels %v\n", n.Name, shape, n.Spec.ProviderID, n.Status.NodeInfo.SystemUUID, n.Labels)
+	// The VMs of its UUID: by providerID, else as the model made it, else
+	// by its system UUID; either byte order.
+	var held []string
+	if u, err := discovery.ParseProviderID(n.Spec.ProviderID); err == nil {
+		held = m.holding(u, false)
+	} else if mn := m.nodes[n.Name]; mn != nil && mn.uuid != "" {
+		held = m.holding(mn.uuid, false)
+	} else if u, err := discovery.NormalizeUUID(n.Status.NodeInfo.SystemUUID); err == nil {
+		held = m.holding(u, false)
+	}
+	if len(held) == 0 {
+		held = []string{"none"}
+	}
+	fmt.Fprintf(&b, "  VMs the world knows for it: %s\n", strings.Join(held, "; "))
+	fmt.Fprintf(&b, "  config now: %s\n", describeModelConfig(m.cfg))
+	var ever []string
+	for _, a := range m.appliances {
+		if m.everConfigured[a] {
+			ever = append(ever, a.String())
+		}
+	}
+	sort.Strings(ever)
+	fmt.Fprintf(&b, "  vCenters ever configured: %s\n", strings.Join(ever, ", "))
+	fmt.Fprintf(&b, "  history reads fail %t, writes fail %t", m.readsFail.Load(), m.writesFail.Load())
+	return b.String()
+}
+
+// TestRule1Model checks Rule 1 over random sequences of what happens to
+// a federation: a Node is answered (false, nil) only when its providerID
+// names a VM that no vCenter the CCM was ever configured with holds.
+func TestRule1Model(t *testing.T) {
+	var sequences, steps atomic.Int64
+	start := time.Now()
+	t.Cleanup(func() {
+		d := time.Since(start)
+		t.Logf("%d sequences, %d steps in %s: %.0f sequences/min, %.0f steps/min",
+			sequences.Load(), steps.Load(), d.Round(time.Millisecond),
+			float64(sequences.Load())/d.Minutes(), float64(steps.Load())/d.Minutes())
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		sequences.Add(1)
+		m := newRule1Model(rt, &steps)
+		rt.Repeat(m.actions())
+	})
+}
+
+// Regression tests: the wrongful deletions the model found, each as a
+// fixed sequence of the model's steps, checked by its oracle.
+
+// fixedModel is the model's world for a fixed sequence, with cfg
+// applied and the CCM started.
+func fixedModel(t *testing.T, cfg ...modelVCenter) *rule1Model {
+	m := newModelWorld(t, t.Cleanup, new(atomic.Int64))
+	m.writeConfig(t, cfg)
+	m.startCloud(t)
+	return m
+}
+
+// placeVM puts a new VM in the appliance at server, datacenter dc1.
+func (m *rule1Model) placeVM(server string) *modelVM {
+	m.nextID++
+	n := m.nextID
+	vm := &modelVM{
+		ref: backends.VMRef{Datacenter: "dc1", ID: fmt.Sprintf("vm-%d", n)}, name: fmt.Sprintf("n%d", n),
+		uuid: fmt.Sprintf("4201%04x-a1b2-c3d4-8000-%012x", n, n), power: backends.PoweredOn,
+	}
+	m.addVM(m.at(server), vm)
+	return vm
+}
+
+var (
+	east = modelVCenter{name: "east", server: "s1.example.com"}
+	west = modelVCenter{name: "west", server: "s2.example.com"}
+)
+
+// Finding 1: a vCenter's config name given to another server. The
+// history, the location cache and the labels know a vCenter by name, so
+// the VMs of the server it named before are taken for gone.
+func TestRule1RepointedNameKeepsTheOldServersNodes(t *testing.T) {
+	t.Run("repointed by an edit", func(t *testing.T) {
+		m := fixedModel(t, east)
+		m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(east.server), nodeShapes[0]) })
+		m.check(t)
+		m.do("EditRepoint", func() { m.edit(t, []modelVCenter{{name: "east", server: "s3.example.com"}}) })
+		m.check(t)
+	})
+	t.Run("removed, then the name given to another server", func(t *testing.T) {
+		m := fixedModel(t, east, west)
+		m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(west.server), nodeShapes[0]) })
+		m.check(t)
+		m.do("EditRemove", func() { m.edit(t, []modelVCenter{east}) })
+		m.check(t)
+		m.do("EditAdd", func() { m.edit(t, []modelVCenter{east, {name: "west", server: "s3.example.com"}}) })
+		m.check(t)
+	})
+}
+
+// Finding 2: a Node without providerID (a bare-metal machine, or a VM's
+// Node not initialized yet) whose system UUID no vCenter holds is judged
+// absent.
+func TestRule1NodeWithoutProviderIDIsNeverAbsent(t *testing.T) {
+	m := fixedModel(t, east)
+	m.do("NodeCreate", func() { m.nodeCreateBareMetal(t) })
+	m.check(t)
+}
+
+// Finding 3: a providerID in the kubelet's byte order is searched only
+// as given.
+func TestRule1ProviderIDInKubeletOrderFindsItsVM(t *testing.T) {
+	m := fixedModel(t, east)
+	m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(east.server), nodeShapes[1]) })
+	m.check(t)
+}
+
+// Finding 4: a reload whose history record cannot be written, or read,
+// replaces the retirement its edit made with what the stored record
+// says, which never held the vCenter removed: its Nodes are taken for
+// gone.
+func TestRule1UnrecordedEditKeepsItsRetirement(t *testing.T) {
+	for _, fails := range []string{"writes", "reads"} {
+		t.Run("history "+fails+" fail", func(t *testing.T) {
+			m := fixedModel(t, east)
+			flag := &m.writesFail
+			if fails == "reads" {
+				flag = &m.readsFail
+			}
+			var vm *modelVM
+			m.do("HistoryFault", func() { flag.Store(true) })
+			m.do("EditAdd", func() { m.edit(t, []modelVCenter{east, west}) })
+			m.do("VMCreate", func() { vm = m.placeVM(west.server) })
+			m.do("EditRemove", func() { m.edit(t, []modelVCenter{east}) })
+			m.check(t)
+			m.do("HistoryFault", func() { m.readsFail.Store(false) })
+			m.do("LaterReload", func() { m.laterReload(t) })
+			m.do("NodeCreate", func() { m.createNodeShaped(t, vm, nodeShapes[0]) })
+			m.check(t)
+		})
+	}
+}
+
+// Finding 5: a server re-imaged (another instance UUID at the same
+// address) is another vCenter: the VMs of the old one are not gone.
+func TestRule1ReimagedServerKeepsTheOldVCentersNodes(t *testing.T) {
+	m := fixedModel(t, east)
+	m.do("VMCreate", func() { m.createNodeShaped(t, m.placeVM(east.server), nodeShapes[0]) })
+	m.check(t)
+	m.do("Reimage", func() { m.reimage(east.server); m.markConfigured() })
+	m.check(t)
+}
