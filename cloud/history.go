@@ -328,14 +328,16 @@ func (s historyStore) record(ctx context.Context, mem *configHistory, unsaved bo
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: read configmap %s: %w", op, s.object, err)
 		}
+		read, _ := json.Marshal(h)
 		if unsaved {
 			h.merge(mem)
 		}
+		h.update(current, now, retention)
 		if !write {
-			h.update(current, now, retention)
 			return h, false, nil
 		}
-		if !h.update(current, now, retention) && cm != nil {
+		// Unchanged from what was read (not from what was merged): stored.
+		if folded, _ := json.Marshal(h); string(folded) == string(read) && cm != nil {
 			return h, true, nil
 		}
 		err = s.save(ctx, cm, h)

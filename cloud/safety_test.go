@@ -240,7 +240,7 @@ func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
 	// the old process logged out).
 	f2 := newFakeFleet("vcA", "vcB") // vcB is never asked again
 	f2["vcA"].Add(inA, nil)
-	second := f2.start(t, f2.yaml("", "vcA"), client)
+	second := f2.start(t, f2.yaml("  retiredVCenterRetention: 3s\n", "vcA"), client)
 	// Until the record is read absence is an error too; then the error
 	// names what could hold the VM.
 	waitHistory(t, client, `"retired"`)
@@ -253,15 +253,20 @@ func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
 		t.Fatal("a removed vCenter was asked")
 	}
 	// A VM this process saw in a vCenter still configured, destroyed
-	// there: its absence is proven, so its Node goes.
+	// there: while vcB is remembered it could hold it (moved there, or a
+	// twin), so its Node is kept; once vcB is forgotten, it goes.
 	nodeA := cpiNode("node-a", uuidA, nil)
 	if ok, err := second.InstanceExists(ctx, nodeA); !ok || err != nil {
 		t.Fatalf("VM in vcA: %v, %v", ok, err)
 	}
 	f2["vcA"].Remove("vm-1")
-	if ok, err := second.InstanceExists(ctx, nodeA); ok || err != nil {
-		t.Fatalf("VM seen in vcA and destroyed there: InstanceExists = %v, %v; want false, nil", ok, err)
+	if err := requireKept(t, second, nodeA, "seen in vcA, destroyed there, vcB remembered"); !strings.Contains(err.Error(), "vcenter vcB") {
+		t.Fatalf("error %q does not name the remembered vCenter", err)
 	}
+	eventually(t, "vcB's retirement to expire", func() bool {
+		ok, err := second.InstanceExists(ctx, nodeA)
+		return !ok && err == nil
+	})
 }
 
 // waitHistory waits until the provider's record of the vCenters it served

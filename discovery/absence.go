@@ -142,10 +142,12 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 //   - its location labels name no vCenter, server or datacenter that has
 //     left the config;
 //   - no vCenter or datacenter that could hold it has left the config
-//     (History), unless this process last saw the VM in one still
-//     configured, which has now answered that it is gone; a vCenter is
-//     what it is (Identity), so a name now meaning another server, or an
-//     address answering as another appliance, is one that left;
+//     and is still remembered (History): it could hold the VM — moved
+//     there, or a twin of it — and cannot be asked, even when the VM was
+//     last seen in one still configured that now says it is gone. A
+//     vCenter is what it is (Identity), so a name now meaning another
+//     server, or an address answering as another appliance, is one that
+//     left;
 //   - no VM of the Node's name exists whose UUID vCenter cannot read
 //     (inaccessible, orphaned), asked of every vCenter itself: any one
 //     that does not answer makes it an error.
@@ -161,8 +163,6 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Read before the lookup, which forgets a location found empty.
-	last, seen := d.locations.get(l.key)
 	res, err := d.find(ctx, l)
 	if err != nil || res != nil {
 		return res, err
@@ -188,7 +188,7 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 	if err := d.checkInstances(vcs); err != nil {
 		return nil, err
 	}
-	if err := d.checkRetired(l.what, seen && configured(vcs, last)); err != nil {
+	if err := d.checkRetired(l.what); err != nil {
 		return nil, err
 	}
 	if err := d.checkNamesake(ctx, vcs, k.Name); err != nil {
@@ -237,15 +237,11 @@ func (d *Discoverer) checkInstances(vcs []*targetState) error {
 }
 
 // checkRetired is an error while the history of the config is unknown,
-// or while a vCenter or datacenter that left it is remembered, unless
-// proven: the VM was last seen, by this process, where it was now asked.
-func (d *Discoverer) checkRetired(what string, proven bool) error {
+// or while a vCenter or datacenter that left it is remembered.
+func (d *Discoverer) checkRetired(what string) error {
 	h := d.history.Load()
 	if !h.Known {
 		return fmt.Errorf("%s: not found, but which vCenters this CCM served before is not known yet (%s); not deleting", what, h.Why)
-	}
-	if proven {
-		return nil
 	}
 	now := time.Now()
 	var live []Retired
