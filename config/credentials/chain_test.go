@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -232,9 +233,12 @@ func TestChainNeverRetriesARefusalWhileTheSecretIsMissing(t *testing.T) {
 func TestChainLoginsTakeTurns(t *testing.T) {
 	chain := credentials.NewChain(credentials.Static{User: "ccm", Password: "pw-wrong"})
 	var tried atomic.Int64
+	first := make(chan struct{})
 	release := make(chan struct{})
 	try := func(credentials.Served) error {
-		tried.Add(1)
+		if tried.Add(1) == 1 {
+			close(first)
+		}
 		<-release
 		return credentials.ErrRejected
 	}
@@ -242,6 +246,10 @@ func TestChainLoginsTakeTurns(t *testing.T) {
 	for range 4 {
 		wg.Go(func() { _, _ = chain.Login(context.Background(), try) })
 	}
+	// One is being refused; the others have time to reach vCenter too,
+	// were they not waiting for their turn.
+	<-first
+	time.Sleep(100 * time.Millisecond)
 	close(release)
 	wg.Wait()
 	if n := tried.Load(); n != 1 {
