@@ -789,8 +789,24 @@ var nodeShapes = []string{
 }
 
 func (m *rule1Model) nodeCreate(t *rapid.T) {
-	kind := rapid.SampledFrom([]string{"for a VM", "bare metal", "foreign providerID"}).Draw(t, "Node kind")
+	kind := rapid.SampledFrom([]string{"for a VM", "for a VM no configured vCenter holds", "bare metal", "foreign providerID"}).Draw(t, "Node kind")
 	switch kind {
+	case "for a VM no configured vCenter holds":
+		// The Nodes Rule 1 is about once their vCenter left the config
+		// (or its address moved to another appliance).
+		var unserved []*modelVM
+		for _, a := range m.appliances {
+			if m.served(a) {
+				continue
+			}
+			for _, id := range slices.Sorted(maps.Keys(a.vms)) {
+				unserved = append(unserved, a.vms[id])
+			}
+		}
+		if len(unserved) == 0 {
+			t.Skip("no VM outside the configured vCenters")
+		}
+		m.createNode(t, unserved[rapid.IntRange(0, len(unserved)-1).Draw(t, "vm")])
 	case "for a VM":
 		var all []*modelVM
 		for _, a := range m.appliances {
@@ -810,6 +826,12 @@ func (m *rule1Model) nodeCreate(t *rapid.T) {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: fmt.Sprintf("aws:///us-east-1a/i-%d", m.nextID)}}
 		m.putNode(t, node, &modelNode{shape: "foreign providerID"})
 	}
+}
+
+// served reports whether a is the appliance at the address of a
+// vCenter the config applied last names.
+func (m *rule1Model) served(a *appliance) bool {
+	return m.at(a.address) == a && slices.ContainsFunc(m.cfg, func(vc modelVCenter) bool { return vc.server == a.address })
 }
 
 func (m *rule1Model) nodeCreateBareMetal(t rapid.TB) {
