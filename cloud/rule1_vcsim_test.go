@@ -52,6 +52,9 @@ type simWorld struct {
 	instances []string       // the simulators' own instance UUIDs
 	destroyed map[*vcsim.VM]bool
 	off       map[*vcsim.VM]bool
+	// What InstanceExists answered over the run, for the log: a run that
+	// never concluded absence, or never met an error, checked little.
+	present, absent, errored atomic.Int64
 }
 
 // server is the address of server i, as a config names it.
@@ -168,6 +171,11 @@ func newSimModel(t *rapid.T, w *simWorld, steps *atomic.Int64) *simModel {
 		})
 	}
 	m.writeConfig(t, cfg)
+	// Nodes from the start: a sequence is short, and a Node is what the
+	// check holds against the truth.
+	for range rapid.IntRange(0, 3).Draw(t, "initial Nodes") {
+		m.nodeCreate(t)
+	}
 	m.startCloud(t)
 	return m
 }
@@ -400,8 +408,17 @@ func (m *simModel) pickVM(t *rapid.T) (*vcsim.VM, int) {
 	return nil, 0
 }
 
+// vmDestroy destroys a VM, mostly one a Node names: that is where a
+// wrongful absence would show.
 func (m *simModel) vmDestroy(t *rapid.T) {
-	vm, i := m.pickVM(t)
+	var vm *vcsim.VM
+	var i int
+	if named := m.namedVMs(); len(named) > 0 && rapid.Bool().Draw(t, "a Node's VM") {
+		vm = named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")]
+		i = slices.IndexFunc(m.w.fed.VCenters, func(vc *vcsim.VCenter) bool { return vc.Name == vm.VCenter })
+	} else {
+		vm, i = m.pickVM(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := m.w.fed.VCenters[i].Destroy(ctx, vm); err != nil {
@@ -410,6 +427,11 @@ func (m *simModel) vmDestroy(t *rapid.T) {
 	m.w.destroyed[vm] = true
 	delete(m.current[i].uuids, vm.UUID)
 	m.note("  vm %s (uuid %s) destroyed in %s", vm.Name, vm.UUID, m.current[i])
+}
+
+// namedVMs are the live VMs some Node is named after, in a stable order.
+func (m *simModel) namedVMs() []*vcsim.VM {
+	return slices.DeleteFunc(m.liveVMs(), func(vm *vcsim.VM) bool { _, ok := m.nodes[vm.Name]; return !ok })
 }
 
 func (m *simModel) vmPower(t *rapid.T) {
@@ -502,6 +524,14 @@ func (m *simModel) check(t rapid.TB) {
 	var alive []*v1.Node
 	for i := range nodes {
 		n := &nodes[i]
+		switch {
+		case answers[i].ok:
+			m.w.present.Add(1)
+		case answers[i].err != nil:
+			m.w.errored.Add(1)
+		default:
+			m.w.absent.Add(1)
+		}
 		if answers[i].ok || answers[i].err != nil {
 			alive = append(alive, n)
 			continue
@@ -662,6 +692,8 @@ func TestRule1ModelVCsim(t *testing.T) {
 		t.Logf("%d sequences, %d steps in %s: %.0f sequences/min, %.0f steps/min",
 			sequences.Load(), steps.Load(), d.Round(time.Millisecond),
 			float64(sequences.Load())/d.Minutes(), float64(steps.Load())/d.Minutes())
+		t.Logf("InstanceExists answered: present %d, error %d, absent %d (each absence held against the truth)",
+			w.present.Load(), w.errored.Load(), w.absent.Load())
 	})
 	rapid.Check(t, func(rt *rapid.T) {
 		sequences.Add(1)
