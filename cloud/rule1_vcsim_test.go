@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -135,7 +137,7 @@ func newSimModel(t *rapid.T, w *simWorld, steps *atomic.Int64) *simModel {
 		if err := w.proxies[i].SetMode(vcsim.Pass); err != nil {
 			t.Fatal(err)
 		}
-		vc.SetInstanceUUID(w.instances[i])
+		setInstanceUUID(vc, w.instances[i])
 	}
 	dir, err := os.MkdirTemp("", "rule1-vcsim-")
 	if err != nil {
@@ -369,7 +371,7 @@ func (m *simModel) reimage(t *rapid.T) {
 	m.nextID++
 	id := fmt.Sprintf("5f0a7c1e-%04x-4000-8000-%012x", i, m.nextID)
 	vc := m.w.fed.VCenters[i]
-	vc.SetInstanceUUID(id)
+	setInstanceUUID(vc, id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := vc.TerminateSessions(ctx); err != nil {
@@ -380,6 +382,18 @@ func (m *simModel) reimage(t *rapid.T) {
 	m.appliances = append(m.appliances, a)
 	m.markConfigured()
 	m.note("  server %d re-imaged: now instance %s", i, id)
+}
+
+// setInstanceUUID is vcsim's SetInstanceUUID for a simulator that is
+// serving: the simulator reads its ServiceContent unlocked on every
+// request, so the instance UUID is not written in place but in a copy of
+// the ServiceInstance that replaces it in the registry (whose map is
+// locked).
+func setInstanceUUID(vc *vcsim.VCenter, id string) {
+	r := vc.Model.Map()
+	si := *r.Get(vim25.ServiceInstance).(*simulator.ServiceInstance)
+	si.Content.About.InstanceUuid = id
+	r.Put(&si)
 }
 
 // liveVMs are the VMs not destroyed, in a stable order.
@@ -696,8 +710,8 @@ func TestRule1ModelVCsim(t *testing.T) {
 			w.present.Load(), w.errored.Load(), w.absent.Load())
 	})
 	rapid.Check(t, func(rt *rapid.T) {
-		sequences.Add(1)
 		m := newSimModel(rt, w, &steps)
+		sequences.Add(1) // not counting the draws rapid discards
 		rt.Repeat(m.actions())
 	})
 }
