@@ -10,7 +10,14 @@ package cloud_test
 //
 // Size: rapid's -rapid.checks and -rapid.steps, or RAPID_CHECKS and
 // RAPID_STEPS; by default a few short sequences (see TestRule1ModelVCsim).
-// RULE1_SKIP leaves actions out, as in the in-memory model.
+// RULE1_SKIP leaves actions out, as in the in-memory model. A long run
+// destroys most of the federation's 12 VMs: its later sequences create
+// fewer Nodes of VMs.
+//
+// A failure tells the sequence as it ran. -rapid.seed replays it only
+// roughly, and rapid's shrinking is rough too: the VMs earlier sequences
+// destroyed stay destroyed, and the answers hang on timing (timeouts,
+// breakers, reconnections).
 
 import (
 	"context"
