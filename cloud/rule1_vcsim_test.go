@@ -34,8 +34,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/vim25"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -144,7 +142,7 @@ func newSimModel(t *rapid.T, w *simWorld, steps *atomic.Int64) *simModel {
 		if err := w.proxies[i].SetMode(vcsim.Pass); err != nil {
 			t.Fatal(err)
 		}
-		setInstanceUUID(vc, w.instances[i])
+		vc.SetInstanceUUID(w.instances[i])
 	}
 	dir, err := os.MkdirTemp("", "rule1-vcsim-")
 	if err != nil {
@@ -378,7 +376,7 @@ func (m *simModel) reimage(t *rapid.T) {
 	m.nextID++
 	id := fmt.Sprintf("5f0a7c1e-%04x-4000-8000-%012x", i, m.nextID)
 	vc := m.w.fed.VCenters[i]
-	setInstanceUUID(vc, id)
+	vc.SetInstanceUUID(id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := vc.TerminateSessions(ctx); err != nil {
@@ -389,18 +387,6 @@ func (m *simModel) reimage(t *rapid.T) {
 	m.appliances = append(m.appliances, a)
 	m.markConfigured()
 	m.note("  server %d re-imaged: now instance %s", i, id)
-}
-
-// setInstanceUUID is vcsim's SetInstanceUUID for a simulator that is
-// serving: the simulator reads its ServiceContent unlocked on every
-// request, so the instance UUID is not written in place but in a copy of
-// the ServiceInstance that replaces it in the registry (whose map is
-// locked).
-func setInstanceUUID(vc *vcsim.VCenter, id string) {
-	r := vc.Model.Map()
-	si := *r.Get(vim25.ServiceInstance).(*simulator.ServiceInstance)
-	si.Content.About.InstanceUuid = id
-	r.Put(&si)
 }
 
 // liveVMs are the VMs not destroyed, in a stable order.

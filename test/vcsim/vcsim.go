@@ -228,17 +228,17 @@ func (vc *VCenter) serviceInstance() *simulator.ServiceInstance {
 // (ServiceContent.About.InstanceUuid): each simulator of a federation has
 // its own.
 func (vc *VCenter) InstanceUUID() string {
-	var id string
-	si := vc.serviceInstance()
-	vc.Model.Map().WithLock(vc.Model.Service.Context, si, func() { id = si.Content.About.InstanceUuid })
-	return id
+	return vc.serviceInstance().Content.About.InstanceUuid
 }
 
 // SetInstanceUUID changes the vCenter's instance UUID, as if its address
-// now led to another appliance; clients read it when they connect.
+// now led to another appliance; clients read it when they connect. The
+// ServiceInstance is replaced by a changed copy, never changed in place:
+// the simulator reads its content without a lock on every request.
 func (vc *VCenter) SetInstanceUUID(id string) {
-	si := vc.serviceInstance()
-	vc.Model.Map().WithLock(vc.Model.Service.Context, si, func() { si.Content.About.InstanceUuid = id })
+	si := *vc.serviceInstance()
+	si.Content.About.InstanceUuid = id
+	vc.Model.Map().Put(&si)
 }
 
 // Client logs in to the simulator (for test fixtures).
