@@ -96,12 +96,18 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 	return out
 }
 
-// publishHistoryLocked hands the history to discovery; until a record has
-// been read, as unknown.
+// publishHistoryLocked hands the history to discovery: as unknown until a
+// record has been read, and while what this process learned is not
+// written. Its memory dies with it: a vCenter added and removed while
+// every write failed would be forgotten by a restart, and the Nodes of
+// its VMs taken for gone, had any been deleted meanwhile.
 func (c *Cloud) publishHistoryLocked() {
 	h := c.history.forDiscovery()
-	if !c.historyKnown {
+	switch {
+	case !c.historyKnown:
 		h.Known, h.Why = false, c.historyWhy
+	case c.historyUnsaved && c.client != nil && !c.opts.ReadOnly:
+		h.Known, h.Why = false, "what this process learned of the vCenters served is not written to configmap "+c.opts.HistoryObject.String()+" yet"
 	}
 	c.discovery.SetHistory(h)
 }

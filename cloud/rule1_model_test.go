@@ -5,8 +5,10 @@ package cloud_test
 // InstanceExists for every Node. The model keeps the truth (which VMs
 // exist, on which appliance, which appliances any applied config ever
 // named) and fails the sequence when a Node is answered (false, nil)
-// while a VM of its UUID exists in a vCenter the CCM was ever configured
-// with. rapid shrinks a failing sequence and prints how to replay it
+// while a VM of its UUID exists in a vCenter the CCM could know it served:
+// one a successful record of its history held, or one the running process
+// configured. (A vCenter added and removed while every write of the
+// record failed, by a process that then stopped, is known to nobody.) rapid shrinks a failing sequence and prints how to replay it
 // (-rapid.seed, or the fail file it writes under testdata/rapid unless
 // -rapid.nofailfile). The failure message also tells the sequence as it
 // ran: one whose failure hangs on the provider's own timers (its history
@@ -117,7 +119,11 @@ type rule1Model struct {
 
 	cfg            []modelVCenter // the config applied last
 	fileValid      bool           // the file holds cfg (not an invalid edit)
-	everConfigured map[*appliance]bool
+	// recorded are the appliances a successful record of the history
+	// has held (configured by a process while it could write it), and
+	// applied those the running process has configured. The oracle
+	// counts both: what a process knew and never wrote dies with it.
+	recorded, applied map[*appliance]bool
 	usedNames      map[string]bool // config names ever used, for labels
 
 	readsFail, writesFail atomic.Bool
@@ -197,7 +203,7 @@ func newModelWorld(t rapid.TB, cleanup func(func()), steps *atomic.Int64) *rule1
 		// Lookups log through their context: thousands of them per
 		// sequence would bury rapid's report.
 		ctx:     klog.NewContext(context.Background(), logr.Discard()),
-		current: map[string]*appliance{}, everConfigured: map[*appliance]bool{}, usedNames: map[string]bool{},
+		current: map[string]*appliance{}, recorded: map[*appliance]bool{}, applied: map[*appliance]bool{}, usedNames: map[string]bool{},
 		nodes: map[string]*modelNode{}, steps: steps,
 	}
 	cleanup(func() {
@@ -314,14 +320,30 @@ func writeModelFile(t rapid.TB, path, content string) {
 	}
 }
 
-// markConfigured adds the appliances the config names now to those ever
-// configured.
+// markConfigured adds the appliances the config names now to those the
+// running process has configured.
 func (m *rule1Model) markConfigured() {
 	for _, vc := range m.cfg {
-		m.everConfigured[m.at(vc.server)] = true
+		m.applied[m.at(vc.server)] = true
 		m.usedNames[vc.name] = true
 	}
 }
+
+// reload is a reload of the running process: when the history can be
+// read and written, its record holds every appliance the process has
+// configured (what it could not write before is merged in).
+func (m *rule1Model) reload() {
+	m.cloud.Reload(m.ctx)
+	if !m.readsFail.Load() && !m.writesFail.Load() {
+		for a := range m.applied {
+			m.recorded[a] = true
+		}
+	}
+}
+
+// known reports whether a is a vCenter the CCM could know it served: a
+// record held it, or the running process configured it.
+func (m *rule1Model) known(a *appliance) bool { return m.recorded[a] || m.applied[a] }
 
 func (m *rule1Model) options() cloud.Options {
 	return cloud.Options{
@@ -348,10 +370,11 @@ func (m *rule1Model) startCloud(t rapid.TB) {
 	m.stop = make(chan struct{})
 	c.Start(m.client, m.stop)
 	m.cloud = c
+	m.applied = map[*appliance]bool{}
 	m.markConfigured()
 	// The history is read by a worker; read it now too, so that the
 	// steps after a restart see it (or its failure) at once.
-	c.Reload(m.ctx)
+	m.reload()
 }
 
 func (m *rule1Model) stopCloud() {
@@ -497,7 +520,7 @@ func (m *rule1Model) actions(only []string) map[string]func(*rapid.T) {
 // watch would).
 func (m *rule1Model) edit(t rapid.TB, cfg []modelVCenter) {
 	m.writeConfig(t, cfg)
-	m.cloud.Reload(m.ctx)
+	m.reload()
 }
 
 func (m *rule1Model) editAdd(t *rapid.T) {
@@ -582,7 +605,7 @@ func (m *rule1Model) editInvalid(t *rapid.T) {
 	}
 	writeModelFile(t, m.path, content)
 	m.fileValid = false
-	m.cloud.Reload(m.ctx)
+	m.reload()
 }
 
 func (m *rule1Model) restart(t rapid.TB) {
@@ -597,7 +620,7 @@ func (m *rule1Model) historyFault(t *rapid.T) {
 
 // laterReload is a reload with nothing new in the file: the retry of an
 // unrecorded history, a Secret's change.
-func (m *rule1Model) laterReload(rapid.TB) { m.cloud.Reload(m.ctx) }
+func (m *rule1Model) laterReload(rapid.TB) { m.reload() }
 
 var errRefused = errors.New("dial tcp: connection refused")
 
@@ -1029,7 +1052,7 @@ func (m *rule1Model) wrongAbsence(n *v1.Node) (why, class string) {
 	class = "kubelet-order"
 	for _, a := range m.appliances {
 		for _, vm := range a.vms {
-			if m.everConfigured[a] && vm.uuid == u {
+			if m.known(a) && vm.uuid == u {
 				class = "other"
 			}
 		}
@@ -1051,7 +1074,7 @@ func tolerated(class string) bool {
 func (m *rule1Model) holding(u string, configuredOnly bool) []string {
 	var out []string
 	for _, a := range m.appliances {
-		if configuredOnly && !m.everConfigured[a] {
+		if configuredOnly && !m.known(a) {
 			continue
 		}
 		for _, id := range slices.Sorted(maps.Keys(a.vms)) {
@@ -1063,7 +1086,7 @@ func (m *rule1Model) holding(u string, configuredOnly bool) []string {
 			if m.at(a.address) != a {
 				notes = append(notes, "re-imaged away: the address answers with "+m.at(a.address).instance+" now")
 			}
-			if !m.everConfigured[a] {
+			if !m.known(a) {
 				notes = append(notes, "never configured")
 			}
 			if vm.inaccessible {
@@ -1106,7 +1129,7 @@ func (m *rule1Model) describeNode(n *v1.Node) string {
 	fmt.Fprintf(&b, "  config now: %s\n", describeModelConfig(m.cfg))
 	var ever []string
 	for _, a := range m.appliances {
-		if m.everConfigured[a] {
+		if m.known(a) {
 			ever = append(ever, a.String())
 		}
 	}
