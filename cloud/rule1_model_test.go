@@ -117,14 +117,14 @@ type rule1Model struct {
 	current    map[string]*appliance // by address
 	appliances []*appliance          // every appliance ever, re-imaged ones too
 
-	cfg            []modelVCenter // the config applied last
-	fileValid      bool           // the file holds cfg (not an invalid edit)
+	cfg       []modelVCenter // the config applied last
+	fileValid bool           // the file holds cfg (not an invalid edit)
 	// recorded are the appliances a successful record of the history
 	// has held (configured by a process while it could write it), and
 	// applied those the running process has configured. The oracle
 	// counts both: what a process knew and never wrote dies with it.
 	recorded, applied map[*appliance]bool
-	usedNames      map[string]bool // config names ever used, for labels
+	usedNames         map[string]bool // config names ever used, for labels
 
 	readsFail, writesFail atomic.Bool
 
@@ -944,26 +944,7 @@ func (m *rule1Model) nodeLabels(t *rapid.T) {
 // answers for is initialized with its providerID and labels.
 func (m *rule1Model) check(t rapid.TB) {
 	m.markConfigured()
-	list, err := m.client.CoreV1().Nodes().List(m.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := list.Items
-	type answer struct {
-		ok  bool
-		err error
-	}
-	answers := make([]answer, len(nodes))
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-			defer cancel()
-			ok, err := m.cloud.InstanceExists(ctx, &nodes[i])
-			answers[i] = answer{ok, err}
-		})
-	}
-	wg.Wait()
+	nodes, answers := askExists(t, m.ctx, m.cloud, m.client)
 	var alive []*v1.Node
 	for i := range nodes {
 		n := &nodes[i]
@@ -985,24 +966,65 @@ func (m *rule1Model) check(t rapid.TB) {
 		delete(m.nodes, n.Name)
 		m.note("  node %s deleted (its VM is rightly gone)", n.Name)
 	}
-	metas := make([]*cloudMeta, len(alive))
-	for i, n := range alive {
+	for _, fresh := range initializeNodes(t, m.ctx, m.cloud, m.client, alive) {
+		if mn := m.nodes[fresh.Name]; mn != nil {
+			mn.shape += ", initialized by the cloud-node controller"
+		}
+		m.note("  node %s initialized: providerID %q labels %v", fresh.Name, fresh.Spec.ProviderID, fresh.Labels)
+	}
+}
+
+// existsAnswer is InstanceExists's answer for one Node.
+type existsAnswer struct {
+	ok  bool
+	err error
+}
+
+// askExists asks InstanceExists for every Node at once, as the lifecycle
+// controller does for the NotReady ones.
+func askExists(t rapid.TB, ctx context.Context, c *cloud.Cloud, client *fake.Clientset) ([]v1.Node, []existsAnswer) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := list.Items
+	answers := make([]existsAnswer, len(nodes))
+	var wg sync.WaitGroup
+	for i := range nodes {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			md, err := m.cloud.InstanceMetadata(ctx, n)
-			if err == nil {
+			ok, err := c.InstanceExists(ctx, &nodes[i])
+			answers[i] = existsAnswer{ok, err}
+		})
+	}
+	wg.Wait()
+	return nodes, answers
+}
+
+// initializeNodes does what the cloud-node controller does:
+// InstanceMetadata for every Node, and an uninitialized one it answers
+// for gets its providerID and labels, and loses its taint. It returns the
+// Nodes it initialized.
+func initializeNodes(t rapid.TB, ctx context.Context, c *cloud.Cloud, client *fake.Clientset, nodes []*v1.Node) []*v1.Node {
+	metas := make([]*cloudMeta, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if md, err := c.InstanceMetadata(ctx, n); err == nil {
 				metas[i] = &cloudMeta{providerID: md.ProviderID, labels: md.AdditionalLabels}
 			}
 		})
 	}
 	wg.Wait()
-	for i, n := range alive {
+	var out []*v1.Node
+	for i, n := range nodes {
 		if metas[i] == nil || !isUninitialized(n) {
 			continue
 		}
-		// The cloud-node controller initializes the Node.
-		fresh, err := m.client.CoreV1().Nodes().Get(m.ctx, n.Name, metav1.GetOptions{})
+		fresh, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1014,14 +1036,12 @@ func (m *rule1Model) check(t rapid.TB) {
 		}
 		maps.Copy(fresh.Labels, metas[i].labels)
 		fresh.Spec.Taints = nil
-		if _, err := m.client.CoreV1().Nodes().Update(m.ctx, fresh, metav1.UpdateOptions{}); err != nil {
+		if _, err := client.CoreV1().Nodes().Update(ctx, fresh, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if mn := m.nodes[n.Name]; mn != nil {
-			mn.shape += ", initialized by the cloud-node controller"
-		}
-		m.note("  node %s initialized: providerID %q labels %v", n.Name, fresh.Spec.ProviderID, fresh.Labels)
+		out = append(out, fresh)
 	}
+	return out
 }
 
 type cloudMeta struct {

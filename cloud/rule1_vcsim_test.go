@@ -28,7 +28,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -508,26 +507,7 @@ func (m *simModel) nodeCreate(t *rapid.T) {
 // what the cloud-node controller does for uninitialized Nodes.
 func (m *simModel) check(t rapid.TB) {
 	m.markConfigured()
-	list, err := m.client.CoreV1().Nodes().List(m.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := list.Items
-	type answer struct {
-		ok  bool
-		err error
-	}
-	answers := make([]answer, len(nodes))
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-			defer cancel()
-			ok, err := m.cloud.InstanceExists(ctx, &nodes[i])
-			answers[i] = answer{ok, err}
-		})
-	}
-	wg.Wait()
+	nodes, answers := askExists(t, m.ctx, m.cloud, m.client)
 	var alive []*v1.Node
 	for i := range nodes {
 		n := &nodes[i]
@@ -553,41 +533,9 @@ func (m *simModel) check(t rapid.TB) {
 		delete(m.nodes, n.Name)
 		m.note("  node %s deleted (its VM is rightly gone)", n.Name)
 	}
-	metas := make([]*cloudMeta, len(alive))
-	for i, n := range alive {
-		if !isUninitialized(n) {
-			continue
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-			defer cancel()
-			if md, err := m.cloud.InstanceMetadata(ctx, n); err == nil {
-				metas[i] = &cloudMeta{providerID: md.ProviderID, labels: md.AdditionalLabels}
-			}
-		})
-	}
-	wg.Wait()
-	for i, n := range alive {
-		if metas[i] == nil {
-			continue
-		}
-		fresh, err := m.client.CoreV1().Nodes().Get(m.ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fresh.Spec.ProviderID == "" {
-			fresh.Spec.ProviderID = metas[i].providerID
-		}
-		if fresh.Labels == nil {
-			fresh.Labels = map[string]string{}
-		}
-		maps.Copy(fresh.Labels, metas[i].labels)
-		fresh.Spec.Taints = nil
-		if _, err := m.client.CoreV1().Nodes().Update(m.ctx, fresh, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		m.nodes[n.Name] += ", initialized by the cloud-node controller"
-		m.note("  node %s initialized: providerID %q labels %v", n.Name, fresh.Spec.ProviderID, fresh.Labels)
+	for _, fresh := range initializeNodes(t, m.ctx, m.cloud, m.client, alive) {
+		m.nodes[fresh.Name] += ", initialized by the cloud-node controller"
+		m.note("  node %s initialized: providerID %q labels %v", fresh.Name, fresh.Spec.ProviderID, fresh.Labels)
 	}
 }
 
