@@ -1163,22 +1163,30 @@ func (m *rule1Model) describeNode(n *v1.Node) string {
 // a federation: a Node is answered (false, nil) only when its providerID
 // names a VM that no vCenter the CCM was ever configured with holds.
 //
-// Two profiles: everything that can happen, and only what changes which
+// Three profiles: everything that can happen; only what changes which
 // vCenters are served and what is remembered of them (config edits,
 // restarts, the record failing, re-images, VMs and Nodes coming and
-// going), where the paths that need a long setup are found sooner.
+// going); and only vCenters coming and going while the record fails and
+// heals. The narrower ones find the paths that need a long setup sooner.
 func TestRule1Model(t *testing.T) {
 	for _, p := range []struct {
-		name string
-		only []string
+		name   string
+		only   []string
+		checks string // sequences by default, when not set otherwise
 	}{
-		{"everything", nil},
+		{"everything", nil, ""},
 		{"config and history", []string{
 			"EditAdd", "EditRemove", "EditRename", "EditRepoint", "EditDatacenters", "EditInvalid",
 			"Restart", "HistoryFault", "LaterReload", "Reimage", "VMCreate", "VMDestroy", "NodeCreate", "NodeLabels",
-		}},
+		}, ""},
+		// A history write failing, then healing, between a vCenter's
+		// coming and going is a long setup: more sequences.
+		{"the record", []string{"EditAdd", "EditRemove", "Restart", "HistoryFault", "LaterReload", "VMCreate", "NodeCreate"}, "300"},
 	} {
 		t.Run(p.name, func(t *testing.T) {
+			if p.checks != "" {
+				rapidDefault(t, "checks", "RAPID_CHECKS", p.checks)
+			}
 			var sequences, steps atomic.Int64
 			start := time.Now()
 			t.Cleanup(func() {

@@ -640,8 +640,8 @@ func TestRule1ModelVCsim(t *testing.T) {
 		w.proxies = append(w.proxies, p)
 		w.instances = append(w.instances, vc.InstanceUUID())
 	}
-	smallRapid(t, "checks", "RAPID_CHECKS", "4")
-	smallRapid(t, "steps", "RAPID_STEPS", "10")
+	rapidDefault(t, "checks", "RAPID_CHECKS", "4")
+	rapidDefault(t, "steps", "RAPID_STEPS", "10")
 	var sequences, steps atomic.Int64
 	start := time.Now()
 	t.Cleanup(func() {
@@ -659,10 +659,10 @@ func TestRule1ModelVCsim(t *testing.T) {
 	})
 }
 
-// smallRapid sets rapid's flag -rapid.<name> to value for this test when
+// rapidDefault sets rapid's flag -rapid.<name> to value for this test when
 // neither the command line nor env (which rapid reads itself) set it; the
 // package's other rapid tests keep rapid's defaults.
-func smallRapid(t *testing.T, name, env, value string) {
+func rapidDefault(t *testing.T, name, env, value string) {
 	f := flag.Lookup("rapid." + name)
 	if f == nil {
 		t.Fatalf("rapid has no flag -rapid.%s", name)
