@@ -152,7 +152,7 @@ func TestNodeThatIsNoVMIsNeverDeleted(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "aws-1"}, Spec: v1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "no-keys"}},
 	} {
-		requireKept(t, c, n, "a Node that is no VM of ours")
+		_ = requireKept(t, c, n, "a Node that is no VM of ours")
 	}
 	if err := requireKept(t, c, kubeletNode("bare-metal-2", "4c4c4544-0042-3510-8052-b4c04f4e4e33"), "bare metal"); !errors.Is(err, discovery.ErrNoProviderID) {
 		t.Fatalf("error %v; want ErrNoProviderID", err)
@@ -221,7 +221,7 @@ func TestFailedHistoryWriteKeepsTheRetirement(t *testing.T) {
 	// A Node whose VM no lookup has found (or not within the location
 	// TTL): only the history keeps it.
 	other := providerNode("node-c", uuidC)
-	requireKept(t, c, other, "vcB removed while the record could not be written")
+	_ = requireKept(t, c, other, "vcB removed while the record could not be written")
 	// Once a write succeeds, what it writes still holds the retirement
 	// (before the fix the record read back replaced it, and was written).
 	failing.Store(false)
