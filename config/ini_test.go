@@ -6,40 +6,42 @@ import (
 	"testing"
 )
 
-// cpiINI is the INI cloud config from CPI's documentation, unchanged but
-// for the CA file, which must exist.
+// cpiINI is an INI cloud config in the shape CPI documents (every section
+// and key of its spec; CPI's own file is read from ../shared/cpi by
+// TestEveryCPISampleReadsAsCPIReadsIt): global values the one vCenter's
+// section overrides, quotes, a comment after a value, unquoted labels.
 const cpiINI = `[Global]
-  datacenters = "SDDC-Datacenter"
-  insecure-flag = "1" # set to 1 if the vCenter uses a self-signed cert
-  user = "viadmin-global@vmware.local"
-  password = "my-secure-global-password"
-  server = "10.0.0.1"
+  datacenters = "dc-global"
+  insecure-flag = "1" # the vCenter's certificate is self-signed
+  user = "global-user@vsphere.local"
+  password = "global-password"
+  server = "192.0.2.10"
   port = "443"
-  thumbprint = "<certificate thumbprint>"
+  thumbprint = "AA:BB:CC"
   soap-roundtrip-count = "1"
   secret-name = ""
   secret-namespace = ""
   ip-family = "ipv4"
 
-[VirtualCenter "10.0.0.1"]
-  user = "viadmin@vmare.local"
-  password = "my-secure-password"
+[VirtualCenter "192.0.2.10"]
+  user = "ccm@vsphere.local"
+  password = "section-password"
   port = "443"
-  datacenters = "SDDC-Datacenter"
+  datacenters = "dc-east"
   soap-roundtrip-count = "1"
   thumbprint = ""
   secret-name = ""
   secret-namespace = ""
 
 [Labels]
-  region = k8s-region
-  zone = k8s-zone
+  region = region-category
+  zone = zone-category
 
 [Nodes]
   internal-network-subnet-cidr = "192.0.2.0/24"
   external-network-subnet-cidr = "198.51.100.0/24"
-  internal-vm-network-name = "Internal K8s Traffic"
-  external-vm-network-name = "External/Outbound Traffic"
+  internal-vm-network-name = "Internal Network"
+  external-vm-network-name = "Public/Network"
   exclude-internal-network-subnet-cidr = "192.0.2.0/24,fe80::1/128"
   exclude-external-network-subnet-cidr = "192.1.2.0/24,fe80::2/128"
 `
@@ -53,17 +55,18 @@ func TestCPIINILoads(t *testing.T) {
 		t.Fatalf("vCenters = %+v, want one (the global server is the same vCenter)", cfg.VCenters)
 	}
 	vc := cfg.VCenters[0]
-	if vc.Name != "10.0.0.1" || vc.Server != "10.0.0.1" || vc.Port != 443 || !vc.InsecureFlag ||
-		vc.User != "viadmin@vmare.local" || vc.Password.Reveal() != "my-secure-password" ||
-		strings.Join(vc.Datacenters, ",") != "SDDC-Datacenter" || vc.RoundTripCount != 1 || vc.Thumbprint != "<certificate thumbprint>" {
+	// An empty thumbprint in the section does not clear global's (CPI).
+	if vc.Name != "192.0.2.10" || vc.Server != "192.0.2.10" || vc.Port != 443 || !vc.InsecureFlag ||
+		vc.User != "ccm@vsphere.local" || vc.Password.Reveal() != "section-password" ||
+		strings.Join(vc.Datacenters, ",") != "dc-east" || vc.RoundTripCount != 1 || vc.Thumbprint != "AA:BB:CC" {
 		t.Fatalf("vCenter = %+v", vc)
 	}
-	if cfg.Labels.Zone != "k8s-zone" || cfg.Labels.Region != "k8s-region" {
+	if cfg.Labels.Zone != "zone-category" || cfg.Labels.Region != "region-category" {
 		t.Fatalf("labels = %+v", cfg.Labels)
 	}
 	n := cfg.Nodes
 	if len(n.InternalSubnets) != 1 || n.InternalSubnets[0].String() != "192.0.2.0/24" || len(n.ExcludeExternalSubnets) != 2 ||
-		n.InternalNetworkName != "Internal K8s Traffic" || n.ExternalNetworkName != "External/Outbound Traffic" {
+		n.InternalNetworkName != "Internal Network" || n.ExternalNetworkName != "Public/Network" {
 		t.Fatalf("nodes = %+v", n)
 	}
 }
