@@ -366,10 +366,10 @@ type VCenterHealth struct {
 	Breaker      string // its state: closed, half-open or open
 	// Indexed says the duplicate index holds its UUIDs: a VM found
 	// elsewhere is served while it cannot answer, and a twin it holds is
-	// still seen. Without (inventory off, or never in service), such
-	// lookups fail while it cannot answer, once it has answered since it
-	// was configured; before that (down since the CCM started), the twin
-	// check is blind to it.
+	// still seen. With its inventory off, such lookups fail while it
+	// cannot answer, once it has answered since it was configured;
+	// otherwise (its inventory never in service at a scan, or down since
+	// the CCM started) the twin check is blind to it.
 	Indexed bool
 }
 

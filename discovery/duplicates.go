@@ -15,13 +15,13 @@ import (
 // as soon as it appears, not only when a lookup happens to ask.
 //
 // A vCenter whose inventory is out of service keeps its last known UUIDs:
-// its VMs still exist as far as anyone knows. One that has answered but
-// whose UUIDs it never held (inventory off, or never in service) is not
-// covered: the index cannot rule out a twin there, and a VM found while it
-// cannot answer is not served. One never seen up since it was configured
-// (down since the CCM started) does not hold the others up: nothing was
-// ever known of it, and one dead vCenter must not cost the others their
-// Nodes; its Health says the twin check is blind to it.
+// its VMs still exist as far as anyone knows. One with its inventory off
+// that has answered is never covered: the index cannot rule out a twin
+// there, and a VM found while it cannot answer is not served. One with an
+// inventory that was never in service at a scan, or one never seen up
+// since it was configured (down since the CCM started), does not hold the
+// others up: one dead vCenter must not cost the others their Nodes; its
+// Health says the twin check is blind to it.
 //
 // Entries are by backend, not by name: a name repointed to another
 // server is a new backend, and the old one's UUIDs say nothing of it.
@@ -119,15 +119,14 @@ func (x *duplicateIndex) sawAnswer(b backends.Backend) {
 	x.answered[b] = true
 }
 
-// uncovered lists the vCenters of vcs that have answered but whose UUIDs
-// the index does not hold: a twin there cannot be ruled out without
-// their answer.
+// uncovered lists the vCenters of vcs with their inventory off that have
+// answered: a twin there cannot be ruled out without their answer.
 func (x *duplicateIndex) uncovered(vcs []*targetState) []*targetState {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []*targetState
 	for _, v := range vcs {
-		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] {
+		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !v.Backend.Inventoried() {
 			out = append(out, v)
 		}
 	}

@@ -91,7 +91,7 @@ func TestRemoveVCenterDeletesNoNode(t *testing.T) {
 		}
 		return nil
 	})
-	if !logHas(p.Log(), regexp.MustCompile(`vcenter vc2 \(by its label\), which is no longer configured|last seen in vcenter vc2|vcenter vc2 \(left the config`)) {
+	if !logHas(p.Log(), regexp.MustCompile(`vcenter vc2 \(by its label\), which is no longer configured|at server \S+ \(by its label\), which is no longer configured|last seen in vcenter vc2|vcenter vc2 at \S+ \(left the config`)) {
 		t.Fatalf("the CCM never said why it kept vc2's Nodes")
 	}
 	sameProcess(t, p, pid)
