@@ -86,14 +86,6 @@ type SessionReporter interface {
 	Session() (s Session, ok bool)
 }
 
-// CredentialReporter is a Backend that logs in with a chain of credential
-// sources (backends/vsphere's), for status pages.
-type CredentialReporter interface {
-	// RefusedCredentials names the sources whose credentials vCenter
-	// refused: they are not tried again until they change.
-	RefusedCredentials() []string
-}
-
 // Session is what a backend shows of its session: when it logged in and
 // the name of the credentials' source (never a credential).
 type Session struct {

@@ -34,9 +34,6 @@ type VCenterStatus struct {
 	TwinsIndexed bool              `json:"twinsIndexed"`
 	Session      *SessionStatus    `json:"session,omitempty"`
 	Inventory    *InventorySummary `json:"inventory,omitempty"`
-	// RefusedCredentials names the credential sources whose credentials
-	// this vCenter refused: not tried again until they change.
-	RefusedCredentials []string `json:"refusedCredentials,omitempty"`
 }
 
 // SessionStatus is a vCenter's current SOAP session.
@@ -82,9 +79,6 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 			if s, ok := r.Session(); ok {
 				st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
 			}
-		}
-		if r, ok := bs[vc.Name].(backends.CredentialReporter); ok {
-			st.RefusedCredentials = r.RefusedCredentials()
 		}
 		if r, ok := bs[vc.Name].(backends.InventoryReporter); ok {
 			if inv := r.InventoryStatus(); inv.Enabled {

@@ -648,11 +648,6 @@ func (b *Backend) CredentialSource() string {
 	return b.sessions.cur.served.Source
 }
 
-// RefusedCredentials implements backends.CredentialReporter: the sources
-// whose credentials this vCenter refused, not tried again until they
-// change. Never a value.
-func (b *Backend) RefusedCredentials() []string { return b.sessions.chain.Refused() }
-
 // Close implements backends.Backend: from its start every call fails with
 // ErrClosed and nothing connects again; it returns once the watch, the
 // background tag refresh and the sessions' own goroutines have ended and

@@ -333,14 +333,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 
 // login logs c in with cr: a user and password, or a session manager's
 // clone ticket.
-func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) (err error) {
-	defer func() {
-		if errors.Is(err, credentials.ErrRejected) {
-			// The chain offers credentials vCenter refused no more (see
-			// Chain): said once per refusal, the source named, no value.
-			s.log.Info("vCenter refused the credentials: they are not tried again until they change", "credentials", cr.Source)
-		}
-	}()
+func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
 	if cr.SessionManager() {
 		return s.cloneSession(ctx, c, cr)
 	}
@@ -371,15 +364,11 @@ func (r refused) Unwrap() error      { return r.error }
 func (refused) Is(target error) bool { return target == credentials.ErrRejected }
 
 // credentialsFailure is a failed walk of the chain: a login's own failure
-// as it is, else the credentials could not be had (only ones vCenter
-// refused before, and not tried again, are its refusal still).
+// as it is, else the credentials could not be had.
 func credentialsFailure(err error) error {
 	var ce *connError
 	if errors.As(err, &ce) {
 		return err
-	}
-	if errors.Is(err, credentials.ErrRefusedBefore) {
-		return &connError{what: "credentials", err: err, kind: backends.ErrAuth}
 	}
 	return &connError{what: "credentials", err: err}
 }
@@ -469,12 +458,6 @@ func (s *sessions) currentGeneration() uint64 {
 // on it. If the new credentials fail, the current session stays.
 func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, error) {
 	cur, err := s.chain.Current(ctx)
-	if errors.Is(err, credentials.ErrRefusedBefore) && !errors.Is(err, credentials.ErrNoCredentials) {
-		// Every source's credentials refused before: no login to try,
-		// and nothing new to say (said when refused). A source gone (a
-		// deleted Secret) is still reported, below.
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("credentials: %w", err)
 	}
@@ -583,7 +566,7 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 		// rotated password logs REST in too).
 		var cr credentials.Credentials
 		if cr, err = s.chain.Reread(ctx, served); err != nil {
-			err = credentialsFailure(err) // no REST login with credentials vCenter refused
+			err = &connError{what: "credentials", err: err}
 		} else if cr.SessionManager() {
 			shared = true // it names a session manager now: share its session as the next login will
 		} else if err = rc.Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
@@ -594,10 +577,10 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 		err = s.shareSOAPSession(ctx, c, rc)
 	}
 	// Only a failure to reach vCenter is Down: a REST login it refuses
-	// (the SOAP one, with the same credentials, succeeded), or refused
-	// before, leaves the lookups that need no tags working.
+	// (the SOAP one, with the same credentials, succeeded) leaves the
+	// lookups that need no tags working.
 	var ce *connError
-	if err == nil || (errors.As(err, &ce) && !errors.Is(err, backends.ErrAuth)) {
+	if err == nil || (errors.As(err, &ce) && ce.what != "login rejected") {
 		s.recordLogin(err)
 	}
 	s.mu.Lock()

@@ -607,9 +607,6 @@ func (r *nodeReport) write(w io.Writer) {
 		if v.Session != nil {
 			session = fmt.Sprintf("%.0fs (%s)", v.Session.AgeSeconds, v.Session.Credentials)
 		}
-		if len(v.RefusedCredentials) > 0 {
-			session += fmt.Sprintf(" [refused, not retried: %s]", strings.Join(v.RefusedCredentials, ", "))
-		}
 		if v.Inventory != nil {
 			inv = "out of service"
 			if v.Inventory.InService {

@@ -25,9 +25,7 @@ type vcentersReport struct {
 }
 
 // vcentersHandler answers GET VCentersPath from the provider's memory:
-// never a call to vCenter, so it answers at once during any outage. A
-// vCenter's row names the credential sources it refused
-// (refusedCredentials): they are not tried again until they change.
+// never a call to vCenter, so it answers at once during any outage.
 func vcentersHandler(provider *cloud.Cloud) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

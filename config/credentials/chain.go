@@ -19,20 +19,15 @@ import (
 // vCenter (ErrNoCredentials) is passed over, so an empty config login
 // costs no failed attempt.
 //
-// Once vCenter has refused a source's credentials, the chain never offers
-// them again: that source is passed over while its credentials stay the
-// same (compared by fingerprint), and tried again only once they change
-// (CPI keeps the Secret's credentials once they replaced the config's,
-// until it restarts). Not even when nothing else logs in: vSphere SSO
-// locks an account after a few failed logins (5 in 180 s by default), and
-// every reload, re-login and probe would add one. A restart forgets.
+// Once vCenter has refused a source's credentials, the chain passes over
+// that source while its credentials stay the same (CPI keeps the Secret's
+// credentials once they replaced the config's, until it restarts); it is
+// tried again when its credentials change, or when every source with
+// credentials has been refused (an account unlocked, a password set back).
 //
 // A Chain is one vCenter backend's: it remembers what that vCenter refused.
-// Its logins take turns, so that two at once (a re-login and a rotation)
-// cannot both offer credentials that one of them is about to see refused.
 type Chain struct {
 	links []Source
-	turn  chan struct{} // holds a token while a Login runs
 
 	mu       sync.Mutex
 	rejected map[int][32]byte // link → fingerprint of what vCenter refused
@@ -61,7 +56,7 @@ func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets) *Chain 
 
 // NewChain returns the chain of links, first tried first.
 func NewChain(links ...Source) *Chain {
-	return &Chain{links: links, turn: make(chan struct{}, 1), rejected: map[int][32]byte{}}
+	return &Chain{links: links, rejected: map[int][32]byte{}}
 }
 
 // AsChain is src itself when it is a chain, else the chain of src alone.
@@ -92,11 +87,6 @@ func (c *Chain) String() string {
 // next source. Any other failure ends the attempt.
 var ErrRejected = errors.New("credentials rejected")
 
-// ErrRefusedBefore is wrapped by the chain's error when its only
-// credentials are ones vCenter refused before: they are not offered again
-// until they change.
-var ErrRefusedBefore = errors.New("refused by vCenter before, not tried again until they change")
-
 // Served is credentials and the source that gave them (its String, never a
 // value).
 type Served struct {
@@ -114,34 +104,29 @@ func (c *Chain) Get(ctx context.Context) (Credentials, error) {
 	return s.Credentials, err
 }
 
-// Current is the credentials Login would try first, and their source;
-// an error wrapping ErrRefusedBefore when vCenter refused every source's
-// current credentials (Login would try none).
+// Current is the credentials Login would try first, and their source.
 func (c *Chain) Current(ctx context.Context) (Served, error) {
 	const op = "credentials.Chain.Current"
-	var found *Served
-	var skipped []error
+	var found, refused *Served
 	errs, err := c.walk(ctx, func(s Served) bool {
-		if c.wasRejected(s.link, s.Credentials) {
-			skipped = append(skipped, refusedBefore(s))
-			return true
+		if !c.wasRejected(s.link, s.Credentials) {
+			found = &s
+			return false
 		}
-		found = &s
-		return false
+		if refused == nil {
+			refused = &s
+		}
+		return true
 	})
 	switch {
 	case err != nil:
 		return Served{}, fmt.Errorf("%s: %w", op, err)
 	case found != nil:
 		return *found, nil
+	case refused != nil:
+		return *refused, nil
 	}
-	return Served{}, fmt.Errorf("%s: %w", op, c.none(append(errs, skipped...)))
-}
-
-// refusedBefore is the error of a source passed over: vCenter refused its
-// credentials, which have not changed since.
-func refusedBefore(s Served) error {
-	return fmt.Errorf("%s: %w", s.Source, ErrRefusedBefore)
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
 }
 
 // walk reads the links in order and hands each one's credentials to
@@ -167,60 +152,67 @@ func (c *Chain) walk(ctx context.Context, yield func(Served) bool) (errs []error
 
 // Login offers the chain's credentials to try, in order, until try
 // accepts one (returns nil) or fails otherwise than by ErrRejected, and
-// says which source served. Credentials vCenter refused before are not
-// offered (see Chain); when nothing else is left the error wraps
-// ErrRefusedBefore. try is called with the credentials and their source;
-// it must not keep the credentials. Logins of one chain take turns.
+// says which source served. try is called with the credentials and their
+// source; it must not keep the credentials.
 func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, error) {
 	const op = "credentials.Chain.Login"
-	select {
-	case c.turn <- struct{}{}:
-		defer func() { <-c.turn }()
-	case <-ctx.Done():
-		return Served{}, fmt.Errorf("%s: waiting for another login of %s: %w", op, c, ctx.Err())
-	}
-	var errs, skipped []error
+	var errs []error
 	var rejected []string
-	var result *Served
-	var failed error
-	readErrs, err := c.walk(ctx, func(s Served) bool {
-		if c.wasRejected(s.link, s.Credentials) {
-			skipped = append(skipped, refusedBefore(s))
-			return true
-		}
+	var later []Served // refused before: tried once nothing else logs in
+	attempt := func(s Served) (done bool, err error) {
 		s.Rejected = append([]string(nil), rejected...)
-		err := try(s)
+		err = try(s)
 		if err == nil {
 			c.setRejected(s.link, nil)
-			result = &s
-			return false
+			return true, nil
 		}
 		errs = append(errs, err)
 		if !errors.Is(err, ErrRejected) {
-			failed = fmt.Errorf("%s: %w", op, joinErrors(errs))
-			return false
+			return true, fmt.Errorf("%s: %w", op, joinErrors(errs))
 		}
 		fp := s.Fingerprint()
 		c.setRejected(s.link, &fp)
 		rejected = append(rejected, s.Source)
-		return true
+		return false, nil
+	}
+	var result *Served
+	var failed error
+	settle := func(s Served) bool {
+		done, err := attempt(s)
+		if done {
+			s.Rejected, result, failed = rejected, &s, err
+		}
+		return !done
+	}
+	readErrs, err := c.walk(ctx, func(s Served) bool {
+		if c.wasRejected(s.link, s.Credentials) {
+			later = append(later, s)
+			return true
+		}
+		return settle(s)
 	})
-	errs = append(append(readErrs, errs...), skipped...)
-	switch {
-	case err != nil:
+	errs = append(readErrs, errs...)
+	if err != nil {
 		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
+	}
+	for _, s := range later {
+		if result != nil {
+			break
+		}
+		settle(s)
+	}
+	switch {
 	case failed != nil:
 		return Served{}, failed
 	case result != nil:
 		return *result, nil
-	case len(rejected) > 0 || len(skipped) > 0:
+	case len(rejected) > 0:
 		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	}
 	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
 }
 
-// Reread is the current credentials of the source that served s; an
-// error wrapping ErrRefusedBefore when vCenter refused them since.
+// Reread is the current credentials of the source that served s.
 func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 	const op = "credentials.Chain.Reread"
 	if s.link < 0 || s.link >= len(c.links) {
@@ -230,24 +222,7 @@ func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
-	if c.wasRejected(s.link, cr) {
-		return Credentials{}, fmt.Errorf("%s: %w", op, refusedBefore(s))
-	}
 	return cr, nil
-}
-
-// Refused names, in order, the sources whose credentials vCenter refused
-// and that are passed over until those change (never a value).
-func (c *Chain) Refused() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for i, l := range c.links {
-		if _, ok := c.rejected[i]; ok {
-			out = append(out, l.String())
-		}
-	}
-	return out
 }
 
 func (c *Chain) wasRejected(link int, cr Credentials) bool {

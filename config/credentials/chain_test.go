@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -112,8 +109,8 @@ func TestChainOrder(t *testing.T) {
 
 // Credentials vCenter refused are passed over while they stay the same
 // (CPI keeps the Secret's once they replaced the config's): no failed
-// login at every re-login; tried again once they change, and only then:
-// not even when nothing else is left.
+// login at every re-login; tried again once they change, or when nothing
+// else logs in.
 func TestChainRemembersRefusals(t *testing.T) {
 	ctx := context.Background()
 	inline := credentials.Static{User: "ccm", Password: "pw-stale"}
@@ -131,9 +128,6 @@ func TestChainRemembersRefusals(t *testing.T) {
 	if cur, err := chain.Current(ctx); err != nil || cur.Source != "secret" {
 		t.Fatalf("Current = %s, %v; want the Secret (the config's refused)", cur.Source, err)
 	}
-	if got := fmt.Sprint(chain.Refused()); got != "[config file]" {
-		t.Fatalf("Refused = %s", got)
-	}
 
 	// The Secret rotates, vCenter takes only the new password.
 	secret.creds = userPass("ccm", "pw-2")
@@ -143,132 +137,19 @@ func TestChainRemembersRefusals(t *testing.T) {
 		t.Fatalf("after rotation = %s, %v, tried %v", s.Source, err, vc.tried)
 	}
 
-	// vCenter changes the password: the Secret's is refused once, then
-	// nothing is left, and nothing is tried, however often asked.
-	vc.ok = map[string]bool{"pw-3": true}
+	// Everything refused before: tried again (an account unlocked).
+	vc.ok = map[string]bool{}
+	if _, err := chain.Login(ctx, vc.try); err == nil {
+		t.Fatal("all refused: want an error")
+	}
+	vc.ok = map[string]bool{"pw-stale": true}
 	vc.tried = nil
-	if _, err := chain.Login(ctx, vc.try); err == nil || fmt.Sprint(vc.tried) != "[secret]" {
-		t.Fatalf("Secret's refused: err %v, tried %v; want the Secret alone", err, vc.tried)
+	if s, err := chain.Login(ctx, vc.try); err != nil || s.Source != "config file" {
+		t.Fatalf("once vCenter takes the config's again = %s, %v (tried %v)", s.Source, err, vc.tried)
 	}
-	vc.tried = nil
-	for range 5 {
-		_, err := chain.Login(ctx, vc.try)
-		if !errors.Is(err, credentials.ErrRefusedBefore) || errors.Is(err, credentials.ErrNoCredentials) {
-			t.Fatalf("all refused before: err = %v; want ErrRefusedBefore", err)
-		}
-		if _, err := chain.Current(ctx); !errors.Is(err, credentials.ErrRefusedBefore) {
-			t.Fatalf("Current = %v; want ErrRefusedBefore", err)
-		}
+	if cur, err := chain.Current(ctx); err != nil || cur.Source != "config file" {
+		t.Fatalf("Current = %s, %v; want the config's, accepted again", cur.Source, err)
 	}
-	if len(vc.tried) != 0 {
-		t.Fatalf("credentials refused before were tried again: %v", vc.tried)
-	}
-	if got := fmt.Sprint(chain.Refused()); got != "[config file secret]" {
-		t.Fatalf("Refused = %s", got)
-	}
-	// The Secret gets the new password: tried, once, and it logs in.
-	secret.creds = userPass("ccm", "pw-3")
-	if s, err := chain.Login(ctx, vc.try); err != nil || s.Source != "secret" || fmt.Sprint(vc.tried) != "[secret]" {
-		t.Fatalf("Secret changed = %s, %v, tried %v", s.Source, err, vc.tried)
-	}
-	if got := fmt.Sprint(chain.Refused()); got != "[config file]" {
-		t.Fatalf("Refused = %s; the Secret's accepted", got)
-	}
-}
-
-// Issue 20 (account lockout): vCenter refused the config's login and the
-// Secret is deleted. Every reload (Current, then Login) and every probe
-// (Login) used to offer the refused login again: about 12 failed logins a
-// minute, and SSO locks an account after 5 in 180 s. It is offered once;
-// the Secret back with the password vCenter refused is not tried either;
-// a different one is tried once.
-func TestChainNeverRetriesARefusalWhileTheSecretIsMissing(t *testing.T) {
-	ctx := context.Background()
-	secret := &fixedSource{name: "secret kube-system/s", creds: userPass("ccm", "pw-old")}
-	chain := credentials.NewChain(credentials.Static{User: "ccm", Password: "pw-inline"}, secret)
-	vc := &vcenter{ok: map[string]bool{"pw-new": true}}
-	if _, err := chain.Login(ctx, vc.try); err == nil || fmt.Sprint(vc.tried) != "[config file secret kube-system/s]" {
-		t.Fatalf("first login: err %v, tried %v", err, vc.tried)
-	}
-	// The Secret is deleted.
-	secret.creds, secret.err = credentials.Credentials{}, fmt.Errorf("secret kube-system/s not found: %w", credentials.ErrNoCredentials)
-	vc.tried = nil
-	for range 12 {
-		if _, err := chain.Current(ctx); !errors.Is(err, credentials.ErrRefusedBefore) {
-			t.Fatalf("Current = %v; want ErrRefusedBefore", err)
-		}
-		_, err := chain.Login(ctx, vc.try)
-		if !errors.Is(err, credentials.ErrRefusedBefore) || !errors.Is(err, credentials.ErrNoCredentials) {
-			t.Fatalf("Login = %v; want ErrRefusedBefore and the Secret's absence", err)
-		}
-		if !strings.Contains(err.Error(), "config file: refused by vCenter before") || strings.Contains(err.Error(), "pw-") {
-			t.Fatalf("Login = %v; want the refused source named, no password", err)
-		}
-	}
-	if len(vc.tried) != 0 {
-		t.Fatalf("a refused login was offered again %d times: %v", len(vc.tried), vc.tried)
-	}
-	// Restored as it was: still the password vCenter refused.
-	secret.creds, secret.err = userPass("ccm", "pw-old"), nil
-	if _, err := chain.Login(ctx, vc.try); !errors.Is(err, credentials.ErrRefusedBefore) || len(vc.tried) != 0 {
-		t.Fatalf("Secret restored unchanged: err %v, tried %v; want nothing tried", err, vc.tried)
-	}
-	// Restored with another password: tried once, and it serves.
-	secret.creds = userPass("ccm", "pw-new")
-	for range 3 {
-		if s, err := chain.Login(ctx, vc.try); err != nil || s.Source != "secret kube-system/s" {
-			t.Fatalf("Secret changed: %s, %v", s.Source, err)
-		}
-	}
-	if fmt.Sprint(vc.tried) != "[secret kube-system/s secret kube-system/s secret kube-system/s]" {
-		t.Fatalf("tried %v; want the Secret at each login, the config's never", vc.tried)
-	}
-	if fmt.Sprint(chain.Refused()) != "[config file]" {
-		t.Fatalf("Refused = %v", chain.Refused())
-	}
-}
-
-// Logins of one chain take turns: two at once (a re-login and a rotation)
-// do not both offer credentials that vCenter refuses.
-func TestChainLoginsTakeTurns(t *testing.T) {
-	chain := credentials.NewChain(credentials.Static{User: "ccm", Password: "pw-wrong"})
-	var tried atomic.Int64
-	first := make(chan struct{})
-	release := make(chan struct{})
-	try := func(credentials.Served) error {
-		if tried.Add(1) == 1 {
-			close(first)
-		}
-		<-release
-		return credentials.ErrRejected
-	}
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() { _, _ = chain.Login(context.Background(), try) })
-	}
-	// One is being refused; the others have time to reach vCenter too,
-	// were they not waiting for their turn.
-	<-first
-	time.Sleep(100 * time.Millisecond)
-	close(release)
-	wg.Wait()
-	if n := tried.Load(); n != 1 {
-		t.Fatalf("the refused login was offered %d times, want 1", n)
-	}
-	// A login waiting for its turn gives up with its context.
-	hold := make(chan struct{})
-	started := make(chan struct{})
-	chain2 := credentials.NewChain(credentials.Static{User: "ccm", Password: "pw"})
-	go func() {
-		_, _ = chain2.Login(context.Background(), func(credentials.Served) error { close(started); <-hold; return nil })
-	}()
-	<-started
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := chain2.Login(ctx, func(credentials.Served) error { return nil }); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Login waiting for its turn, ctx cancelled: %v", err)
-	}
-	close(hold)
 }
 
 // A failure that is not a refusal (vCenter unreachable, the session
