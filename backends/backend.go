@@ -86,6 +86,27 @@ type SessionReporter interface {
 	Session() (s Session, ok bool)
 }
 
+// CredentialReporter is a Backend that logs in with a chain of credential
+// sources (backends/vsphere's), for status pages.
+type CredentialReporter interface {
+	// RefusedCredentials are the sources whose current credentials
+	// vCenter refused: not sent again until they change or their retry
+	// is due.
+	RefusedCredentials() []RefusedCredentials
+}
+
+// RefusedCredentials is a credential source vCenter refused (its name,
+// never a value).
+type RefusedCredentials struct {
+	Source string
+	// Refusals in a row of the same credentials.
+	Refusals int
+	// Last is when vCenter refused them last.
+	Last time.Time
+	// Retry is when they are sent again, unchanged; zero: never.
+	Retry time.Time
+}
+
 // Session is what a backend shows of its session: when it logged in and
 // the name of the credentials' source (never a credential).
 type Session struct {

@@ -34,6 +34,20 @@ type VCenterStatus struct {
 	TwinsIndexed bool              `json:"twinsIndexed"`
 	Session      *SessionStatus    `json:"session,omitempty"`
 	Inventory    *InventorySummary `json:"inventory,omitempty"`
+	// RefusedCredentials are the credential sources whose credentials
+	// this vCenter refused: sent again only when they change or at their
+	// retry time.
+	RefusedCredentials []RefusedCredentials `json:"refusedCredentials,omitempty"`
+}
+
+// RefusedCredentials is a credential source a vCenter refused (its name,
+// never a value), and when its credentials are sent again unchanged.
+type RefusedCredentials struct {
+	Source   string    `json:"source"`
+	Refusals int       `json:"refusals"`
+	Last     time.Time `json:"lastRefused"`
+	// Retry is zero when they are never sent again unchanged.
+	Retry time.Time `json:"retry,omitzero"`
 }
 
 // SessionStatus is a vCenter's current SOAP session.
@@ -78,6 +92,11 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 		if r, ok := bs[vc.Name].(backends.SessionReporter); ok {
 			if s, ok := r.Session(); ok {
 				st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
+			}
+		}
+		if r, ok := bs[vc.Name].(backends.CredentialReporter); ok {
+			for _, rc := range r.RefusedCredentials() {
+				st.RefusedCredentials = append(st.RefusedCredentials, RefusedCredentials{Source: rc.Source, Refusals: rc.Refusals, Last: rc.Last.UTC(), Retry: rc.Retry.UTC()})
 			}
 		}
 		if r, ok := bs[vc.Name].(backends.InventoryReporter); ok {

@@ -648,6 +648,15 @@ func (b *Backend) CredentialSource() string {
 	return b.sessions.cur.served.Source
 }
 
+// RefusedCredentials implements backends.CredentialReporter. Never a value.
+func (b *Backend) RefusedCredentials() []backends.RefusedCredentials {
+	var out []backends.RefusedCredentials
+	for _, r := range b.sessions.chain.Refused() {
+		out = append(out, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last, Retry: r.Retry})
+	}
+	return out
+}
+
 // Close implements backends.Backend: from its start every call fails with
 // ErrClosed and nothing connects again; it returns once the watch, the
 // background tag refresh and the sessions' own goroutines have ended and

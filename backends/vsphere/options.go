@@ -15,6 +15,9 @@ type Options struct {
 	// Credentials are the vCenter's logins; a *credentials.Chain is tried
 	// in order (see there), any other Source alone.
 	Credentials credentials.Source
+	// RefusedRetry is when credentials this vCenter refused are sent
+	// again unchanged; nil: credentials.DefaultRetry.
+	RefusedRetry *credentials.Retry
 	// SessionManagerRootCAs are the roots a shared session manager's
 	// certificate is verified against (credentials of that form); nil: the
 	// system's, as CPI.

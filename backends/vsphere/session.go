@@ -65,9 +65,13 @@ type sessions struct {
 }
 
 func newSessions(opts Options) *sessions {
+	chain := credentials.AsChain(opts.Credentials)
+	if opts.RefusedRetry != nil {
+		chain = chain.WithRetry(*opts.RefusedRetry)
+	}
 	// Unknown since now: how long a vCenter has been connecting is what
 	// lookups judge whether to wait for it by.
-	return &sessions{opts: opts, chain: credentials.AsChain(opts.Credentials),
+	return &sessions{opts: opts, chain: chain,
 		log:     klog.Background().WithValues("vcenter", opts.Config.Name),
 		stopped: make(chan struct{}), tasks: map[chan struct{}]struct{}{},
 		reach: backends.Reachability{Since: time.Now()}}
@@ -321,14 +325,33 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	}
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
 	vc.RoundTripper = c.keepalive
+	attempt := time.Now()
 	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, cr) })
 	if err != nil {
+		s.logRefusals(attempt)
 		c.keepalive.Stop()
 		sc.CloseIdleConnections()
 		return nil, credentialsFailure(err)
 	}
 	c.setServed(served) // c is not shared yet
 	return c, nil
+}
+
+// logRefusals says which credentials vCenter refused since attempt began,
+// and when they are sent again (see credentials.Chain): once per refusal,
+// the source named, never a value.
+func (s *sessions) logRefusals(attempt time.Time) {
+	for _, r := range s.chain.Refused() {
+		if r.Last.Before(attempt) {
+			continue
+		}
+		if r.Retry.IsZero() {
+			s.log.Info("vCenter refused the credentials: not sent again until they change", "credentials", r.Source, "refusals", r.Refusals)
+			continue
+		}
+		s.log.Info("vCenter refused the credentials: sent again unchanged no sooner than the retry time, or at once when they change",
+			"credentials", r.Source, "refusals", r.Refusals, "retry", r.Retry.UTC().Format(time.RFC3339))
+	}
 }
 
 // login logs c in with cr: a user and password, or a session manager's
@@ -364,11 +387,15 @@ func (r refused) Unwrap() error      { return r.error }
 func (refused) Is(target error) bool { return target == credentials.ErrRejected }
 
 // credentialsFailure is a failed walk of the chain: a login's own failure
-// as it is, else the credentials could not be had.
+// as it is, else the credentials could not be had (only ones vCenter
+// refused before, and not tried again, are its refusal still).
 func credentialsFailure(err error) error {
 	var ce *connError
 	if errors.As(err, &ce) {
 		return err
+	}
+	if errors.Is(err, credentials.ErrRefusedBefore) {
+		return &connError{what: "credentials", err: err, kind: backends.ErrAuth}
 	}
 	return &connError{what: "credentials", err: err}
 }
@@ -458,6 +485,12 @@ func (s *sessions) currentGeneration() uint64 {
 // on it. If the new credentials fail, the current session stays.
 func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, error) {
 	cur, err := s.chain.Current(ctx)
+	if errors.Is(err, credentials.ErrRefusedBefore) && !errors.Is(err, credentials.ErrNoCredentials) {
+		// Every source's credentials refused before: no login to try,
+		// and nothing new to say (said when refused). A source gone (a
+		// deleted Secret) is still reported, below.
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("credentials: %w", err)
 	}
@@ -566,7 +599,7 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 		// rotated password logs REST in too).
 		var cr credentials.Credentials
 		if cr, err = s.chain.Reread(ctx, served); err != nil {
-			err = &connError{what: "credentials", err: err}
+			err = credentialsFailure(err) // no REST login with credentials vCenter refused
 		} else if cr.SessionManager() {
 			shared = true // it names a session manager now: share its session as the next login will
 		} else if err = rc.Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
@@ -577,10 +610,10 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 		err = s.shareSOAPSession(ctx, c, rc)
 	}
 	// Only a failure to reach vCenter is Down: a REST login it refuses
-	// (the SOAP one, with the same credentials, succeeded) leaves the
-	// lookups that need no tags working.
+	// (the SOAP one, with the same credentials, succeeded), or refused
+	// before, leaves the lookups that need no tags working.
 	var ce *connError
-	if err == nil || (errors.As(err, &ce) && ce.what != "login rejected") {
+	if err == nil || (errors.As(err, &ce) && !errors.Is(err, backends.ErrAuth)) {
 		s.recordLogin(err)
 	}
 	s.mu.Lock()

@@ -607,6 +607,14 @@ func (r *nodeReport) write(w io.Writer) {
 		if v.Session != nil {
 			session = fmt.Sprintf("%.0fs (%s)", v.Session.AgeSeconds, v.Session.Credentials)
 		}
+		for _, rc := range v.RefusedCredentials {
+			session += fmt.Sprintf(" [%s refused %d time(s)", rc.Source, rc.Refusals)
+			if rc.Retry.IsZero() {
+				session += ", not sent again until it changes]"
+			} else {
+				session += ", sent again unchanged at " + rc.Retry.Format(time.RFC3339) + "]"
+			}
+		}
 		if v.Inventory != nil {
 			inv = "out of service"
 			if v.Inventory.InService {

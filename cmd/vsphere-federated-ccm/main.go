@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -109,14 +110,18 @@ func main() {
 	}
 	var nodeLabels map[string]string
 	var vcentersPort int
+	refusedRetry := credentials.DefaultRetry.After
 	extra := cliflag.NamedFlagSets{}
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
 	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
 		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
+	extra.FlagSet("vcenter").DurationVar(&refusedRetry, "refused-credentials-retry", refusedRetry,
+		"How long after vCenter refused credentials they are sent again unchanged (changed ones are sent at once); the wait doubles with each refusal in a row, up to 8 times this. "+
+			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
-			provider := initCloud(c, nodeLabels, build)
+			provider := initCloud(c, nodeLabels, refusedRetry, build)
 			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
 				klog.Background().Error(err, "Not serving "+VCentersPath)
 			}
@@ -139,7 +144,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build cloud.BuildInfo) *cloud.Cloud {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, refusedRetry time.Duration, build cloud.BuildInfo) *cloud.Cloud {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -156,8 +161,12 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 	metrics := cloud.NewMetrics(build)
 	legacyregistry.MustRegister(metrics.Collectors()...)
 	legacyregistry.CustomMustRegister(metrics.CustomCollectors()...)
+	if refusedRetry < 0 {
+		klog.Fatalf("--refused-credentials-retry=%s: want 0 or more", refusedRetry)
+	}
 	opts := providerOptions(build)
 	opts.Metrics, opts.EventObject, opts.NodeLabels = metrics, podReference(), nodeLabels
+	opts.NewBackend = vsphereBackends(build.UserAgent(), &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -169,7 +178,7 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, build
 // providerOptions are the provider's options from the process's
 // environment, as both the CCM and `diagnose` build it.
 func providerOptions(build cloud.BuildInfo) cloud.Options {
-	opts := cloud.Options{NewBackend: vsphereBackends(build.UserAgent()), ConfigEnv: config.ProcessEnv()}
+	opts := cloud.Options{NewBackend: vsphereBackends(build.UserAgent(), nil), ConfigEnv: config.ProcessEnv()}
 	// CPI's switch: set at all (any value) means no Node is deleted.
 	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.
@@ -179,11 +188,12 @@ func providerOptions(build cloud.BuildInfo) cloud.Options {
 
 // vsphereBackends builds each vCenter's backend with backends/vsphere:
 // its watch-fed inventory and bulk tag cache unless the config turns them
-// off, and userAgent on every request, so vCenter's session list shows who
-// is logged in.
-func vsphereBackends(userAgent string) cloud.BackendFactory {
+// off, userAgent on every request, so vCenter's session list shows who is
+// logged in, and refused credentials sent again as refusedRetry says (nil:
+// credentials.DefaultRetry).
+func vsphereBackends(userAgent string, refusedRetry *credentials.Retry) cloud.BackendFactory {
 	return func(vc config.VCenter, creds credentials.Source) backends.Backend {
-		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent})
+		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent, RefusedRetry: refusedRetry})
 	}
 }
 

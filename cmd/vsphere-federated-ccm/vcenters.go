@@ -25,7 +25,9 @@ type vcentersReport struct {
 }
 
 // vcentersHandler answers GET VCentersPath from the provider's memory:
-// never a call to vCenter, so it answers at once during any outage.
+// never a call to vCenter, so it answers at once during any outage. A
+// vCenter's row names the credential sources it refused
+// (refusedCredentials), and when each is sent again unchanged.
 func vcentersHandler(provider *cloud.Cloud) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
@@ -20,17 +21,62 @@ import (
 // costs no failed attempt.
 //
 // Once vCenter has refused a source's credentials, the chain passes over
-// that source while its credentials stay the same (CPI keeps the Secret's
-// credentials once they replaced the config's, until it restarts); it is
-// tried again when its credentials change, or when every source with
-// credentials has been refused (an account unlocked, a password set back).
-//
-// A Chain is one vCenter backend's: it remembers what that vCenter refused.
+// that source while its credentials stay the same (compared by
+// fingerprint): other sources are tried first (CPI keeps the Secret's
+// credentials once they replaced the config's, until it restarts), and
+// when none logs in the refused credentials are offered again only on a
+// schedule: after Retry, then twice as long each time they are refused
+// again, up to MaxRetry. New credentials are tried at once. vSphere SSO
+// locks an account after a few failed logins (5 in 180 s by default), and
+// every reload, re-login and probe would add one; a vCenter that refused
+// valid credentials for a while (its identity source was down, the
+// account was locked and then unlocked) is still served again once it
+// accepts them. A restart forgets.
 type Chain struct {
 	links []Source
+	turn  chan struct{} // holds a token while a Login runs
+	retry Retry
+	now   func() time.Time
 
 	mu       sync.Mutex
-	rejected map[int][32]byte // link → fingerprint of what vCenter refused
+	rejected map[int]refusal // link → what vCenter refused of it
+}
+
+// Retry is when credentials vCenter refused are offered again, unchanged.
+type Retry struct {
+	// After is the wait after a first refusal; it doubles with each
+	// refusal that follows, up to Max. Zero or less: never again until
+	// they change.
+	After time.Duration
+	// Max caps the wait (at least After).
+	Max time.Duration
+}
+
+// DefaultRetry keeps one vCenter's failed logins with unchanged
+// credentials to two in any 180 s (at most one after the first two
+// minutes), well under vSphere SSO's default lockout of 5 in 180 s, even
+// with two vCenters of one SSO domain sharing the account.
+var DefaultRetry = Retry{After: 2 * time.Minute, Max: 16 * time.Minute}
+
+// wait is how long after its n-th refusal in a row (n ≥ 1) unchanged
+// credentials are offered again; ok is false when never.
+func (r Retry) wait(n int) (d time.Duration, ok bool) {
+	if r.After <= 0 {
+		return 0, false
+	}
+	d = r.After
+	for i := 1; i < n && d < r.Max; i++ {
+		d *= 2
+	}
+	return max(min(d, r.Max), r.After), true
+}
+
+// refusal is what vCenter refused of a link: the credentials'
+// fingerprint, how many times in a row, the last time.
+type refusal struct {
+	fp    [32]byte
+	count int
+	at    time.Time
 }
 
 // ForVCenter is the chain CPI's connection manager tries for vc: the user
@@ -55,8 +101,19 @@ func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets) *Chain 
 }
 
 // NewChain returns the chain of links, first tried first.
+// Refused credentials are offered again as DefaultRetry says.
 func NewChain(links ...Source) *Chain {
-	return &Chain{links: links, rejected: map[int][32]byte{}}
+	return newChain(links, DefaultRetry, time.Now)
+}
+
+func newChain(links []Source, r Retry, now func() time.Time) *Chain {
+	return &Chain{links: links, turn: make(chan struct{}, 1), retry: r, now: now, rejected: map[int]refusal{}}
+}
+
+// WithRetry is a chain of the same sources that offers refused
+// credentials again as r says; it remembers no refusal yet.
+func (c *Chain) WithRetry(r Retry) *Chain {
+	return newChain(c.links, r, c.now)
 }
 
 // AsChain is src itself when it is a chain, else the chain of src alone.
@@ -87,6 +144,11 @@ func (c *Chain) String() string {
 // next source. Any other failure ends the attempt.
 var ErrRejected = errors.New("credentials rejected")
 
+// ErrRefusedBefore is wrapped by the chain's error when its only
+// credentials are ones vCenter refused before and their retry is not due:
+// they are not offered again until then, or until they change.
+var ErrRefusedBefore = errors.New("refused by vCenter before, not sent again until they change or their retry is due")
+
 // Served is credentials and the source that gave them (its String, never a
 // value).
 type Served struct {
@@ -104,29 +166,43 @@ func (c *Chain) Get(ctx context.Context) (Credentials, error) {
 	return s.Credentials, err
 }
 
-// Current is the credentials Login would try first, and their source.
+// Current is the credentials Login would try first, and their source;
+// an error wrapping ErrRefusedBefore when vCenter refused every source's
+// current credentials and no retry is due (Login would try none).
 func (c *Chain) Current(ctx context.Context) (Served, error) {
 	const op = "credentials.Chain.Current"
-	var found, refused *Served
+	var found, due *Served
+	var skipped []error
+	now := c.now()
 	errs, err := c.walk(ctx, func(s Served) bool {
-		if !c.wasRejected(s.link, s.Credentials) {
-			found = &s
-			return false
+		switch c.standing(s.link, s.Credentials, now) {
+		case waiting:
+			skipped = append(skipped, refusedBefore(s))
+			return true
+		case retryDue:
+			if due == nil {
+				due = &s
+			}
+			return true
 		}
-		if refused == nil {
-			refused = &s
-		}
-		return true
+		found = &s
+		return false
 	})
 	switch {
 	case err != nil:
 		return Served{}, fmt.Errorf("%s: %w", op, err)
 	case found != nil:
 		return *found, nil
-	case refused != nil:
-		return *refused, nil
+	case due != nil:
+		return *due, nil
 	}
-	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(append(errs, skipped...)))
+}
+
+// refusedBefore is the error of a source passed over: vCenter refused its
+// credentials, which have not changed since.
+func refusedBefore(s Served) error {
+	return fmt.Errorf("%s: %w", s.Source, ErrRefusedBefore)
 }
 
 // walk reads the links in order and hands each one's credentials to
@@ -152,67 +228,78 @@ func (c *Chain) walk(ctx context.Context, yield func(Served) bool) (errs []error
 
 // Login offers the chain's credentials to try, in order, until try
 // accepts one (returns nil) or fails otherwise than by ErrRejected, and
-// says which source served. try is called with the credentials and their
-// source; it must not keep the credentials.
+// says which source served. Credentials vCenter refused before come last,
+// and only once their retry is due (see Chain); when nothing else is left
+// the error wraps ErrRefusedBefore. try is called with the credentials
+// and their source; it must not keep the credentials. Logins of one chain
+// take turns.
 func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, error) {
 	const op = "credentials.Chain.Login"
-	var errs []error
+	select {
+	case c.turn <- struct{}{}:
+		defer func() { <-c.turn }()
+	case <-ctx.Done():
+		return Served{}, fmt.Errorf("%s: waiting for another login of %s: %w", op, c, ctx.Err())
+	}
+	var errs, skipped []error
 	var rejected []string
-	var later []Served // refused before: tried once nothing else logs in
-	attempt := func(s Served) (done bool, err error) {
+	var later []Served // refused before, retry due: offered once nothing else logs in
+	var result *Served
+	var failed error
+	// offer tries s and says whether to go on.
+	offer := func(s Served) bool {
 		s.Rejected = append([]string(nil), rejected...)
-		err = try(s)
+		err := try(s)
 		if err == nil {
-			c.setRejected(s.link, nil)
-			return true, nil
+			c.accepted(s.link)
+			result = &s
+			return false
 		}
 		errs = append(errs, err)
 		if !errors.Is(err, ErrRejected) {
-			return true, fmt.Errorf("%s: %w", op, joinErrors(errs))
+			failed = fmt.Errorf("%s: %w", op, joinErrors(errs))
+			return false
 		}
-		fp := s.Fingerprint()
-		c.setRejected(s.link, &fp)
+		c.refused(s.link, s.Credentials, c.now())
 		rejected = append(rejected, s.Source)
-		return false, nil
+		return true
 	}
-	var result *Served
-	var failed error
-	settle := func(s Served) bool {
-		done, err := attempt(s)
-		if done {
-			s.Rejected, result, failed = rejected, &s, err
-		}
-		return !done
-	}
+	now := c.now()
 	readErrs, err := c.walk(ctx, func(s Served) bool {
-		if c.wasRejected(s.link, s.Credentials) {
+		switch c.standing(s.link, s.Credentials, now) {
+		case waiting:
+			skipped = append(skipped, refusedBefore(s))
+			return true
+		case retryDue:
 			later = append(later, s)
 			return true
 		}
-		return settle(s)
+		return offer(s)
 	})
-	errs = append(readErrs, errs...)
-	if err != nil {
-		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
-	}
-	for _, s := range later {
-		if result != nil {
-			break
+	if err == nil {
+		for _, s := range later {
+			if result != nil || failed != nil || !offer(s) {
+				break
+			}
 		}
-		settle(s)
 	}
+	errs = append(append(readErrs, errs...), skipped...)
 	switch {
+	case err != nil:
+		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	case failed != nil:
 		return Served{}, failed
 	case result != nil:
 		return *result, nil
-	case len(rejected) > 0:
+	case len(rejected) > 0 || len(skipped) > 0:
 		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	}
 	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
 }
 
-// Reread is the current credentials of the source that served s.
+// Reread is the current credentials of the source that served s; an
+// error wrapping ErrRefusedBefore when vCenter refused them since and
+// their retry is not due.
 func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 	const op = "credentials.Chain.Reread"
 	if s.link < 0 || s.link >= len(c.links) {
@@ -222,25 +309,83 @@ func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
+	if c.standing(s.link, cr, c.now()) == waiting {
+		return Credentials{}, fmt.Errorf("%s: %w", op, refusedBefore(s))
+	}
 	return cr, nil
 }
 
-func (c *Chain) wasRejected(link int, cr Credentials) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fp, ok := c.rejected[link]
-	return ok && fp == cr.Fingerprint()
+// Refusal is a source whose current credentials vCenter refused (never
+// a value).
+type Refusal struct {
+	Source string
+	// Refusals in a row of these credentials.
+	Refusals int
+	// Last is when vCenter refused them last.
+	Last time.Time
+	// Retry is when they are offered again, unchanged; zero: never.
+	Retry time.Time
 }
 
-// setRejected records (fp non-nil) or forgets what vCenter refused of link.
-func (c *Chain) setRejected(link int, fp *[32]byte) {
+// Refused lists, in order, the sources whose credentials vCenter refused
+// and that are passed over until they change or their retry is due.
+func (c *Chain) Refused() []Refusal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if fp == nil {
-		delete(c.rejected, link)
-		return
+	var out []Refusal
+	for i, l := range c.links {
+		r, ok := c.rejected[i]
+		if !ok {
+			continue
+		}
+		f := Refusal{Source: l.String(), Refusals: r.count, Last: r.at}
+		if d, ok := c.retry.wait(r.count); ok {
+			f.Retry = r.at.Add(d)
+		}
+		out = append(out, f)
 	}
-	c.rejected[link] = *fp
+	return out
+}
+
+// standing is what the chain makes of link's credentials cr at now.
+type standing int
+
+const (
+	fresh    standing = iota // never refused, or changed since
+	waiting                  // refused, unchanged, retry not due
+	retryDue                 // refused, unchanged, retry due
+)
+
+func (c *Chain) standing(link int, cr Credentials, now time.Time) standing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.rejected[link]
+	if !ok || r.fp != cr.Fingerprint() {
+		return fresh
+	}
+	if d, ok := c.retry.wait(r.count); ok && !now.Before(r.at.Add(d)) {
+		return retryDue
+	}
+	return waiting
+}
+
+// refused records that vCenter refused link's credentials cr at now: one
+// more refusal in a row when they are the ones it refused before.
+func (c *Chain) refused(link int, cr Credentials, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := refusal{fp: cr.Fingerprint(), at: now, count: 1}
+	if prev, ok := c.rejected[link]; ok && prev.fp == r.fp {
+		r.count = prev.count + 1
+	}
+	c.rejected[link] = r
+}
+
+// accepted forgets what vCenter refused of link.
+func (c *Chain) accepted(link int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.rejected, link)
 }
 
 // none is the error of a chain whose sources hold nothing.

@@ -154,7 +154,9 @@ func TestChaosSoak(t *testing.T) {
 		}
 	}
 	createNodes(t, env, initial)
-	ccm := startCCM(t, env, "ccm", harness.CCMOptions{})
+	// Wrong passwords last one to three seconds here: a refused password
+	// is sent again after 1 s (doubling to 8 s), not the default's 2 min.
+	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Flags: map[string]string{"refused-credentials-retry": "1s"}})
 	waitInitialized(t, env, names(initial), 2*time.Minute)
 	w.recordDeletions(t)
 	token := metricsReaderToken(t, env)

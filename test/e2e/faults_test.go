@@ -121,13 +121,7 @@ func TestFaultMatrix(t *testing.T) {
 			})
 			return func() { stop(); must(r.t, r.proxy.SetMode(vcsim.Pass)) }
 		}),
-		outageRow("rejects the credentials", `login as .*Login failure`, true, func(r *faultRow) func() {
-			r.vc.SetPassword("not-the-" + r.vc.Password)
-			if _, err := r.vc.TerminateOtherSessions(r.t.Context()); err != nil {
-				r.t.Fatal(err)
-			}
-			return func() { r.vc.SetPassword(r.vc.Password) }
-		}),
+		rejectedCredentialsRow(),
 		terminatedSessionsRow(),
 		notAuthenticatedRow(),
 		inaccessibleRow(),
@@ -239,6 +233,38 @@ func outageRow(name, cause string, stuck bool, inject func(*faultRow) func()) fa
 			nudgeInitialized(r.t, r.env, r.spare[:1], 45*time.Second)
 		},
 	}
+}
+
+// refusedRetry is the rejected-credentials row's --refused-credentials-retry
+// (the default, two minutes, outlasts the row).
+const refusedRetry = 2 * time.Second
+
+// vCenter refuses the CCM's password (its identity source down, say): an
+// outage, during which the refused password is sent again only on the
+// retry schedule (once per refusedRetry at most, vSphere SSO locks an
+// account after 5 failed logins in 180 s), and after which it logs in.
+func rejectedCredentialsRow() faultCase {
+	var injected time.Time
+	var before int64
+	row := outageRow("rejects the credentials", `login as .*Login failure`, true, func(r *faultRow) func() {
+		calls, _ := r.vc.SOAPCalls()
+		before, injected = calls["Login"], time.Now()
+		r.vc.SetPassword("not-the-" + r.vc.Password)
+		if _, err := r.vc.TerminateOtherSessions(r.t.Context()); err != nil {
+			r.t.Fatal(err)
+		}
+		return func() {
+			calls, _ := r.vc.SOAPCalls()
+			n, elapsed := calls["Login"]-before, time.Since(injected)
+			if most := 1 + int64(elapsed/refusedRetry); n > most {
+				r.t.Errorf("%d refused logins in %s; the retry schedule allows %d at most", n, elapsed.Round(time.Second), most)
+			}
+			r.t.Logf("MEASURE refused logins: %d in %s (--refused-credentials-retry=%s)", n, elapsed.Round(time.Second), refusedRetry)
+			r.vc.SetPassword(r.vc.Password)
+		}
+	})
+	row.ccm.Flags = map[string]string{"refused-credentials-retry": refusedRetry.String()}
+	return row
 }
 
 // Sessions terminated every second: each lookup after a termination logs

@@ -36,7 +36,9 @@ func TestSecretsNeverInLogsOrEvents(t *testing.T) {
 
 	createNodes(t, env, []*vcsim.VM{vc1.VMs[0], vc2.VMs[0]})
 	// More verbose than the DaemonSet's --v=2 (request bodies start at 8).
-	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Flags: map[string]string{"v": "4"}})
+	// Step 4 has vc1 take back the password it refused in step 3: sent
+	// again after 2 s (not the default's 2 min), it logs in.
+	ccm := startCCM(t, env, "ccm", harness.CCMOptions{Flags: map[string]string{"v": "4", "refused-credentials-retry": "2s"}})
 	waitInitialized(t, env, []string{vc1.VMs[0].Name, vc2.VMs[0].Name}, time.Minute)
 	deletions := watchDeletions(t, env)
 	ctx := t.Context()
