@@ -1,9 +1,3 @@
-// Package discovery finds the VM behind a Node across every configured
-// vCenter and datacenter. Each vCenter is asked in parallel, under its own
-// request deadline and behind its own circuit breaker. The answer is exactly
-// one of: found (one VM), confirmed absent (every vCenter answered and none
-// has it), or an error naming each vCenter that could not answer. Absence is
-// never inferred from an error, a timeout, an open breaker or a stale cache.
 package discovery
 
 import (
