@@ -518,32 +518,33 @@ func tagRoots(vm *backends.VM) []types.ManagedObjectReference {
 }
 
 // firstCompleteChain is CPI's choice among the chains (nearest first
-// each): the first that holds a tag of every category, each the nearest
-// one; when none does, the last chain's partial answer (the caller says
-// which category is missing, as CPI fails then). Tags of one chain are
-// never mixed with another's.
+// each): the first whose walk (cpiWalk) finds a tag of every category;
+// when none does, the last chain's partial answer (the caller says which
+// category is missing, as CPI fails then). Tags of one chain are never
+// mixed with another's.
 func firstCompleteChain(chains [][]types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
 	out := map[string]string{}
 	for _, c := range chains {
-		if out = nearestTags(c, attached, categories); len(out) == len(categories) {
+		if out = cpiWalk(c, attached, categories); len(out) == len(categories) {
 			return out
 		}
 	}
 	return out
 }
 
-// nearestTags picks, per category, the tag on the first object of order
-// that has one.
-func nearestTags(order []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
+// cpiWalk is CPI's walk up one chain (connectionmanager's
+// LookupZoneByMoref), kept on purpose so that a Node gets the zone CPI
+// gives its neighbours: from the nearest object up, each tag of a
+// category sets that category, overwriting what a nearer object set,
+// until every category is set. So with a zone on a host and on its
+// cluster and the region on the datacenter, the cluster's zone wins (the
+// region is found above both); with the region on the host too, the
+// host's. Several tags of one category on one object: the first by name
+// (CPI takes them in the order vCenter lists them, which no API fixes).
+func cpiWalk(order []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
 	out := map[string]string{}
 	for _, r := range order {
 		for _, cat := range categories {
-			if _, done := out[cat]; done {
-				continue
-			}
-			// Several tags of one category on one object: the first by
-			// name, so the answer does not depend on the order vCenter
-			// lists them in.
 			var names []string
 			for _, t := range attached[r] {
 				if t.category == cat {
@@ -553,6 +554,9 @@ func nearestTags(order []types.ManagedObjectReference, attached map[types.Manage
 			if len(names) > 0 {
 				out[cat] = slices.Min(names)
 			}
+		}
+		if len(out) == len(categories) {
+			return out
 		}
 	}
 	return out

@@ -625,6 +625,20 @@ func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
 	// A region on the host's datacenter completes the host chain: it wins.
 	fx.attach(ctx, tm, regionCat, "dc-region", fx.entityOf(vm.Ref.Datacenter, "Datacenter"))
 	want("host chain complete", "host-zone", "dc-region")
+	// CPI's walk (issue 22): a zone on the host's cluster too, the region
+	// above both: the cluster's zone overwrites the host's, as CPI's
+	// LookupZoneByMoref does until it has found the region as well.
+	fx.b.inv.mu.RLock()
+	cluster := fx.b.inv.state.entities[host].parent
+	fx.b.inv.mu.RUnlock()
+	if cluster.Type != "ClusterComputeResource" && cluster.Type != "ComputeResource" {
+		t.Fatalf("host %s's parent is %v; want its compute resource", host.Value, cluster)
+	}
+	fx.attach(ctx, tm, zoneCat, "cluster-zone", cluster)
+	want("zone on host and cluster, region on the datacenter", "cluster-zone", "dc-region")
+	// A region on the host: both found there, the walk stops at the host.
+	fx.attach(ctx, tm, regionCat, "host-region", host)
+	want("zone and region on the host", "host-zone", "host-region")
 
 	// Another VM whose own tags are the only complete set: the VM chain,
 	// the VM itself included.
