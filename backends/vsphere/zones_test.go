@@ -65,7 +65,7 @@ func TestCPIWalk(t *testing.T) {
 			tags: map[types.ManagedObjectReference][]namedTag{vm: {zone("z-vm")}, vmFolder: {zone("z-vmfolder"), region("r-vmfolder")}},
 			zone: "z-vmfolder", region: "r-vmfolder"},
 		{name: "a zone in one chain, a region in another: never paired (the VM chain's partial answer)", categories: both,
-			tags: map[types.ManagedObjectReference][]namedTag{pool: {zone("z-pool")}, vm: {region("r-vm")}},
+			tags:   map[types.ManagedObjectReference][]namedTag{pool: {zone("z-pool")}, vm: {region("r-vm")}},
 			region: "r-vm"},
 		{name: "two zone tags on one object: the first by name", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{host: {zone("z-b"), zone("z-a"), region("r")}}, zone: "z-a", region: "r"},
