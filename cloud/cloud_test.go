@@ -223,6 +223,15 @@ func TestExistsAndShutdownFollowTheVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertExistsShutdown(t, w, node, true, false)
+	// Suspended is shut down too, as CPI says (every state but poweredOn).
+	if err := vc.Suspend(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	assertExistsShutdown(t, w, node, true, true)
+	if err := vc.PowerOn(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	assertExistsShutdown(t, w, node, true, false)
 	if err := vc.Destroy(ctx, vm); err != nil {
 		t.Fatal(err)
 	}

@@ -87,15 +87,15 @@ func locationLabels(res *discovery.Result) map[string]string {
 	return out
 }
 
-// InstanceShutdown implements cloudprovider.InstancesV2: true only for a VM
-// found powered off.
+// InstanceShutdown implements cloudprovider.InstancesV2: true for a VM
+// found in any power state but poweredOn (suspended too), as CPI answers.
 func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
 	res, err := c.locate(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	return res != nil && res.VM.PowerState == backends.PoweredOff, nil
+	return res != nil && res.VM.PowerState != "" && res.VM.PowerState != backends.PoweredOn, nil
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2.

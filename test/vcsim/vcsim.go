@@ -454,6 +454,11 @@ func (vc *VCenter) PowerOff(ctx context.Context, vm *VM) error {
 	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.PowerOff(ctx) })
 }
 
+// Suspend suspends a VM through the API.
+func (vc *VCenter) Suspend(ctx context.Context, vm *VM) error {
+	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.Suspend(ctx) })
+}
+
 // PowerOn powers a VM on through the API.
 func (vc *VCenter) PowerOn(ctx context.Context, vm *VM) error {
 	return vc.vmTask(ctx, vm, func(o *object.VirtualMachine) (*object.Task, error) { return o.PowerOn(ctx) })
