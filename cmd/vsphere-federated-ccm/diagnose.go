@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
@@ -164,14 +163,9 @@ type diagnoser struct {
 
 func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build cloud.BuildInfo) (*diagnoser, error) {
 	const op = "main.newDiagnoser"
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	client, err := kubeClient(kubeconfig, build.UserAgent()+" (diagnose)")
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
-	}
-	rc.UserAgent = "vsphere-federated-ccm-diagnose/" + build.Version
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	opts := providerOptions(build) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
 	opts.ReadOnly = true

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
@@ -162,7 +161,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	for _, vc := range cfg.VCenters {
 		if vc.CredentialsFrom == config.FromSecret && secrets == nil && secretsErr == nil {
 			var client kubernetes.Interface
-			client, secretsErr = kubeClient(kubeconfig)
+			client, secretsErr = kubeClient(kubeconfig, build.UserAgent()+" (validate)")
 			if secretsErr == nil {
 				secrets = credentials.NewSecrets(client, nil)
 				defer secrets.Close()
@@ -197,17 +196,6 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	}
 	wg.Wait()
 	return out
-}
-
-// kubeClient is the API client of --kubeconfig, or in-cluster.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "vsphere-federated-ccm-validate"
-	return kubernetes.NewForConfig(cfg)
 }
 
 // mark is how a verdict shows in the table.
