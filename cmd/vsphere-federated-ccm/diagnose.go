@@ -173,10 +173,16 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build clo
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
 	}
+	return startDiagnoser(ctx, provider, client), nil
+}
+
+// startDiagnoser starts the read-only provider with the cluster's client
+// and settles it for one lookup (Cloud.Settle).
+func startDiagnoser(ctx context.Context, provider *cloud.Cloud, client kubernetes.Interface) *diagnoser {
 	d := &diagnoser{provider: provider, client: client, stop: make(chan struct{})}
 	provider.Start(client, d.stop) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
 	d.settled = provider.Settle(ctx)
-	return d, nil
+	return d
 }
 
 // close logs the sessions out and stops the provider's informers.
