@@ -89,9 +89,8 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build
 		fmt.Fprintf(stderr, "validate: --cloud-config %s: %v\n", *path, err)
 		return exitUsage
 	}
-	rep := validateConfig(data, *strict)
+	rep, cfg := validateConfig(data, *strict)
 	if rep.Passed && !*offline {
-		cfg, _ := config.ParseIn(data, config.ProcessEnv()) // parsed once already: cannot fail
 		rep.VCenters = validateVCenters(cfg, *kubeconfig, *timeout, build)
 		for _, v := range rep.VCenters {
 			for _, c := range v.Checks {
@@ -119,13 +118,13 @@ func readConfig(path string, stdin io.Reader) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// validateConfig parses data as the CCM does (CPI's environment included).
-func validateConfig(data []byte, strict bool) validateReport {
-	var rep validateReport
+// validateConfig parses data as the CCM does (CPI's environment
+// included); cfg is nil when it does not parse.
+func validateConfig(data []byte, strict bool) (rep validateReport, cfg *config.Config) {
 	cfg, err := config.ParseIn(data, config.ProcessEnv())
 	if err != nil {
 		rep.Config = configReport{Verdict: vsphere.Failed, Detail: err.Error()}
-		return rep
+		return rep, nil
 	}
 	var strictErrs []string
 	for _, n := range cfg.Notices {
@@ -142,7 +141,7 @@ func validateConfig(data []byte, strict bool) validateReport {
 	if len(strictErrs) > 0 {
 		rep.Config.Verdict = vsphere.Failed
 		rep.Config.Detail = "--strict: " + strings.Join(strictErrs, "; ")
-		return rep
+		return rep, cfg
 	}
 	rep.Config.Verdict = vsphere.Passed
 	rep.Config.Detail = fmt.Sprintf("%d vCenter(s): %s", len(cfg.VCenters), strings.Join(names, ", "))
@@ -150,7 +149,7 @@ func validateConfig(data []byte, strict bool) validateReport {
 		rep.Config.Detail += fmt.Sprintf("; %d notice(s)", len(cfg.Notices))
 	}
 	rep.Passed = true
-	return rep
+	return rep, cfg
 }
 
 // validateVCenters runs every vCenter's checks in parallel, each under
