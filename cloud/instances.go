@@ -172,7 +172,7 @@ func (c *Cloud) topology(ctx context.Context, node *v1.Node, res *discovery.Resu
 		}
 	}
 	if len(missing) > 0 {
-		err := fmt.Errorf("%s: no tag for %v on its host, resource pool or folders and what holds them", res, missing)
+		err := &ZoneTagError{VM: res.String(), Missing: missing}
 		if c.recorder != nil {
 			c.recorder.Event(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error())
 		}

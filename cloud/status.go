@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -126,3 +127,11 @@ func (c *Cloud) Settle(ctx context.Context) bool {
 func (c *Cloud) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
 	return c.locate(ctx, node)
 }
+
+// Searches names the searches Locate makes for node, in the order it
+// makes them (discovery.NodeKeys.Searches), for `diagnose`.
+func (c *Cloud) Searches(node *v1.Node) ([]string, error) { return nodeKeys(node).Searches() }
+
+// HistoryObject is the ConfigMap recording the vCenters served
+// (Options.HistoryObject, defaulted), for `diagnose`.
+func (c *Cloud) HistoryObject() types.NamespacedName { return c.opts.HistoryObject }

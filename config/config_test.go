@@ -581,10 +581,16 @@ func TestPasswordRedactedWhenPrinted(t *testing.T) {
 	}
 }
 
-func TestLoad(t *testing.T) {
-	cfg, err := Load(filepath.Join("testdata", "multi-vcenter.yaml"))
+// A config file is read as the CCM reads its --cloud-config: its bytes,
+// parsed in the process's environment (cloud.NewFromFile, validate).
+func TestParseFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "multi-vcenter.yaml"))
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatal(err)
+	}
+	cfg, err := ParseIn(data, Env{})
+	if err != nil {
+		t.Fatalf("ParseIn: %v", err)
 	}
 	var names []string
 	for _, vc := range cfg.VCenters {
@@ -593,29 +599,8 @@ func TestLoad(t *testing.T) {
 	if want := []string{"east=vc-east.example.com", "west=vc-west.example.com"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("vCenters = %v, want %v", names, want)
 	}
-
-	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	if _, err := Load(missing); err == nil || !os.IsNotExist(unwrapAll(err)) {
-		t.Errorf("Load(missing) = %v, want a not-exist error", err)
-	}
-
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("global: {bogus: 1}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Load(bad)
-	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "global.bogus: unknown key") {
-		t.Errorf("Load(bad) = %v, want an error naming the file and the key", err)
-	}
-}
-
-func unwrapAll(err error) error {
-	for {
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok || u.Unwrap() == nil {
-			return err
-		}
-		err = u.Unwrap()
+	if _, err := ParseIn([]byte("global: {bogus: 1}"), Env{}); err == nil || !strings.Contains(err.Error(), "global.bogus: unknown key") {
+		t.Errorf("ParseIn(bad) = %v, want an error naming the key", err)
 	}
 }
 

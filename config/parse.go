@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -53,20 +52,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// Load reads and parses the file at path.
-func Load(path string) (*Config, error) {
-	const op = "config.Load"
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	cfg, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", op, path, err)
-	}
-	return cfg, nil
 }
 
 // Parse decodes and validates a configuration, YAML or CPI's legacy INI,

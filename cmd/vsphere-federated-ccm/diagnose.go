@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -17,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
@@ -164,14 +162,9 @@ type diagnoser struct {
 
 func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build cloud.BuildInfo) (*diagnoser, error) {
 	const op = "main.newDiagnoser"
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	client, err := kubeClient(kubeconfig, build.UserAgent()+" (diagnose)")
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
-	}
-	rc.UserAgent = "vsphere-federated-ccm-diagnose/" + build.Version
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	opts := providerOptions(build) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
 	opts.ReadOnly = true
@@ -179,10 +172,16 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build clo
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
 	}
+	return startDiagnoser(ctx, provider, client), nil
+}
+
+// startDiagnoser starts the read-only provider with the cluster's client
+// and settles it for one lookup (Cloud.Settle).
+func startDiagnoser(ctx context.Context, provider *cloud.Cloud, client kubernetes.Interface) *diagnoser {
 	d := &diagnoser{provider: provider, client: client, stop: make(chan struct{})}
 	provider.Start(client, d.stop) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
 	d.settled = provider.Settle(ctx)
-	return d, nil
+	return d
 }
 
 // close logs the sessions out and stops the provider's informers.
@@ -226,6 +225,8 @@ type lookupKeys struct {
 	Name              string   `json:"name"`
 	IPs               []string `json:"ips,omitempty"`
 	// Used says which key the lookup uses.
+	// Used names the searches the lookup makes, in order (discovery's
+	// own list: later ones only while none has found the VM).
 	Used string `json:"used"`
 }
 
@@ -280,6 +281,11 @@ type eventSummary struct {
 // InstanceShutdown.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node), Events: []eventSummary{}}
+	if searches, err := d.provider.Searches(node); err != nil {
+		r.Keys.Used = "none: " + err.Error()
+	} else {
+		r.Keys.Used = strings.Join(searches, ", then ")
+	}
 	if vc, dc := node.Labels[cloud.LabelVCenter], node.Labels[cloud.LabelDatacenter]; vc != "" {
 		r.Claim = "vcenter " + vc
 		if server := node.Labels[cloud.LabelServer]; server != "" {
@@ -334,7 +340,7 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 
 	r.Events, r.EventsError = d.events(ctx, node)
 	r.VCenters = d.provider.VCenterStatuses()
-	r.Why = explain(r, lookupErr, metaErr, d.settled)
+	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
 		if metaErr != nil {
 			r.TaintReason = "InstanceMetadata fails, so the cloud-node controller keeps it and retries with backoff: " + metaErr.Error()
@@ -345,8 +351,9 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 	return r
 }
 
-// explain says, in words, what each vCenter's answer means for the Node.
-func explain(r *nodeReport, lookupErr, metaErr error, settled bool) []string {
+// explain says, in words, what each vCenter's answer means for the Node,
+// from the errors' types (never their text).
+func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	var why []string
 	failed := map[string]string{}
 	for _, a := range r.Lookup {
@@ -374,14 +381,15 @@ func explain(r *nodeReport, lookupErr, metaErr error, settled bool) []string {
 	if errors.As(lookupErr, &outside) {
 		why = append(why, "its VM exists only in a datacenter the config leaves out: not served, not deleted")
 	}
-	if strings.Contains(r.MetadataError, "no tag for") {
+	var zoneTag *cloud.ZoneTagError
+	if errors.As(metaErr, &zoneTag) {
 		why = append(why, "its VM has no zone or region tag in the configured categories (on its host, cluster, datacenter, resource pool or folders): the Node stays tainted rather than join without its zone")
 	}
 	if lookupErr == nil && r.VM == nil {
 		why = append(why, "no vCenter has its VM (see instanceExists for whether that is confirmed absence)")
 	}
-	if !settled {
-		why = append(why, "the record of the vCenters served before (ConfigMap vsphere-federated-ccm-state) could not be read: until it is, no VM is reported gone")
+	if !d.settled {
+		why = append(why, "the record of the vCenters served before (ConfigMap "+d.provider.HistoryObject().String()+") could not be read: until it is, no VM is reported gone")
 	}
 	switch {
 	case metaErr == nil && r.Tainted:
@@ -423,20 +431,7 @@ func keysOf(node *v1.Node) lookupKeys {
 			k.IPs = append(k.IPs, a.Address)
 		}
 	}
-	switch {
-	case k.ProviderID != "":
-		k.Used = "providerID (the VM's BIOS UUID, in both byte orders)"
-	case k.SystemUUID != "":
-		k.Used = "systemUUID, in both byte orders; then the name as guest host name" + map[bool]string{true: " and as guest IP", false: ""}[isIP(node.Name)]
-	default:
-		k.Used = "name (as VM name, then as guest host name)"
-	}
 	return k
-}
-
-func isIP(s string) bool {
-	_, err := netip.ParseAddr(strings.TrimSpace(s))
-	return err == nil
 }
 
 func tainted(node *v1.Node) bool {

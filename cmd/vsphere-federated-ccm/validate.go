@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
@@ -90,9 +89,8 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build
 		fmt.Fprintf(stderr, "validate: --cloud-config %s: %v\n", *path, err)
 		return exitUsage
 	}
-	rep := validateConfig(data, *strict)
+	rep, cfg := validateConfig(data, *strict)
 	if rep.Passed && !*offline {
-		cfg, _ := config.ParseIn(data, config.ProcessEnv()) // parsed once already: cannot fail
 		rep.VCenters = validateVCenters(cfg, *kubeconfig, *timeout, build)
 		for _, v := range rep.VCenters {
 			for _, c := range v.Checks {
@@ -120,13 +118,13 @@ func readConfig(path string, stdin io.Reader) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// validateConfig parses data as the CCM does (CPI's environment included).
-func validateConfig(data []byte, strict bool) validateReport {
-	var rep validateReport
+// validateConfig parses data as the CCM does (CPI's environment
+// included); cfg is nil when it does not parse.
+func validateConfig(data []byte, strict bool) (rep validateReport, cfg *config.Config) {
 	cfg, err := config.ParseIn(data, config.ProcessEnv())
 	if err != nil {
 		rep.Config = configReport{Verdict: vsphere.Failed, Detail: err.Error()}
-		return rep
+		return rep, nil
 	}
 	var strictErrs []string
 	for _, n := range cfg.Notices {
@@ -143,7 +141,7 @@ func validateConfig(data []byte, strict bool) validateReport {
 	if len(strictErrs) > 0 {
 		rep.Config.Verdict = vsphere.Failed
 		rep.Config.Detail = "--strict: " + strings.Join(strictErrs, "; ")
-		return rep
+		return rep, cfg
 	}
 	rep.Config.Verdict = vsphere.Passed
 	rep.Config.Detail = fmt.Sprintf("%d vCenter(s): %s", len(cfg.VCenters), strings.Join(names, ", "))
@@ -151,7 +149,7 @@ func validateConfig(data []byte, strict bool) validateReport {
 		rep.Config.Detail += fmt.Sprintf("; %d notice(s)", len(cfg.Notices))
 	}
 	rep.Passed = true
-	return rep
+	return rep, cfg
 }
 
 // validateVCenters runs every vCenter's checks in parallel, each under
@@ -162,7 +160,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	for _, vc := range cfg.VCenters {
 		if vc.CredentialsFrom == config.FromSecret && secrets == nil && secretsErr == nil {
 			var client kubernetes.Interface
-			client, secretsErr = kubeClient(kubeconfig)
+			client, secretsErr = kubeClient(kubeconfig, build.UserAgent()+" (validate)")
 			if secretsErr == nil {
 				secrets = credentials.NewSecrets(client, nil)
 				defer secrets.Close()
@@ -197,17 +195,6 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	}
 	wg.Wait()
 	return out
-}
-
-// kubeClient is the API client of --kubeconfig, or in-cluster.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "vsphere-federated-ccm-validate"
-	return kubernetes.NewForConfig(cfg)
 }
 
 // mark is how a verdict shows in the table.
