@@ -343,12 +343,9 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			rec = &vmRecord{vm: backends.VM{Ref: backends.VMRef{ID: id}}}
 			s.vms[id] = rec
 		}
-		// Copy on write: VMs handed out share the record's slices.
-		next := *rec
 		for _, c := range u.ChangeSet {
-			next.set(c)
+			rec.set(c)
 		}
-		*rec = next
 		s.index(id, &rec.vm)
 	}
 }
@@ -360,74 +357,23 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 	}
 	e := s.entities[u.Obj]
 	for _, c := range u.ChangeSet {
-		removed := c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove
+		v := c.Val
+		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
+			v = nil
+		}
 		switch c.Name {
 		case "name":
-			e.name, _ = c.Val.(string)
+			e.name = stringVal(v)
 		case "parent":
-			e.parent = refVal(c.Val, removed)
+			e.parent = refVal(v)
 		case "parentVApp":
 			// A vApp nested in another has no parent but a parentVApp.
-			if r := refVal(c.Val, removed); r.Value != "" {
+			if r := refVal(v); r.Value != "" {
 				e.parent = r
 			}
 		}
 	}
 	s.entities[u.Obj] = e
-}
-
-func refVal(v any, removed bool) types.ManagedObjectReference {
-	if removed {
-		return types.ManagedObjectReference{}
-	}
-	r, _ := v.(types.ManagedObjectReference)
-	return r
-}
-
-// set applies one property change to a VM record.
-func (r *vmRecord) set(c types.PropertyChange) {
-	removed := c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove
-	vm := &r.vm
-	str := func() string { s, _ := c.Val.(string); return s }
-	i32 := func() int32 { n, _ := c.Val.(int32); return n }
-	switch c.Name {
-	case "name":
-		vm.Name = str()
-	case "parent":
-		r.parent = refVal(c.Val, removed)
-	case "parentVApp":
-		r.parentVApp = refVal(c.Val, removed)
-	case "config.uuid":
-		vm.UUID = strings.ToLower(str())
-	case "config.hardware.numCPU":
-		vm.NumCPU = i32()
-	case "config.hardware.memoryMB":
-		vm.MemoryMB = i32()
-	case "config.guestId":
-		vm.GuestID = str()
-	case "runtime.powerState":
-		s, _ := c.Val.(types.VirtualMachinePowerState)
-		vm.PowerState = backends.PowerState(s)
-	case "runtime.connectionState":
-		s, _ := c.Val.(types.VirtualMachineConnectionState)
-		vm.ConnectionState = string(s)
-	case "runtime.host":
-		vm.Host = refVal(c.Val, removed).Value
-	case "resourcePool":
-		r := refVal(c.Val, removed)
-		vm.ResourcePool, vm.ResourcePoolType = r.Value, r.Type
-	case "guest.hostName":
-		vm.GuestHostName = str()
-	case propGuestInfoMetadata:
-		_, vm.GuestInfoMetadata = extraConfigString(c.Val)
-	case propGuestInfoEncoding:
-		_, vm.GuestInfoMetadataEncoding = extraConfigString(c.Val)
-	case "guest.net":
-		vm.NICs = nil
-		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok && !removed {
-			vm.NICs = nicsOf(a.GuestNicInfo)
-		}
-	}
 }
 
 func (s *invState) index(id string, vm *backends.VM) {
@@ -537,14 +483,22 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 	if !ok {
 		return backends.VM{}, false
 	}
+	vm := s.placed(rec)
+	return vm, vm.Ref.Datacenter != ""
+}
+
+// placed copies a VM record with the name of the datacenter above it, ""
+// when its ancestry, as held, does not reach one: the one place a VM's
+// datacenter is resolved, for the inventory and direct reads alike.
+func (s *invState) placed(rec *vmRecord) backends.VM {
 	vm := rec.vm
 	for _, r := range s.chain(rec.up()) {
 		if r.Type == "Datacenter" {
 			vm.Ref.Datacenter = s.entities[r].name
-			return vm, true
+			break
 		}
 	}
-	return backends.VM{}, false
+	return vm
 }
 
 // up is where a VM's ancestry starts: its folder, or its vApp.
@@ -555,18 +509,53 @@ func (r *vmRecord) up() types.ManagedObjectReference {
 	return r.parent
 }
 
-// chain lists ref and its ancestors held in memory, nearest first.
+// chain lists ref and its ancestors held, nearest first; it stops at the
+// first one not held.
 func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObjectReference {
-	return walkUp(ref, func(ref types.ManagedObjectReference) (types.ManagedObjectReference, bool) {
+	var out []types.ManagedObjectReference
+	for range 64 { // inventory depth is bounded; this guards against a cycle
 		e, ok := s.entities[ref]
-		return e.parent, ok
-	})
+		if !ok {
+			break
+		}
+		out = append(out, ref)
+		if e.parent.Value == "" {
+			break
+		}
+		ref = e.parent
+	}
+	return out
 }
 
 // tagChains lists, in CPI's order, the chains whose tags place vm, each
 // nearest first (see tagRoots): its host and what holds the host, its
-// resource pool and what holds that, the VM and its folders. ok is false
-// when the inventory cannot place the VM (the caller reads the chains from
+// resource pool and what holds that, the VM and its folders; each as far
+// as s holds it. complete is false when s lacks one of those roots or the
+// VM's folders do not reach a datacenter.
+func (s *invState) tagChains(vm *backends.VM) (chains [][]types.ManagedObjectReference, complete bool) {
+	complete = true
+	for _, root := range tagRoots(vm) {
+		if root.Type != "VirtualMachine" {
+			_, held := s.entities[root]
+			complete = complete && held
+			chains = append(chains, s.chain(root))
+			continue
+		}
+		rec, held := s.vms[root.Value]
+		if !held {
+			complete = false
+			chains = append(chains, nil)
+			continue
+		}
+		folders := s.chain(rec.up())
+		complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
+		chains = append(chains, append([]types.ManagedObjectReference{root}, folders...))
+	}
+	return chains, complete
+}
+
+// tagChains is invState.tagChains while the inventory is current; ok is
+// false when it cannot place the VM (the caller reads the chains from
 // vCenter).
 func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
@@ -575,26 +564,7 @@ func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReferen
 	if s == nil {
 		return nil, false
 	}
-	rec, ok := s.vms[vm.Ref.ID]
-	if !ok {
-		return nil, false
-	}
-	var chains [][]types.ManagedObjectReference
-	for _, root := range tagRoots(vm) {
-		if root.Type == "VirtualMachine" {
-			folders := s.chain(rec.up())
-			if !slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }) {
-				return nil, false
-			}
-			chains = append(chains, append([]types.ManagedObjectReference{root}, folders...))
-			continue
-		}
-		if _, ok := s.entities[root]; !ok {
-			return nil, false
-		}
-		chains = append(chains, s.chain(root))
-	}
-	return chains, true
+	return s.tagChains(vm)
 }
 
 // entityRefs lists every entity held, VMs too (CPI reads a VM's own

@@ -42,8 +42,8 @@ func benchUpdates(n int) []types.ObjectUpdate {
 					Network: "VM Network", MacAddress: fmt.Sprintf("00:50:56:00:%02x:%02x", i/256%256, i%256),
 					IpAddress: []string{fmt.Sprintf("10.0.%d.%d", i/256%256, i%256)}, DeviceConfigId: 4000,
 				}}}),
-				assign(propGuestInfoMetadata, types.OptionValue{Key: "guestinfo.metadata", Value: "aW5zdGFuY2UtaWQ6IHgK"}),
-				assign(propGuestInfoEncoding, types.OptionValue{Key: "guestinfo.metadata.encoding", Value: "base64"}),
+				assign(`config.extraConfig["guestinfo.metadata"]`, types.OptionValue{Key: "guestinfo.metadata", Value: "aW5zdGFuY2UtaWQ6IHgK"}),
+				assign(`config.extraConfig["guestinfo.metadata.encoding"]`, types.OptionValue{Key: "guestinfo.metadata.encoding", Value: "base64"}),
 			},
 		})
 	}
