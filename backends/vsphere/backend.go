@@ -586,7 +586,7 @@ func (b *Backend) Probe(ctx context.Context) (err error) {
 	}
 	// No answer within ctx's deadline is Down too: that is what a probe
 	// asks (a login's own failure is recorded by the login).
-	b.sessions.observe(ctx, "probe", err)
+	b.sessions.recordReachability(ctx, "probe", err)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

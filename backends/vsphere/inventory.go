@@ -142,7 +142,7 @@ func (inv *inventory) run(ctx context.Context) {
 		inv.setState(nil, time.Time{})
 		// Its connect or a poll got no answer (or a fault: an answer): a
 		// connection-level event, also before any lookup was made.
-		inv.sessions.observe(ctx, "inventory watch", err)
+		inv.sessions.recordReachability(ctx, "inventory watch", err)
 		inv.endFirstAttempt()
 		if ctx.Err() != nil || errors.Is(err, backends.ErrClosed) {
 			return
