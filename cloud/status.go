@@ -74,15 +74,13 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 		}
 		if b, ok := bs[vc.Name]; ok {
 			st.InstanceUUID = b.InstanceUUID()
+			if inv, ok := b.Inventory(); ok {
+				st.Inventory = &InventorySummary{InService: inv.InService, VMs: inv.VMs, Updates: inv.Updates}
+			}
 		}
 		if r, ok := bs[vc.Name].(backends.SessionReporter); ok {
 			if s, ok := r.Session(); ok {
 				st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
-			}
-		}
-		if r, ok := bs[vc.Name].(backends.InventoryReporter); ok {
-			if inv := r.InventoryStatus(); inv.Enabled {
-				st.Inventory = &InventorySummary{InService: inv.Synced, VMs: inv.VMs, Updates: inv.Updates}
 			}
 		}
 		out = append(out, st)

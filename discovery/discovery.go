@@ -443,7 +443,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 	if nothingFound(answers) {
 		var again []*targetState
 		for _, v := range vcs {
-			if v.Backend.Inventoried() {
+			if inventoried(v.Backend) {
 				again = append(again, v)
 			}
 		}
@@ -592,7 +592,7 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		passes[i] = PassDirect
-		if q.AllowCached && v.Backend.Inventoried() {
+		if q.AllowCached && inventoried(v.Backend) {
 			passes[i] = PassInventory
 		}
 		wg.Go(func() {
@@ -663,6 +663,13 @@ func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 		}
 	}
 	return false
+}
+
+// inventoried reports whether b has an inventory: its answers to
+// AllowCached may come from memory.
+func inventoried(b backends.Backend) bool {
+	_, ok := b.Inventory()
+	return ok
 }
 
 // nothingFound reports answers that would be taken for absence: every

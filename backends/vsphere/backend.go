@@ -45,7 +45,7 @@ type Backend struct {
 	categoryNames *cache.Expiring
 
 	// inv and bulkTags are set when Options.Inventory is: lookups are
-	// answered from memory while the watch is current.
+	// answered from memory while the inventory is in service.
 	inv      *inventory
 	bulkTags *attachedTagCache
 	// stopped, closed once by Close, ends the background work (watch, tag
@@ -90,12 +90,12 @@ func New(opts Options) *Backend {
 	return b
 }
 
-// InventoryStatus implements backends.InventoryReporter.
-func (b *Backend) InventoryStatus() backends.InventoryStatus {
+// Inventory implements backends.Backend.
+func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
 	if b.inv == nil {
-		return backends.InventoryStatus{}
+		return backends.InventoryStatus{}, false
 	}
-	return b.inv.status()
+	return b.inv.status(), true
 }
 
 // UUIDs implements backends.Backend.
@@ -105,9 +105,6 @@ func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
 	}
 	return b.inv.uuids(unchangedSince)
 }
-
-// Inventoried implements backends.Backend.
-func (b *Backend) Inventoried() bool { return b.inv != nil }
 
 // Find implements backends.Backend.
 func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, err error) {

@@ -40,9 +40,9 @@ const pageSize = 1000
 // memory by a PropertyCollector watch (WaitForUpdatesEx over a
 // ContainerView of the root folder).
 //
-// It answers only while it is provably current: the initial load is
-// complete and the watch's last poll answered within heartbeat +
-// requestTimeout. Otherwise its lookups report !ok and the backend asks
+// It answers only while it is in service, that is provably current: the
+// initial load is complete and the watch's last poll answered within
+// heartbeat + requestTimeout. Otherwise its lookups report !ok and the backend asks
 // vCenter directly. It never decides absence: a VM it does not hold is
 // looked for directly (see Backend.Find and Backend.Get).
 type inventory struct {
@@ -58,7 +58,7 @@ type inventory struct {
 	firstAttemptOnce sync.Once
 
 	mu    sync.RWMutex
-	state *invState // nil while out of sync
+	state *invState // nil until loaded, and after the watch stops
 	// freshUntil is when the current poll becomes overdue: past it, the
 	// watch cannot prove it still mirrors vCenter.
 	freshUntil time.Time
@@ -284,18 +284,18 @@ func (inv *inventory) touch(freshUntil time.Time) {
 
 // status is what the inventory shows of itself.
 func (inv *inventory) status() backends.InventoryStatus {
-	st := backends.InventoryStatus{Enabled: true, Updates: inv.updates.Load()}
+	st := backends.InventoryStatus{Updates: inv.updates.Load()}
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	if s := inv.current(); s != nil {
-		st.Synced, st.VMs = true, len(s.vms)
+	if s := inv.inService(); s != nil {
+		st.InService, st.VMs = true, len(s.vms)
 	}
 	return st
 }
 
-// current returns the state if it is provably current; the caller holds
-// inv.mu for reading.
-func (inv *inventory) current() *invState {
+// inService returns the state while the inventory is in service, nil
+// otherwise; the caller holds inv.mu for reading.
+func (inv *inventory) inService() *invState {
 	if inv.state == nil || !time.Now().Before(inv.freshUntil) {
 		return nil
 	}
@@ -412,12 +412,12 @@ func (s *invState) unindex(id string, vm *backends.VM) {
 }
 
 // find answers q from memory. ok is false when the inventory cannot answer
-// (out of sync, or a match whose datacenter it cannot place); an empty
+// (out of service, or a match whose datacenter it cannot place); an empty
 // answer with ok is "none known", never "none exists".
 func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -465,7 +465,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -554,13 +554,13 @@ func (s *invState) tagChains(vm *backends.VM) (chains [][]types.ManagedObjectRef
 	return chains, complete
 }
 
-// tagChains is invState.tagChains while the inventory is current; ok is
+// tagChains is invState.tagChains while the inventory is in service; ok is
 // false when it cannot place the VM (the caller reads the chains from
 // vCenter).
 func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -572,7 +572,7 @@ func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReferen
 func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -594,7 +594,7 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, 0, false
 	}
@@ -607,11 +607,4 @@ func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 		out = append(out, u)
 	}
 	return out, version, true
-}
-
-// synced reports whether the inventory currently answers.
-func (inv *inventory) synced() bool {
-	inv.mu.RLock()
-	defer inv.mu.RUnlock()
-	return inv.current() != nil
 }
