@@ -38,11 +38,12 @@ const tagTTL = 10 * time.Minute
 // Backend talks to one vCenter.
 type Backend struct {
 	sessions *sessions
-	// tagsByID and categoryNames serve the tag lookups made without the
-	// inventory (and for tags the bulk cache lacks): tag id -> tag,
-	// category id -> name.
-	tagsByID      *cache.Expiring
-	categoryNames *cache.Expiring
+	// names remembers tag and category names by ID for tagTTL, for every
+	// read of attached tags (direct, and the bulk cache's loads): a tag's
+	// ID -> tagName{name, its category's ID}, a category's ID ->
+	// tagName{name}. vSphere's tag and category IDs never collide (urn:
+	// vmomi:InventoryServiceTag:… and …Category:…).
+	names *cache.Expiring
 
 	// inv and bulkTags are set when Options.Inventory is: lookups are
 	// answered from memory while the inventory is in service.
@@ -59,11 +60,10 @@ type Backend struct {
 // the inventory watch when Options.Inventory is set.
 func New(opts Options) *Backend {
 	b := &Backend{
-		sessions:      newSessions(opts),
-		tagsByID:      cache.NewExpiring(),
-		categoryNames: cache.NewExpiring(),
-		done:          make(chan struct{}),
-		stopped:       make(chan struct{}),
+		sessions: newSessions(opts),
+		names:    cache.NewExpiring(),
+		done:     make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
 	if c := opts.Config; c.InsecureFlag && (c.Thumbprint != "" || c.CAFile != "") {
@@ -473,28 +473,48 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 	return out, nil
 }
 
+// tagName is what names remembers of a tag or a category.
+type tagName struct {
+	name     string
+	category string // a tag's category ID; "" for a category
+}
+
+// tag names the tag id and its category, through names.
 func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	v, _ := b.tagsByID.Get(id) // nil when absent or expired
-	t, ok := v.(tags.Tag)
-	if !ok {
+	t, err := b.name(id, func() (tagName, error) {
 		got, err := m.GetTag(ctx, id)
 		if err != nil {
-			return namedTag{}, fmt.Errorf("tag %s: %w", id, err)
+			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
 		}
-		t = *got
-		b.tagsByID.Set(id, t, tagTTL)
+		return tagName{name: got.Name, category: got.CategoryID}, nil
+	})
+	if err != nil {
+		return namedTag{}, err
 	}
-	v, _ = b.categoryNames.Get(t.CategoryID)
-	cat, ok := v.(string)
-	if !ok {
-		got, err := m.GetCategory(ctx, t.CategoryID)
+	cat, err := b.name(t.category, func() (tagName, error) {
+		got, err := m.GetCategory(ctx, t.category)
 		if err != nil {
-			return namedTag{}, fmt.Errorf("category %s: %w", t.CategoryID, err)
+			return tagName{}, fmt.Errorf("category %s: %w", t.category, err)
 		}
-		cat = got.Name
-		b.categoryNames.Set(t.CategoryID, cat, tagTTL)
+		return tagName{name: got.Name}, nil
+	})
+	if err != nil {
+		return namedTag{}, err
 	}
-	return namedTag{name: t.Name, category: cat}, nil
+	return namedTag{name: t.name, category: cat.name}, nil
+}
+
+// name is names' entry for id, read when absent or expired.
+func (b *Backend) name(id string, read func() (tagName, error)) (tagName, error) {
+	if v, ok := b.names.Get(id); ok {
+		return v.(tagName), nil
+	}
+	n, err := read()
+	if err != nil {
+		return tagName{}, err
+	}
+	b.names.Set(id, n, tagTTL)
+	return n, nil
 }
 
 // RefreshCredentials implements backends.CredentialRefresher.
