@@ -31,12 +31,13 @@ type Backend interface {
 	// to the datacenter and beyond, then the VM's own folder chain. A
 	// category with no such tag is absent from the map.
 	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
-	// Inventoried reports whether Find with AllowCached may answer from
-	// memory. A caller about to conclude absence from such an answer asks
-	// again without AllowCached; other backends' answers are vCenter's.
-	// Part of the interface, not optional: a wrapper embedding a Backend
-	// must not hide it.
-	Inventoried() bool
+	// Inventory reports whether the backend has a watch-fed inventory of
+	// its vCenter's VMs (ok), and what it shows of itself. With one, Find
+	// with AllowCached may answer from memory; a caller about to conclude
+	// absence from such an answer asks again without AllowCached. Other
+	// backends' answers are vCenter's. Part of the interface, not
+	// optional: a wrapper embedding a Backend must not hide it.
+	Inventory() (status InventoryStatus, ok bool)
 	// Reachability reports what the backend knows of its vCenter's
 	// connection apart from lookup answers: the outcome of the last
 	// connection-level event (connect, TLS handshake, login, keep-alive,
@@ -65,18 +66,13 @@ type Backend interface {
 	Close(ctx context.Context) error
 }
 
-// InventoryReporter is a Backend with a watch-fed inventory of its
-// vCenter's VMs (backends/vsphere's), for metrics and diagnostics.
-type InventoryReporter interface {
-	InventoryStatus() InventoryStatus
-}
-
 // InventoryStatus is what an inventory shows of itself.
 type InventoryStatus struct {
-	Enabled bool // false for a backend without an inventory
-	Synced  bool // answering lookups now
-	VMs     int  // held, while synced
-	Updates uint64
+	// InService: answering lookups now (loaded, and its watch's last poll
+	// answered in time); otherwise lookups go to vCenter directly.
+	InService bool
+	VMs       int // held, while in service
+	Updates   uint64
 }
 
 // SessionReporter is a Backend holding a session with its vCenter

@@ -179,10 +179,8 @@ func (c *Cloud) inventoryStatuses() []vcenterInventory {
 	defer c.mu.Unlock()
 	var out []vcenterInventory
 	for name, b := range c.backends {
-		if r, ok := b.Backend.(backends.InventoryReporter); ok {
-			if st := r.InventoryStatus(); st.Enabled {
-				out = append(out, vcenterInventory{VCenter: name, InventoryStatus: st})
-			}
+		if st, ok := b.Inventory(); ok {
+			out = append(out, vcenterInventory{VCenter: name, InventoryStatus: st})
 		}
 	}
 	return out

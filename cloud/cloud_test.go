@@ -330,7 +330,7 @@ func (w *world) warm(t *testing.T, node *v1.Node) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, b := range w.backends {
-			if !b.InventoryStatus().Synced {
+			if st, ok := b.Inventory(); !ok || !st.InService {
 				return false
 			}
 		}

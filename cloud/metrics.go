@@ -92,7 +92,7 @@ func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 	for _, s := range (*src)() {
 		v := 0.0
-		if s.Synced {
+		if s.InService {
 			v = 1
 		}
 		ch <- metrics.NewLazyConstMetric(c.synced, metrics.GaugeValue, v, s.VCenter)

@@ -431,9 +431,11 @@ func (h *applianceHandle) Tags(ctx context.Context, vm *backends.VM, categories 
 	return b.Tags(ctx, vm, categories)
 }
 
-// Inventoried follows the config's inventory switch: the lookup then asks
+// Inventory follows the config's inventory switch: the lookup then asks
 // again without AllowCached before concluding absence.
-func (h *applianceHandle) Inventoried() bool { return h.inventory && !h.closed.Load() }
+func (h *applianceHandle) Inventory() (backends.InventoryStatus, bool) {
+	return backends.InventoryStatus{InService: true}, h.inventory && !h.closed.Load()
+}
 
 func (h *applianceHandle) Reachability() backends.Reachability {
 	b, err := h.target()

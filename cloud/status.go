@@ -89,6 +89,9 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 		}
 		if b, ok := bs[vc.Name]; ok {
 			st.InstanceUUID = b.InstanceUUID()
+			if inv, ok := b.Inventory(); ok {
+				st.Inventory = &InventorySummary{InService: inv.InService, VMs: inv.VMs, Updates: inv.Updates}
+			}
 		}
 		if r, ok := bs[vc.Name].(backends.SessionReporter); ok {
 			if s, ok := r.Session(); ok {
@@ -98,11 +101,6 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 		if r, ok := bs[vc.Name].(backends.CredentialReporter); ok {
 			for _, rc := range r.RefusedCredentials() {
 				st.RefusedCredentials = append(st.RefusedCredentials, RefusedCredentials{Source: rc.Source, Refusals: rc.Refusals, Last: rc.Last.UTC(), Retry: rc.Retry.UTC()})
-			}
-		}
-		if r, ok := bs[vc.Name].(backends.InventoryReporter); ok {
-			if inv := r.InventoryStatus(); inv.Enabled {
-				st.Inventory = &InventorySummary{InService: inv.Synced, VMs: inv.VMs, Updates: inv.Updates}
 			}
 		}
 		out = append(out, st)

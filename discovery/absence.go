@@ -78,13 +78,14 @@ func (k NodeKeys) fallbacks() []lookup {
 // Locate finds the VM of a Node by its strongest key, then, for a Node
 // without providerID, by its fallbacks. (nil, nil) means every search
 // found nothing; that is not yet grounds to delete the Node (see Exists).
-func (d *Discoverer) Locate(ctx context.Context, k NodeKeys) (*Result, error) {
+func (d *Discoverer) Locate(ctx context.Context, k NodeKeys) (res *Result, err error) {
 	const op = "discovery.Locate"
+	defer func() { d.count(res, err) }()
 	l, err := k.lookup()
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, k.Name, err)
 	}
-	res, err := d.find(ctx, l)
+	res, err = d.find(ctx, l)
 	if err != nil || res != nil {
 		return res, err
 	}
@@ -153,8 +154,9 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 //     that does not answer makes it an error.
 //
 // This is the only place absence is concluded.
-func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
+func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err error) {
 	const op = "discovery.Exists"
+	defer func() { d.count(res, err) }()
 	l, err := k.lookup()
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, k.Name, err)
@@ -163,7 +165,7 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := d.find(ctx, l)
+	res, err = d.find(ctx, l)
 	if err != nil || res != nil {
 		return res, err
 	}

@@ -86,7 +86,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 }
 
 // inSync reports whether be answers a lookup from its inventory: at no
-// request (one out of sync asks vCenter).
+// request (one out of service asks vCenter).
 func inSync(ctx context.Context, be backends.Backend, vm *vcsim.VM, requests *atomic.Int64) bool {
 	before := requests.Load()
 	_, err := be.Find(ctx, backends.Query{By: backends.ByName, Values: []string{vm.Name}, AllowCached: true})

@@ -339,10 +339,12 @@ func ipLookup(ip netip.Addr) lookup {
 // FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
 // byte-swapped form too. It returns (nil, nil) only when every vCenter
 // answered that no such VM exists.
-func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, error) {
+func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (res *Result, err error) {
+	const op = "discovery.FindByUUID"
+	defer func() { d.count(res, err) }()
 	l, err := uuidLookup(uuid)
 	if err != nil {
-		return nil, fmt.Errorf("discovery.FindByUUID: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return d.find(ctx, l)
 }
@@ -350,17 +352,59 @@ func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (*Result, erro
 // FindByProviderID locates the VM of a "vsphere://<uuid>" providerID,
 // in both byte orders as FindByUUID: some kubelets set --provider-id from
 // the system UUID they read (CPI tries the reversed form too).
-func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (*Result, error) {
+func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (res *Result, err error) {
+	const op = "discovery.FindByProviderID"
+	defer func() { d.count(res, err) }()
 	u, err := ParseProviderID(providerID)
 	if err != nil {
-		return nil, fmt.Errorf("discovery.FindByProviderID: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return d.FindByUUID(ctx, u)
+	l, err := uuidLookup(u)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return d.find(ctx, l)
 }
 
 // FindByName locates the VM named name; (nil, nil) as for FindByUUID.
-func (d *Discoverer) FindByName(ctx context.Context, name string) (*Result, error) {
+func (d *Discoverer) FindByName(ctx context.Context, name string) (res *Result, err error) {
+	defer func() { d.count(res, err) }()
 	return d.find(ctx, nameLookup(name))
+}
+
+// The outcomes of a lookup, as discovery_total counts them.
+const (
+	outcomeFound     = "found"
+	outcomeNotFound  = "not_found"
+	outcomeDuplicate = "duplicate"
+	outcomeError     = "error"
+)
+
+// outcome sorts a lookup's answer into one of the outcome values: the one
+// place a lookup is classified. Not found is every vCenter answering
+// without the VM, also when a guard then keeps the Node for a reason that
+// is no vCenter's (ErrNameOnly, ErrNoProviderID); any answer that could
+// not be had is an error, a vCenter or datacenter that left the config
+// (RetiredError) included.
+func outcome(res *Result, err error) string {
+	var dup *DuplicateError
+	switch {
+	case err == nil && res != nil:
+		return outcomeFound
+	case err == nil, errors.Is(err, ErrNameOnly), errors.Is(err, ErrNoProviderID):
+		return outcomeNotFound
+	case errors.As(err, &dup):
+		return outcomeDuplicate
+	default:
+		return outcomeError
+	}
+}
+
+// count records one lookup's outcome. Each exported lookup defers it at
+// its entry, and only there, so that discovery_total counts lookups, not
+// the searches one makes (a Node without providerID makes up to three).
+func (d *Discoverer) count(res *Result, err error) {
+	d.opts.Observer.Lookup(outcome(res, err))
 }
 
 // searched returns the vCenters a lookup asks; none is an error, so that
@@ -393,7 +437,7 @@ func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
 	if nothingFound(answers) {
 		var again []*targetState
 		for _, v := range vcs {
-			if v.Backend.Inventoried() {
+			if inventoried(v.Backend) {
 				again = append(again, v)
 			}
 		}
@@ -415,25 +459,20 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 	found, outside, failed, answered := t.found, t.outside, t.failed, t.answered
 	switch {
 	case len(found) > 1:
-		d.observe("duplicate")
 		return nil, &DuplicateError{What: what, Matches: found}
 	case l.strict && len(found) == 1 && len(outside) > 0:
 		// A shared key matching a VM outside the configured datacenters
 		// too: either could be the Node's.
-		d.observe("duplicate")
 		return nil, &DuplicateError{What: what, Matches: append(found, outside...)}
 	case len(found) == 1:
 		return d.foundOne(ctx, l, found[0], t)
 	case failed != nil:
-		d.observe("error")
 		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
 	case len(outside) > 0:
 		// It exists, in a datacenter the config leaves out (moved there,
 		// or its datacenter was removed): not ours to serve, not gone.
-		d.observe("error")
 		return nil, &OutsideError{What: what, Matches: outside}
 	case l.strict:
-		d.observe("not_found")
 		return nil, nil
 	default:
 		return nil, d.absent(vcs, l)
@@ -444,28 +483,23 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 // configured datacenters.
 func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t answersTally) (*Result, error) {
 	if err := d.twinError(found, l.what, t.answered); err != nil {
-		d.observe("duplicate")
 		return nil, err
 	}
 	if l.strict {
 		if t.failed != nil {
-			d.observe("error")
 			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
 		}
-		d.observe("found")
 		return found, nil
 	}
 	if t.failed != nil {
 		// A twin in a vCenter that did not answer is ruled out only by
 		// the duplicate index, for the vCenters whose UUIDs it holds.
 		if blind := d.duplicates.uncovered(t.unanswered); len(blind) > 0 {
-			d.observe("error")
 			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
 		}
 		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
 	}
 	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref})
-	d.observe("found")
 	return found, nil
 }
 
@@ -477,11 +511,9 @@ func (d *Discoverer) absent(vcs []*targetState, l lookup) error {
 		// leaving the config is not the VM being deleted. Refreshed, so
 		// it lasts as long as someone asks.
 		d.locations.set(l.key, loc)
-		d.observe("error")
 		return &RetiredError{What: l.what, LastSeen: &Retired{VCenter: loc.vcenter, Where: loc.where, Datacenter: loc.ref.Datacenter}}
 	}
 	d.locations.forget(l.key)
-	d.observe("not_found")
 	return nil
 }
 
@@ -554,7 +586,7 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		passes[i] = PassDirect
-		if q.AllowCached && v.Backend.Inventoried() {
+		if q.AllowCached && inventoried(v.Backend) {
 			passes[i] = PassInventory
 		}
 		wg.Go(func() {
@@ -627,6 +659,13 @@ func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 	return false
 }
 
+// inventoried reports whether b has an inventory: its answers to
+// AllowCached may come from memory.
+func inventoried(b backends.Backend) bool {
+	_, ok := b.Inventory()
+	return ok
+}
+
 // nothingFound reports answers that would be taken for absence: every
 // vCenter answered, none with a VM.
 func nothingFound(answers []answer) bool {
@@ -643,10 +682,6 @@ func nothingFound(answers []answer) bool {
 func configured(vcs []*targetState, loc location) bool {
 	v := byIdentity(vcs, loc.where)
 	return v != nil && v.serves(loc.ref.Datacenter)
-}
-
-func (d *Discoverer) observe(result string) {
-	d.opts.Observer.Lookup(result)
 }
 
 type cached struct {
@@ -688,11 +723,9 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		// object at a remembered reference (never reused) is still it.
 		res := &Result{VCenter: v.Name, Where: loc.where, VM: *vm}
 		if err := d.twinError(res, key, []string{v.Name}); err != nil {
-			d.observe("duplicate")
 			return cached{err: err}, true
 		}
 		d.opts.Observer.Cache(true)
-		d.observe("found")
 		return cached{result: res}, true
 	case err == nil || errors.Is(err, backends.ErrNotFound):
 		// Gone or changed: forget it and search everywhere.
@@ -700,7 +733,6 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		return cached{}, false
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.
-		d.observe("error")
 		return cached{err: &LookupError{What: key, Failed: multierror.Append(nil, err)}}, true
 	}
 }

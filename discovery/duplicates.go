@@ -126,7 +126,7 @@ func (x *duplicateIndex) uncovered(vcs []*targetState) []*targetState {
 	defer x.mu.Unlock()
 	var out []*targetState
 	for _, v := range vcs {
-		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !v.Backend.Inventoried() {
+		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !inventoried(v.Backend) {
 			out = append(out, v)
 		}
 	}

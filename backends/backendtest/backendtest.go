@@ -43,7 +43,7 @@ type Backend struct {
 // Lag makes the VM with the given ref ID missing from the backend's
 // simulated inventory, as one created a moment ago is from a watch that
 // has not caught up: AllowCached queries miss it, others find it. It also
-// makes the backend report itself Inventoried.
+// makes the backend report an inventory (Inventory).
 func (b *Backend) Lag(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -54,11 +54,19 @@ func (b *Backend) Lag(id string) {
 	b.inventoried = true
 }
 
-// Inventoried implements backends.Backend: true once Lag was called.
-func (b *Backend) Inventoried() bool {
+// Inventory implements backends.Backend: an inventory once Lag was
+// called, in service as UUIDs is.
+func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.inventoried
+	if !b.inventoried {
+		return backends.InventoryStatus{}, false
+	}
+	st := backends.InventoryStatus{InService: b.err == nil && !b.hang && !b.closed && !b.noUUIDs}
+	if st.InService {
+		st.VMs = len(b.vms)
+	}
+	return st, true
 }
 
 // FailDirect makes Find calls without AllowCached return err (nil heals),

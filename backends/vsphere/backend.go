@@ -38,14 +38,15 @@ const tagTTL = 10 * time.Minute
 // Backend talks to one vCenter.
 type Backend struct {
 	sessions *sessions
-	// tagsByID and categoryNames serve the tag lookups made without the
-	// inventory (and for tags the bulk cache lacks): tag id -> tag,
-	// category id -> name.
-	tagsByID      *cache.Expiring
-	categoryNames *cache.Expiring
+	// names remembers tag and category names by ID for tagTTL, for every
+	// read of attached tags (direct, and the bulk cache's loads): a tag's
+	// ID -> tagName{name, its category's ID}, a category's ID ->
+	// tagName{name}. vSphere's tag and category IDs never collide (urn:
+	// vmomi:InventoryServiceTag:… and …Category:…).
+	names *cache.Expiring
 
 	// inv and bulkTags are set when Options.Inventory is: lookups are
-	// answered from memory while the watch is current.
+	// answered from memory while the inventory is in service.
 	inv      *inventory
 	bulkTags *attachedTagCache
 	// stopped, closed once by Close, ends the background work (watch, tag
@@ -59,11 +60,10 @@ type Backend struct {
 // the inventory watch when Options.Inventory is set.
 func New(opts Options) *Backend {
 	b := &Backend{
-		sessions:      newSessions(opts),
-		tagsByID:      cache.NewExpiring(),
-		categoryNames: cache.NewExpiring(),
-		done:          make(chan struct{}),
-		stopped:       make(chan struct{}),
+		sessions: newSessions(opts),
+		names:    cache.NewExpiring(),
+		done:     make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
 	if c := opts.Config; c.InsecureFlag && (c.Thumbprint != "" || c.CAFile != "") {
@@ -90,54 +90,12 @@ func New(opts Options) *Backend {
 	return b
 }
 
-// vmProperties are the only VM properties read.
-var vmProperties = []string{
-	"name", "parent", "parentVApp",
-	"config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB", "config.guestId",
-	"runtime.powerState", "runtime.connectionState", "runtime.host", "resourcePool",
-	"guest.hostName", "guest.net",
-	propGuestInfoMetadata, propGuestInfoEncoding,
-}
-
-// The two extraConfig keys read, by keyed property path: the whole
-// extraConfig can be large (cloud-init user data).
-const (
-	propGuestInfoMetadata = `config.extraConfig["guestinfo.metadata"]`
-	propGuestInfoEncoding = `config.extraConfig["guestinfo.metadata.encoding"]`
-)
-
-// extraConfigString is the string value of an extraConfig option, "" for
-// any other value (CPI ignores them too).
-func extraConfigString(v any) (key, value string) {
-	var o *types.OptionValue
-	switch x := v.(type) {
-	case types.OptionValue:
-		o = &x
-	case *types.OptionValue:
-		o = x
-	default:
-		return "", ""
-	}
-	s, _ := o.Value.(string)
-	return o.Key, s
-}
-
-// setGuestInfo records an extraConfig option the CCM reads.
-func setGuestInfo(vm *backends.VM, key, value string) {
-	switch key {
-	case "guestinfo.metadata":
-		vm.GuestInfoMetadata = value
-	case "guestinfo.metadata.encoding":
-		vm.GuestInfoMetadataEncoding = value
-	}
-}
-
-// InventoryStatus implements backends.InventoryReporter.
-func (b *Backend) InventoryStatus() backends.InventoryStatus {
+// Inventory implements backends.Backend.
+func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
 	if b.inv == nil {
-		return backends.InventoryStatus{}
+		return backends.InventoryStatus{}, false
 	}
-	return b.inv.status()
+	return b.inv.status(), true
 }
 
 // UUIDs implements backends.Backend.
@@ -147,9 +105,6 @@ func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
 	}
 	return b.inv.uuids(unchangedSince)
 }
-
-// Inventoried implements backends.Backend.
-func (b *Backend) Inventoried() bool { return b.inv != nil }
 
 // Find implements backends.Backend.
 func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, err error) {
@@ -314,63 +269,41 @@ func vmRef(id string) types.ManagedObjectReference {
 
 // load reads the VMs and their ancestors in one PropertyCollector call.
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
-	objs, err := retrieveWithAncestors(ctx, vc, refs)
+	s, err := retrieveWithAncestors(ctx, vc, refs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]backends.VM, 0, len(refs))
 	for _, ref := range refs {
-		o, ok := objs[ref].(mo.VirtualMachine)
-		if !ok {
-			continue
+		if rec, ok := s.vms[ref.Value]; ok {
+			out = append(out, s.placed(rec))
 		}
-		out = append(out, toVM(o, datacenterOf(objs, ref)))
 	}
 	return out, nil
 }
 
-func toVM(o mo.VirtualMachine, dc string) backends.VM {
-	vm := backends.VM{
-		Ref:             backends.VMRef{Datacenter: dc, ID: o.Self.Value},
-		Name:            o.Name,
-		PowerState:      backends.PowerState(o.Runtime.PowerState),
-		ConnectionState: string(o.Runtime.ConnectionState),
+// retrieveWithAncestors reads objs and every ancestor of them, walking
+// "parent" (and a VM's "parentVApp") up to the root folder, into an
+// invState of their own, read as the inventory reads its watch's.
+func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (*invState, error) {
+	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{ancestrySpec(objs)}})
+	if err != nil {
+		return nil, err
 	}
-	if o.Runtime.Host != nil {
-		vm.Host = o.Runtime.Host.Value
-	}
-	if o.ResourcePool != nil {
-		vm.ResourcePool, vm.ResourcePoolType = o.ResourcePool.Value, o.ResourcePool.Type
-	}
-	if c := o.Config; c != nil {
-		vm.UUID = strings.ToLower(c.Uuid)
-		vm.NumCPU = c.Hardware.NumCPU
-		vm.MemoryMB = c.Hardware.MemoryMB
-		vm.GuestID = c.GuestId
-		for _, o := range c.ExtraConfig {
-			k, v := extraConfigString(o)
-			setGuestInfo(&vm, k, v)
+	updates := make([]types.ObjectUpdate, len(res.Returnval))
+	for i, c := range res.Returnval {
+		if updates[i], err = asUpdate(c); err != nil {
+			return nil, err
 		}
 	}
-	if g := o.Guest; g != nil {
-		vm.GuestHostName = g.HostName
-		vm.NICs = nicsOf(g.Net)
-	}
-	return vm
+	s := newInvState()
+	s.apply(updates)
+	return s, nil
 }
 
-// nicsOf converts the guest's NICs, as read or as watched.
-func nicsOf(net []types.GuestNicInfo) []backends.NIC {
-	var out []backends.NIC
-	for _, n := range net {
-		out = append(out, backends.NIC{Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId})
-	}
-	return out
-}
-
-// retrieveWithAncestors fetches objs and every ancestor of them, walking
-// "parent" (and a VM's "parentVApp") up to the root folder.
-func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (map[types.ManagedObjectReference]any, error) {
+// ancestrySpec asks for objs and their ancestors, with the properties the
+// CCM reads.
+func ancestrySpec(objs []types.ManagedObjectReference) types.PropertyFilterSpec {
 	const up = "up"
 	selectUp := []types.BaseSelectionSpec{
 		&types.TraversalSpec{
@@ -391,65 +324,7 @@ func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.M
 	for _, o := range objs {
 		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: o, SelectSet: selectUp})
 	}
-	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[types.ManagedObjectReference]any, len(res.Returnval))
-	for _, c := range res.Returnval {
-		v, err := mo.ObjectContentToType(c)
-		if err != nil {
-			return nil, err
-		}
-		out[c.Obj] = v
-	}
-	return out, nil
-}
-
-// chain lists ref and its ancestors among objs, nearest first.
-func chain(objs map[types.ManagedObjectReference]any, ref types.ManagedObjectReference) []types.ManagedObjectReference {
-	return walkUp(ref, func(ref types.ManagedObjectReference) (types.ManagedObjectReference, bool) {
-		o, ok := objs[ref]
-		if !ok {
-			return ref, false
-		}
-		parent := o.(mo.IsManagedEntity).GetManagedEntity().Parent
-		if vm, isVM := o.(mo.VirtualMachine); isVM && vm.ParentVApp != nil && parent == nil {
-			parent = vm.ParentVApp
-		}
-		if parent == nil {
-			return types.ManagedObjectReference{}, true
-		}
-		return *parent, true
-	})
-}
-
-// walkUp lists ref and its ancestors, nearest first: parentOf returns an
-// entity's parent (zero at the root) and whether the entity is known; the
-// walk stops at the first unknown one.
-func walkUp(ref types.ManagedObjectReference, parentOf func(types.ManagedObjectReference) (types.ManagedObjectReference, bool)) []types.ManagedObjectReference {
-	var out []types.ManagedObjectReference
-	for range 64 { // inventory depth is bounded; this guards against a cycle
-		parent, known := parentOf(ref)
-		if !known {
-			break
-		}
-		out = append(out, ref)
-		if parent.Value == "" {
-			break
-		}
-		ref = parent
-	}
-	return out
-}
-
-func datacenterOf(objs map[types.ManagedObjectReference]any, ref types.ManagedObjectReference) string {
-	for _, r := range chain(objs, ref) {
-		if r.Type == "Datacenter" {
-			return objs[r].(mo.Datacenter).Name
-		}
-	}
-	return ""
+	return spec
 }
 
 // Tags implements backends.Backend. With the inventory, the walk is done
@@ -474,19 +349,18 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	roots := tagRoots(vm)
-	objs, err := retrieveWithAncestors(ctx, vc, roots)
+	s, err := retrieveWithAncestors(ctx, vc, tagRoots(vm))
 	if isNotFound(err) {
 		return nil, fmt.Errorf("%s: vm %s: %w", op, vm.Ref.ID, backends.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	chains := make([][]types.ManagedObjectReference, 0, len(roots))
+	// What vCenter holds of them, complete or not: the chains are walked
+	// as far as they go.
+	chains, _ := s.tagChains(vm)
 	var all []types.ManagedObjectReference
-	for _, root := range roots {
-		c := chain(objs, root)
-		chains = append(chains, c)
+	for _, c := range chains {
 		for _, r := range c {
 			if !slices.Contains(all, r) {
 				all = append(all, r)
@@ -603,28 +477,48 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 	return out, nil
 }
 
+// tagName is what names remembers of a tag or a category.
+type tagName struct {
+	name     string
+	category string // a tag's category ID; "" for a category
+}
+
+// tag names the tag id and its category, through names.
 func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	v, _ := b.tagsByID.Get(id) // nil when absent or expired
-	t, ok := v.(tags.Tag)
-	if !ok {
+	t, err := b.name(id, func() (tagName, error) {
 		got, err := m.GetTag(ctx, id)
 		if err != nil {
-			return namedTag{}, fmt.Errorf("tag %s: %w", id, err)
+			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
 		}
-		t = *got
-		b.tagsByID.Set(id, t, tagTTL)
+		return tagName{name: got.Name, category: got.CategoryID}, nil
+	})
+	if err != nil {
+		return namedTag{}, err
 	}
-	v, _ = b.categoryNames.Get(t.CategoryID)
-	cat, ok := v.(string)
-	if !ok {
-		got, err := m.GetCategory(ctx, t.CategoryID)
+	cat, err := b.name(t.category, func() (tagName, error) {
+		got, err := m.GetCategory(ctx, t.category)
 		if err != nil {
-			return namedTag{}, fmt.Errorf("category %s: %w", t.CategoryID, err)
+			return tagName{}, fmt.Errorf("category %s: %w", t.category, err)
 		}
-		cat = got.Name
-		b.categoryNames.Set(t.CategoryID, cat, tagTTL)
+		return tagName{name: got.Name}, nil
+	})
+	if err != nil {
+		return namedTag{}, err
 	}
-	return namedTag{name: t.Name, category: cat}, nil
+	return namedTag{name: t.name, category: cat.name}, nil
+}
+
+// name is names' entry for id, read when absent or expired.
+func (b *Backend) name(id string, read func() (tagName, error)) (tagName, error) {
+	if v, ok := b.names.Get(id); ok {
+		return v.(tagName), nil
+	}
+	n, err := read()
+	if err != nil {
+		return tagName{}, err
+	}
+	b.names.Set(id, n, tagTTL)
+	return n, nil
 }
 
 // RefreshCredentials implements backends.CredentialRefresher.
@@ -722,7 +616,7 @@ func (b *Backend) Probe(ctx context.Context) (err error) {
 	}
 	// No answer within ctx's deadline is Down too: that is what a probe
 	// asks (a login's own failure is recorded by the login).
-	b.sessions.observe(ctx, "probe", err)
+	b.sessions.recordReachability(ctx, "probe", err)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -43,7 +43,7 @@ func TestGuestInfoMetadataIsRead(t *testing.T) {
 	q.AllowCached = true
 	waitFor(t, "the inventory to hold the metadata", func() bool {
 		got, err := inventoried.Find(ctx, q)
-		return err == nil && len(got) == 1 && got[0].GuestInfoMetadata == "aW5zdGFuY2UtaWQ6IHgK" && inventoried.InventoryStatus().Synced
+		return err == nil && len(got) == 1 && got[0].GuestInfoMetadata == "aW5zdGFuY2UtaWQ6IHgK" && inService(inventoried)
 	})
 	if err := vc.SetExtraConfig(ctx, vm, "guestinfo.metadata", "bmV3Cg=="); err != nil {
 		t.Fatal(err)
@@ -63,4 +63,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// inService reports whether b's inventory answers lookups now.
+func inService(b *vsphere.Backend) bool {
+	st, ok := b.Inventory()
+	return ok && st.InService
 }

@@ -40,9 +40,9 @@ const pageSize = 1000
 // memory by a PropertyCollector watch (WaitForUpdatesEx over a
 // ContainerView of the root folder).
 //
-// It answers only while it is provably current: the initial load is
-// complete and the watch's last poll answered within heartbeat +
-// requestTimeout. Otherwise its lookups report !ok and the backend asks
+// It answers only while it is in service, that is provably current: the
+// initial load is complete and the watch's last poll answered within
+// heartbeat + requestTimeout. Otherwise its lookups report !ok and the backend asks
 // vCenter directly. It never decides absence: a VM it does not hold is
 // looked for directly (see Backend.Find and Backend.Get).
 type inventory struct {
@@ -58,7 +58,7 @@ type inventory struct {
 	firstAttemptOnce sync.Once
 
 	mu    sync.RWMutex
-	state *invState // nil while out of sync
+	state *invState // nil until loaded, and after the watch stops
 	// freshUntil is when the current poll becomes overdue: past it, the
 	// watch cannot prove it still mirrors vCenter.
 	freshUntil time.Time
@@ -142,7 +142,7 @@ func (inv *inventory) run(ctx context.Context) {
 		inv.setState(nil, time.Time{})
 		// Its connect or a poll got no answer (or a fault: an answer): a
 		// connection-level event, also before any lookup was made.
-		inv.sessions.observe(ctx, "inventory watch", err)
+		inv.sessions.recordReachability(ctx, "inventory watch", err)
 		inv.endFirstAttempt()
 		if ctx.Err() != nil || errors.Is(err, backends.ErrClosed) {
 			return
@@ -284,18 +284,18 @@ func (inv *inventory) touch(freshUntil time.Time) {
 
 // status is what the inventory shows of itself.
 func (inv *inventory) status() backends.InventoryStatus {
-	st := backends.InventoryStatus{Enabled: true, Updates: inv.updates.Load()}
+	st := backends.InventoryStatus{Updates: inv.updates.Load()}
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	if s := inv.current(); s != nil {
-		st.Synced, st.VMs = true, len(s.vms)
+	if s := inv.inService(); s != nil {
+		st.InService, st.VMs = true, len(s.vms)
 	}
 	return st
 }
 
-// current returns the state if it is provably current; the caller holds
-// inv.mu for reading.
-func (inv *inventory) current() *invState {
+// inService returns the state while the inventory is in service, nil
+// otherwise; the caller holds inv.mu for reading.
+func (inv *inventory) inService() *invState {
 	if inv.state == nil || !time.Now().Before(inv.freshUntil) {
 		return nil
 	}
@@ -343,12 +343,9 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			rec = &vmRecord{vm: backends.VM{Ref: backends.VMRef{ID: id}}}
 			s.vms[id] = rec
 		}
-		// Copy on write: VMs handed out share the record's slices.
-		next := *rec
 		for _, c := range u.ChangeSet {
-			next.set(c)
+			rec.set(c)
 		}
-		*rec = next
 		s.index(id, &rec.vm)
 	}
 }
@@ -360,74 +357,23 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 	}
 	e := s.entities[u.Obj]
 	for _, c := range u.ChangeSet {
-		removed := c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove
+		v := c.Val
+		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
+			v = nil
+		}
 		switch c.Name {
 		case "name":
-			e.name, _ = c.Val.(string)
+			e.name = stringVal(v)
 		case "parent":
-			e.parent = refVal(c.Val, removed)
+			e.parent = refVal(v)
 		case "parentVApp":
 			// A vApp nested in another has no parent but a parentVApp.
-			if r := refVal(c.Val, removed); r.Value != "" {
+			if r := refVal(v); r.Value != "" {
 				e.parent = r
 			}
 		}
 	}
 	s.entities[u.Obj] = e
-}
-
-func refVal(v any, removed bool) types.ManagedObjectReference {
-	if removed {
-		return types.ManagedObjectReference{}
-	}
-	r, _ := v.(types.ManagedObjectReference)
-	return r
-}
-
-// set applies one property change to a VM record.
-func (r *vmRecord) set(c types.PropertyChange) {
-	removed := c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove
-	vm := &r.vm
-	str := func() string { s, _ := c.Val.(string); return s }
-	i32 := func() int32 { n, _ := c.Val.(int32); return n }
-	switch c.Name {
-	case "name":
-		vm.Name = str()
-	case "parent":
-		r.parent = refVal(c.Val, removed)
-	case "parentVApp":
-		r.parentVApp = refVal(c.Val, removed)
-	case "config.uuid":
-		vm.UUID = strings.ToLower(str())
-	case "config.hardware.numCPU":
-		vm.NumCPU = i32()
-	case "config.hardware.memoryMB":
-		vm.MemoryMB = i32()
-	case "config.guestId":
-		vm.GuestID = str()
-	case "runtime.powerState":
-		s, _ := c.Val.(types.VirtualMachinePowerState)
-		vm.PowerState = backends.PowerState(s)
-	case "runtime.connectionState":
-		s, _ := c.Val.(types.VirtualMachineConnectionState)
-		vm.ConnectionState = string(s)
-	case "runtime.host":
-		vm.Host = refVal(c.Val, removed).Value
-	case "resourcePool":
-		r := refVal(c.Val, removed)
-		vm.ResourcePool, vm.ResourcePoolType = r.Value, r.Type
-	case "guest.hostName":
-		vm.GuestHostName = str()
-	case propGuestInfoMetadata:
-		_, vm.GuestInfoMetadata = extraConfigString(c.Val)
-	case propGuestInfoEncoding:
-		_, vm.GuestInfoMetadataEncoding = extraConfigString(c.Val)
-	case "guest.net":
-		vm.NICs = nil
-		if a, ok := c.Val.(types.ArrayOfGuestNicInfo); ok && !removed {
-			vm.NICs = nicsOf(a.GuestNicInfo)
-		}
-	}
 }
 
 func (s *invState) index(id string, vm *backends.VM) {
@@ -466,12 +412,12 @@ func (s *invState) unindex(id string, vm *backends.VM) {
 }
 
 // find answers q from memory. ok is false when the inventory cannot answer
-// (out of sync, or a match whose datacenter it cannot place); an empty
+// (out of service, or a match whose datacenter it cannot place); an empty
 // answer with ok is "none known", never "none exists".
 func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -519,7 +465,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -537,14 +483,22 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 	if !ok {
 		return backends.VM{}, false
 	}
+	vm := s.placed(rec)
+	return vm, vm.Ref.Datacenter != ""
+}
+
+// placed copies a VM record with the name of the datacenter above it, ""
+// when its ancestry, as held, does not reach one: the one place a VM's
+// datacenter is resolved, for the inventory and direct reads alike.
+func (s *invState) placed(rec *vmRecord) backends.VM {
 	vm := rec.vm
 	for _, r := range s.chain(rec.up()) {
 		if r.Type == "Datacenter" {
 			vm.Ref.Datacenter = s.entities[r].name
-			return vm, true
+			break
 		}
 	}
-	return backends.VM{}, false
+	return vm
 }
 
 // up is where a VM's ancestry starts: its folder, or its vApp.
@@ -555,46 +509,62 @@ func (r *vmRecord) up() types.ManagedObjectReference {
 	return r.parent
 }
 
-// chain lists ref and its ancestors held in memory, nearest first.
+// chain lists ref and its ancestors held, nearest first; it stops at the
+// first one not held.
 func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObjectReference {
-	return walkUp(ref, func(ref types.ManagedObjectReference) (types.ManagedObjectReference, bool) {
+	var out []types.ManagedObjectReference
+	for range 64 { // inventory depth is bounded; this guards against a cycle
 		e, ok := s.entities[ref]
-		return e.parent, ok
-	})
+		if !ok {
+			break
+		}
+		out = append(out, ref)
+		if e.parent.Value == "" {
+			break
+		}
+		ref = e.parent
+	}
+	return out
 }
 
 // tagChains lists, in CPI's order, the chains whose tags place vm, each
 // nearest first (see tagRoots): its host and what holds the host, its
-// resource pool and what holds that, the VM and its folders. ok is false
-// when the inventory cannot place the VM (the caller reads the chains from
+// resource pool and what holds that, the VM and its folders; each as far
+// as s holds it. complete is false when s lacks one of those roots or the
+// VM's folders do not reach a datacenter.
+func (s *invState) tagChains(vm *backends.VM) (chains [][]types.ManagedObjectReference, complete bool) {
+	complete = true
+	for _, root := range tagRoots(vm) {
+		if root.Type != "VirtualMachine" {
+			_, held := s.entities[root]
+			complete = complete && held
+			chains = append(chains, s.chain(root))
+			continue
+		}
+		rec, held := s.vms[root.Value]
+		if !held {
+			complete = false
+			chains = append(chains, nil)
+			continue
+		}
+		folders := s.chain(rec.up())
+		complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
+		chains = append(chains, append([]types.ManagedObjectReference{root}, folders...))
+	}
+	return chains, complete
+}
+
+// tagChains is invState.tagChains while the inventory is in service; ok is
+// false when it cannot place the VM (the caller reads the chains from
 // vCenter).
 func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
-	rec, ok := s.vms[vm.Ref.ID]
-	if !ok {
-		return nil, false
-	}
-	var chains [][]types.ManagedObjectReference
-	for _, root := range tagRoots(vm) {
-		if root.Type == "VirtualMachine" {
-			folders := s.chain(rec.up())
-			if !slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }) {
-				return nil, false
-			}
-			chains = append(chains, append([]types.ManagedObjectReference{root}, folders...))
-			continue
-		}
-		if _, ok := s.entities[root]; !ok {
-			return nil, false
-		}
-		chains = append(chains, s.chain(root))
-	}
-	return chains, true
+	return s.tagChains(vm)
 }
 
 // entityRefs lists every entity held, VMs too (CPI reads a VM's own
@@ -602,7 +572,7 @@ func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReferen
 func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
@@ -624,7 +594,7 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.current()
+	s := inv.inService()
 	if s == nil {
 		return nil, 0, false
 	}
@@ -637,11 +607,4 @@ func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 		out = append(out, u)
 	}
 	return out, version, true
-}
-
-// synced reports whether the inventory currently answers.
-func (inv *inventory) synced() bool {
-	inv.mu.RLock()
-	defer inv.mu.RUnlock()
-	return inv.current() != nil
 }

@@ -34,7 +34,7 @@ type invFixture struct {
 
 // newInvFixture starts one simulated vCenter (2 datacenters, 8 VMs) and a
 // backend with the inventory, reached through host:port (a proxy in some
-// tests), and waits until the inventory is in sync.
+// tests), and waits until the inventory is in service.
 func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *vcsim.VCenter) (string, int)) *invFixture {
 	t.Helper()
 	f, err := vcsim.Start(vcsim.Options{VCenters: 1})
@@ -62,7 +62,7 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 		_ = fx.b.Close(ctx)
 		_ = fx.direct.Close(ctx)
 	})
-	fx.eventually("the inventory is in sync", fx.b.inv.synced)
+	fx.eventually("the inventory is in service", func() bool { return inService(fx.b) })
 	return fx
 }
 
@@ -328,7 +328,7 @@ func TestInventoryWatchLostFallsBack(t *testing.T) {
 	fx := newInvFixture(t, 500*time.Millisecond, 2*time.Second, nil)
 	ctx := ctxFor(t)
 	faults := fx.vc.InjectFault(simulator.FaultTypeGeneric, 1, "WaitForUpdatesEx")
-	fx.eventually("the inventory goes out of sync", func() bool { return !fx.b.inv.synced() })
+	fx.eventually("the inventory goes out of service", func() bool { return !inService(fx.b) })
 
 	victim := fx.vc.VMs[3]
 	fx.destroyWithoutWatching(ctx, victim)
@@ -357,7 +357,7 @@ func TestInventoryWatchLostFallsBack(t *testing.T) {
 	}
 
 	faults.Remove()
-	fx.eventually("the watch is back in sync", fx.b.inv.synced)
+	fx.eventually("the inventory is back in service", func() bool { return inService(fx.b) })
 	if vms, ok := fx.b.inv.find(backends.Query{By: backends.ByName, Values: []string{victim.Name}}); !ok || len(vms) != 0 {
 		t.Fatalf("reloaded inventory still holds the deleted VM: %v", vms)
 	}
@@ -382,7 +382,7 @@ func TestInventoryOutOfServiceWhenVCenterGoesSilent(t *testing.T) {
 		t.Fatal(err)
 	}
 	silent := time.Now()
-	fx.eventually("the inventory goes out of service", func() bool { return !fx.b.inv.synced() })
+	fx.eventually("the inventory goes out of service", func() bool { return !inService(fx.b) })
 	if d := time.Since(silent); d > 5*time.Second {
 		t.Fatalf("out of service after %s, want within heartbeat + requestTimeout (2s)", d)
 	}
@@ -395,7 +395,7 @@ func TestInventoryOutOfServiceWhenVCenterGoesSilent(t *testing.T) {
 	if err := proxy.SetMode(vcsim.Pass); err != nil {
 		t.Fatal(err)
 	}
-	fx.eventually("the watch is back in sync", fx.b.inv.synced)
+	fx.eventually("the inventory is back in service", func() bool { return inService(fx.b) })
 }
 
 // Tags: one bulk read serves every VM; a category not in the cache is read
@@ -541,7 +541,7 @@ func TestLookupsAtStartWaitForTheFirstLoad(t *testing.T) {
 		_ = b.Close(ctx)
 	})
 	ctx := ctxFor(t)
-	if b.inv.synced() {
+	if inService(b) {
 		t.Fatal("the inventory loaded before the first lookup: the test proves nothing")
 	}
 	for _, want := range firstPerDatacenter(vc) {
@@ -657,4 +657,10 @@ func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
 		got, err := fx.b.Tags(ctx, other, []string{"vm-zone", "vm-region"})
 		return err == nil && got["vm-zone"] == "own-zone"
 	})
+}
+
+// inService reports whether b's inventory answers lookups now.
+func inService(b *Backend) bool {
+	st, ok := b.Inventory()
+	return ok && st.InService
 }

@@ -37,7 +37,7 @@ type Options struct {
 	// Inventory keeps the vCenter's VMs and the entities above them in
 	// memory, fed by a PropertyCollector watch, and the tags on those
 	// entities, read in bulk; lookups are answered from memory while the
-	// watch is current. Off, every lookup asks vCenter.
+	// inventory is in service. Off, every lookup asks vCenter.
 	Inventory bool
 	// Heartbeat is the longest the watch waits on vCenter for a change
 	// before it must answer anyway; a vCenter silent for Heartbeat plus

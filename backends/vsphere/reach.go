@@ -110,12 +110,13 @@ func (s *sessions) recordLogin(err error) {
 	s.setReachability(err)
 }
 
-// observed records, for each request that is not part of a login flight,
-// whether vCenter answered: any HTTP response is Up; a failure to get one
-// (dial, TLS, reset) is Down, unless the request's context had ended
-// first: a caller that gave up says nothing of vCenter (the watch, the
-// keep-alive and Probe record their own deadlines, see observe).
-func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
+// reachabilityOf wraps next to record, for each request that is not part
+// of a login flight, whether vCenter answered: any HTTP response is Up; a
+// failure to get one (dial, TLS, reset) is Down, unless the request's
+// context had ended first: a caller that gave up says nothing of vCenter
+// (the watch, the keep-alive and Probe record their own deadlines:
+// recordReachability).
+func (s *sessions) reachabilityOf(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		res, err := next.RoundTrip(req)
 		ctx := req.Context()
@@ -130,12 +131,12 @@ func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-// observe records the outcome of a call made under ctx to learn about the
+// recordReachability records the outcome of a call made under ctx to learn about the
 // connection (a keep-alive ping, a probe, the inventory watch): an
 // answer, even a fault, is Up; none, by a transport failure or by ctx's
 // deadline, is Down. A cancelled ctx or closed sessions say nothing, and a
 // login's failure was recorded by the login.
-func (s *sessions) observe(ctx context.Context, what string, err error) {
+func (s *sessions) recordReachability(ctx context.Context, what string, err error) {
 	var ce *connError
 	switch {
 	case s.lifetime().Err() != nil, errors.Is(ctx.Err(), context.Canceled):

@@ -114,7 +114,7 @@ func TestReachabilityBlackholed(t *testing.T) {
 }
 
 // The inventory watch's polls: a vCenter that goes silent after the watch
-// is in sync is Down once a poll gets no answer within its deadline, and
+// is in service is Down once a poll gets no answer within its deadline, and
 // Up again when the watch is back, without any lookup or probe.
 func TestReachabilityFollowsTheWatch(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})

@@ -294,7 +294,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 		}
 	}
 	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake))
-	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
+	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
 	}
@@ -320,7 +320,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 		// Below re-login: a lost session stops the pings (the next lookup
 		// logs in again), and a ping never waits on a login.
 		_, err := methods.GetCurrentTime(pctx, rt)
-		s.observe(pctx, "keep-alive", err)
+		s.recordReachability(pctx, "keep-alive", err)
 		return err
 	}
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
@@ -562,7 +562,7 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 		}
 		if c.rest == nil {
 			c.rest = rest.NewClient(c.vim)
-			c.rest.Client.Transport = s.observed(c.rest.Client.Transport)
+			c.rest.Client.Transport = s.reachabilityOf(c.rest.Client.Transport)
 			if s.opts.WrapTransport != nil {
 				c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
 			}

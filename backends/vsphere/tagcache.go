@@ -116,7 +116,7 @@ func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot
 	}
 	refs, ok := b.inv.entityRefs()
 	if !ok {
-		return nil, fmt.Errorf("inventory out of sync")
+		return nil, fmt.Errorf("inventory out of service")
 	}
 	next := &tagSnapshot{attached: make(map[types.ManagedObjectReference][]namedTag, len(refs)), loaded: time.Now()}
 	for start := 0; start < len(refs); start += tagBatch {

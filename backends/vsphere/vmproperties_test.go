@@ -1,0 +1,110 @@
+package vsphere
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// A VM read directly equals the same VM read through the inventory in
+// every field of backends.VM, and the test VM sets every one of them: a
+// field added to backends.VM that the property table does not fill fails
+// here, whichever read forgot it.
+func TestDirectAndInventoryReadsAgreeInEveryField(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	want := fx.vc.VMs[0]
+	if err := fx.vc.SetExtraConfig(ctx, want, "guestinfo.metadata", "aW5zdGFuY2UtaWQ6IHgK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.vc.SetExtraConfig(ctx, want, "guestinfo.metadata.encoding", "base64"); err != nil {
+		t.Fatal(err)
+	}
+	ref := backends.VMRef{Datacenter: want.Datacenter, ID: want.Ref}
+	direct, err := fx.direct.Get(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held *backends.VM
+	fx.eventually("the inventory holds the VM as vCenter has it", func() bool {
+		vm, ok := fx.b.inv.get(ref)
+		held = vm
+		return ok && vm.GuestInfoMetadataEncoding != ""
+	})
+	compareEveryField(t, "VM", reflect.ValueOf(*direct), reflect.ValueOf(*held))
+}
+
+// compareEveryField fails for each field, down to the leaves of structs
+// and slices, that is zero in the direct read or differs between the two.
+func compareEveryField(t *testing.T, path string, direct, held reflect.Value) {
+	t.Helper()
+	switch direct.Kind() {
+	case reflect.Struct:
+		for i := range direct.NumField() {
+			f := direct.Type().Field(i)
+			compareEveryField(t, path+"."+f.Name, direct.Field(i), held.Field(i))
+		}
+		return
+	case reflect.Slice:
+		if direct.Len() == 0 {
+			t.Errorf("%s is empty in the direct read: the property table does not fill it, or the test VM lacks it", path)
+		}
+		if direct.Len() != held.Len() {
+			t.Errorf("%s: direct read has %d, the inventory %d", path, direct.Len(), held.Len())
+			return
+		}
+		for i := range direct.Len() {
+			compareEveryField(t, fmt.Sprintf("%s[%d]", path, i), direct.Index(i), held.Index(i))
+		}
+		return
+	}
+	if direct.IsZero() {
+		t.Errorf("%s is zero in the direct read: the property table does not fill it, or the test VM lacks it", path)
+	}
+	if !reflect.DeepEqual(direct.Interface(), held.Interface()) {
+		t.Errorf("%s: direct read %v, the inventory %v", path, direct.Interface(), held.Interface())
+	}
+}
+
+// Every property of the table is requested by both reads, and nothing
+// else is: a property read but not requested would stay zero in one.
+func TestBothReadsRequestEveryTableProperty(t *testing.T) {
+	vmPaths := func(spec types.PropertyFilterSpec) []string {
+		for _, ps := range spec.PropSet {
+			if ps.Type == "VirtualMachine" {
+				return ps.PathSet
+			}
+		}
+		return nil
+	}
+	specs := map[string]types.PropertyFilterSpec{
+		"the watch":   filterSpec(types.ManagedObjectReference{Type: "ContainerView", Value: "session[1]view"}),
+		"direct read": ancestrySpec([]types.ManagedObjectReference{vmRef("vm-1")}),
+	}
+	for name, spec := range specs {
+		got := vmPaths(spec)
+		for _, p := range vmPropertyTable {
+			if !slices.Contains(got, p.path) {
+				t.Errorf("%s does not request %q", name, p.path)
+			}
+		}
+		for _, path := range got {
+			if !slices.ContainsFunc(vmPropertyTable, func(p vmProperty) bool { return p.path == path }) {
+				t.Errorf("%s requests %q, which the property table does not read", name, path)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range vmPropertyTable {
+		if seen[p.path] {
+			t.Errorf("%q is twice in the property table", p.path)
+		}
+		seen[p.path] = true
+	}
+}
