@@ -534,18 +534,6 @@ func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (
 	return rotated, nil
 }
 
-// CredentialSource names the credential source that logged the current
-// session in ("config file", "secret <namespace>/<name>", "secrets
-// directory <dir>"), "" before the first login. Never a value.
-func (b *Backend) CredentialSource() string {
-	b.sessions.mu.Lock()
-	defer b.sessions.mu.Unlock()
-	if b.sessions.cur == nil {
-		return ""
-	}
-	return b.sessions.cur.served.Source
-}
-
 // RefusedCredentials implements backends.CredentialReporter. Never a value.
 func (b *Backend) RefusedCredentials() []backends.RefusedCredentials {
 	var out []backends.RefusedCredentials

@@ -13,6 +13,12 @@ import (
 
 // logins counts the simulator's Login calls during fn (fixtures included:
 // call it around the backend's work only).
+// credentialSource names the source that logged b's current session in.
+func credentialSource(b backends.SessionReporter) string {
+	s, _ := b.Session()
+	return s.Credentials
+}
+
 func logins(vc *vcsim.VCenter, fn func()) int64 {
 	before, _ := vc.SOAPCalls()
 	fn()
@@ -60,7 +66,7 @@ func TestInlineCredentialsFallback(t *testing.T) {
 			if n := logins(vc, find); n != tc.firstLogins {
 				t.Errorf("first login: %d Login calls, want %d", n, tc.firstLogins)
 			}
-			if got := b.CredentialSource(); !strings.HasPrefix(got, tc.served) {
+			if got := credentialSource(b); !strings.HasPrefix(got, tc.served) {
 				t.Fatalf("served by %q, want %q", got, tc.served)
 			}
 			// Tags log REST in with the same source.
@@ -74,7 +80,7 @@ func TestInlineCredentialsFallback(t *testing.T) {
 			if n := logins(vc, find); n != tc.reloginLogins {
 				t.Errorf("re-login: %d Login calls, want %d (a refused source is not tried again)", n, tc.reloginLogins)
 			}
-			if got := b.CredentialSource(); !strings.HasPrefix(got, tc.served) {
+			if got := credentialSource(b); !strings.HasPrefix(got, tc.served) {
 				t.Fatalf("after re-login served by %q, want %q", got, tc.served)
 			}
 		})
@@ -140,7 +146,7 @@ func TestRefreshWithChain(t *testing.T) {
 	if _, err := secretServes.Find(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	if got := secretServes.CredentialSource(); !strings.HasPrefix(got, "secrets directory") {
+	if got := credentialSource(secretServes); !strings.HasPrefix(got, "secrets directory") {
 		t.Fatalf("served by %q", got)
 	}
 }

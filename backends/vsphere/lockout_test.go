@@ -172,7 +172,7 @@ func TestRefusedCredentialsNotRetried(t *testing.T) {
 		}); n != 1 {
 			t.Fatalf("the Secret back: %d Login calls, want 1 (the Secret's alone)", n)
 		}
-		if got := fx.b.CredentialSource(); got != "secret kube-system/vsphere-creds" {
+		if got := credentialSource(fx.b); got != "secret kube-system/vsphere-creds" {
 			t.Fatalf("served by %q", got)
 		}
 		fx.assertRefusedOnce(t, "the Secret back")

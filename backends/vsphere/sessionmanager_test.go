@@ -287,7 +287,7 @@ func TestSessionManagerLogin(t *testing.T) {
 	if n, bearers := fx.sm.asked(); n != 1 || bearers[0] != smToken {
 		t.Fatalf("session manager asked %d times with %d tokens; want once, with the Secret's token", n, len(bearers))
 	}
-	if got := b.CredentialSource(); got != "secrets directory "+fx.dir {
+	if got := credentialSource(b); got != "secrets directory "+fx.dir {
 		t.Fatalf("CredentialSource = %q", got)
 	}
 	sessions, err := fx.vc.Sessions(ctx)

@@ -185,7 +185,8 @@ func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr str
 			return Failed, fmt.Sprintf("logged in, but the session cannot be read: %v", err)
 		}
 		vc.user = us.UserName
-		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, b.CredentialSource())
+		session, _ := b.Session()
+		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, session.Credentials)
 	})
 	r.checks[len(r.checks)-1].Took += took // the login itself
 	return vc, vc.user != ""
