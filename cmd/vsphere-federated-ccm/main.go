@@ -122,8 +122,10 @@ func main() {
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
 			provider := initCloud(c, nodeLabels, refusedRetry, build)
+			// Fatal, not logged: a port asked for and not served would
+			// only show as a /vcenters that never answers.
 			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
-				klog.Background().Error(err, "Not serving "+VCentersPath)
+				klog.Fatalf("Not serving %s: %v", VCentersPath, err)
 			}
 			return provider
 		},

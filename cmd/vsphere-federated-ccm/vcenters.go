@@ -49,30 +49,38 @@ func vcentersHandler(provider *cloud.Cloud) http.Handler {
 // with the secure port's certificate, TLS settings, delegated
 // authentication and authorization (an RBAC rule for the non-resource URL
 // /vcenters, as for /metrics), through the same handler chain
-// (controller-manager's BuildHandlerChain). Port 0, or no secure serving,
-// serves nothing.
+// (controller-manager's BuildHandlerChain). Port 0 serves nothing.
 //
 // Why its own port: k8s.io/cloud-provider's app.Run builds the secure
 // port's mux itself (NewBaseHandler: /healthz with the controllers' and
 // leader election's checks, /configz, /metrics, profiling) and starts
 // serving it, with no way to add a path; replacing that server would mean
 // rebuilding those health checks outside the library. So the library's
-// server, and the liveness probe on /healthz, stay exactly as they are,
-// and this one can neither fail them nor be failed by them: a failure to
-// listen is logged, never fatal. It serves until the process ends, as
-// the library's own server does (stop is the command's stop channel).
+// server, and the liveness probe on /healthz, stay exactly as they are.
+// It is called once, at start: a port asked for that cannot be served (out
+// of range, no secure port to take the certificate from, or held by
+// another process on the host network) is an error naming the flag, which
+// main makes fatal. It serves until the process ends, as the library's own
+// server does (stop is the command's stop channel).
 func serveVCenters(c *ccmconfig.CompletedConfig, provider *cloud.Cloud, port int, stop <-chan struct{}) error {
 	const op = "main.serveVCenters"
-	if port == 0 || c.SecureServing == nil || c.SecureServing.Listener == nil {
+	if port == 0 {
 		return nil
+	}
+	if port < 0 || port > 65535 {
+		return fmt.Errorf("%s: --vcenters-port=%d: want 0 (off) or a port from 1 to 65535", op, port)
+	}
+	if c.SecureServing == nil || c.SecureServing.Listener == nil {
+		return fmt.Errorf("%s: --vcenters-port=%d needs the secure port (--secure-port is 0): %s is served with its certificate, authentication and authorization", op, port, VCentersPath)
 	}
 	host, _, err := net.SplitHostPort(c.SecureServing.Listener.Addr().String())
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: --vcenters-port=%d: %w", op, port, err)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: --vcenters-port=%d: cannot listen on %s (with hostNetwork, another process of the host may hold the port: choose a free one): %w", op, port, addr, err)
 	}
 	serving := *c.SecureServing // the same certificate and TLS settings
 	serving.Listener = ln
@@ -81,7 +89,7 @@ func serveVCenters(c *ccmconfig.CompletedConfig, provider *cloud.Cloud, port int
 	handler := genericcontrollermanager.BuildHandlerChain(mux, &c.Authorization, &c.Authentication)
 	if _, _, err := serving.Serve(handler, 0, stop); err != nil {
 		_ = ln.Close()
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: --vcenters-port=%d: %w", op, port, err)
 	}
 	klog.Background().Info("Serving the vCenters' status", "address", ln.Addr().String(), "path", VCentersPath)
 	return nil
