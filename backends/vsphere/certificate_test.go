@@ -3,6 +3,7 @@ package vsphere_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -13,7 +14,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	_ "github.com/vmware/govmomi/lookup/simulator" // where STS is (as CPI's tests)
-	_ "github.com/vmware/govmomi/sts/simulator"    // vCenter's STS
+	"github.com/vmware/govmomi/simulator"
+	_ "github.com/vmware/govmomi/sts/simulator" // vCenter's STS
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -298,4 +300,114 @@ func TestCertificateLoginRenewsBeforeTokenExpires(t *testing.T) {
 		t.Errorf("%d REST logins for %d sessions: each renewed session's tags log in anew, once", n, logins)
 	}
 	fx.assertNoSecret(t, fx.logs.String())
+}
+
+// switchableSource gives the credentials last set.
+type switchableSource struct {
+	mu sync.Mutex
+	cr credentials.Credentials
+}
+
+func (s *switchableSource) set(cert, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cr = credentials.Credentials{User: cert, Password: config.Password(key)}
+}
+
+func (s *switchableSource) Get(context.Context) (credentials.Credentials, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cr, nil
+}
+
+func (s *switchableSource) String() string { return "test source" }
+
+// A certificate refused is refused credentials, as a password vCenter
+// refuses: sent again unchanged only on the refused-credentials schedule
+// (not at every probe, reload or lookup), a new certificate at once. It
+// is refused either by STS (no token for it) or by vCenter (no login with
+// its token).
+func TestRefusedCertificateLikeRefusedPassword(t *testing.T) {
+	for _, by := range []string{"STS", "vCenter"} {
+		t.Run("refused by "+by, func(t *testing.T) {
+			src := &switchableSource{}
+			fx := newCertificateLogin(t, 0, func(cert, key string) credentials.Source {
+				src.set(cert, key)
+				return src
+			})
+			ctx := t.Context()
+			var rule *simulator.FaultInjectionRule
+			if by == "STS" {
+				fx.traffic.refuseSTS.Store(true)
+			} else {
+				rule = &simulator.FaultInjectionRule{MethodName: "LoginByToken", ObjectType: "*", ObjectName: "*", Probability: 1,
+					FaultType: simulator.FaultTypeCustom, Fault: &types.InvalidLogin{}, Enabled: true}
+				fx.vc.Model.Service.AddFaultRule(rule)
+			}
+			attempts := func() int64 {
+				calls, _ := fx.vc.SOAPCalls()
+				return fx.traffic.issued.Load() + calls["LoginByToken"]
+			}
+			var errs []string
+			for i := range 4 {
+				err := fx.b.Probe(ctx)
+				if !errors.Is(err, backends.ErrAuth) {
+					t.Fatalf("probe %d = %v; want a refused login", i+1, err)
+				}
+				errs = append(errs, err.Error())
+			}
+			if !strings.Contains(errs[len(errs)-1], "refused by vCenter before") {
+				t.Errorf("last probe = %s; want it to say the certificate was refused before", errs[len(errs)-1])
+			}
+			sent := int64(1) // the token request STS refused
+			if by == "vCenter" {
+				sent = 2 // a token, and the login vCenter refused
+			}
+			if n := attempts(); n != sent {
+				t.Errorf("%d token requests and logins over 4 probes, want %d: a refused certificate is not sent again unchanged", n, sent)
+			}
+			if rc := fx.b.RefusedCredentials(); len(rc) != 1 {
+				t.Errorf("RefusedCredentials = %v, want the test source", rc)
+			}
+			// A new certificate is sent at once, and logs in.
+			fx.traffic.refuseSTS.Store(false)
+			if rule != nil {
+				rule.Enabled = false
+			}
+			cert, key, err := solutionuser.New("k8s-ccm-2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.set(cert, key)
+			if err := fx.b.Probe(ctx); err != nil {
+				t.Fatalf("probe with a new certificate: %v", err)
+			}
+			fx.assertNoSecret(t, strings.Join(errs, "\n")+fx.logs.String())
+			for _, secret := range []string{pemBody(key), pemBody(cert)} {
+				if strings.Contains(fx.logs.String(), secret) {
+					t.Error("a log quotes the new certificate or key")
+				}
+			}
+		})
+	}
+}
+
+// A certificate whose password is not its key fails the login with an
+// error that says so, naming the fields, quoting neither (CPI fails it
+// too; nothing is sent).
+func TestCertificateWithoutItsKey(t *testing.T) {
+	fx := newCertificateLogin(t, 0, func(cert, _ string) credentials.Source {
+		return credentials.Static{User: cert, Password: "not-a-key-s3cret"}
+	})
+	err := fx.b.Probe(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "password must be its PEM private key") {
+		t.Fatalf("probe = %v; want an error saying the password must be the certificate's key", err)
+	}
+	if strings.Contains(err.Error(), "not-a-key-s3cret") {
+		t.Errorf("the error quotes the password: %v", err)
+	}
+	fx.assertNoSecret(t, err.Error()+fx.logs.String())
+	if n := fx.traffic.issued.Load(); n != 0 {
+		t.Errorf("%d token requests with a certificate and no key", n)
+	}
 }

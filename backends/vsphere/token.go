@@ -79,7 +79,7 @@ func (s *sessions) issueToken(ctx context.Context, c *conn, cr credentials.Serve
 	asked := time.Now()
 	signer, err := tokens.Issue(ctx, sts.TokenRequest{Certificate: &pair, Delegatable: true, Lifetime: lifetime})
 	if err != nil {
-		return nil, token{}, stsFailure(fmt.Errorf("STS token for the %s (credentials from %s): %w", credentials.CertificateLogin, cr.Source, err))
+		return nil, token{}, stsFailure(err, fmt.Sprintf("STS token for the %s (credentials from %s)", credentials.CertificateLogin, cr.Source))
 	}
 	// The lifetime granted, on STS's own clock (ours may differ from
 	// it), counted from before the request, and no longer than asked.
@@ -95,19 +95,22 @@ func (s *sessions) issueToken(ctx context.Context, c *conn, cr credentials.Serve
 // verify), which is a refusal of the credentials as an invalid login is:
 // the chain tries its next source, and sends them again only on its
 // schedule. Any other fault is a rejected login.
-func stsFailure(err error) error {
-	if noAnswer(err) {
-		return classify(err)
-	}
-	if soap.IsSoapFault(err) {
+func stsFailure(err error, what string) error {
+	refusal := false
+	if soap.IsSoapFault(err) { // govmomi's fault, as it returns it
 		code := soap.ToSoapFault(err).Code
-		if i := strings.LastIndexByte(code, ':'); i >= 0 {
-			code = code[i+1:]
-		}
+		code = code[strings.LastIndexByte(code, ':')+1:]
 		switch code {
 		case "FailedAuthentication", "FailedCheck", "InvalidSecurity", "InvalidSecurityToken":
-			err = refused{err}
+			refusal = true
 		}
+	}
+	err = fmt.Errorf("%s: %w", what, err)
+	switch {
+	case noAnswer(err):
+		return classify(err)
+	case refusal:
+		err = refused{err}
 	}
 	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
 }
