@@ -151,6 +151,7 @@ type conn struct {
 	// session manager's.
 	served         credentials.Served
 	sessionManager bool
+	certificate    bool      // a solution user's certificate login
 	loggedIn       time.Time // when its current session was logged in
 	rest           *rest.Client
 	restValid      bool
@@ -170,6 +171,7 @@ type conn struct {
 func (c *conn) setServed(sv credentials.Served) {
 	c.fingerprint = sv.Fingerprint()
 	c.sessionManager = sv.SessionManager()
+	c.certificate = sv.Certificate()
 	c.loggedIn = time.Now()
 	c.served = sv
 	c.served.Credentials = credentials.Credentials{}

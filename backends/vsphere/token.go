@@ -143,6 +143,14 @@ func (s *sessions) restLoginByCertificate(ctx context.Context, c *conn, rc *rest
 	return nil
 }
 
+// certificateLogin reports whether the current session is a certificate
+// login.
+func (b *Backend) certificateLogin() bool {
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	return b.sessions.cur != nil && b.sessions.cur.certificate
+}
+
 // setToken records c's token (zero: it logged in without one).
 func (s *sessions) setToken(c *conn, tok token) {
 	s.mu.Lock()
