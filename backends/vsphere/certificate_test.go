@@ -101,7 +101,6 @@ type certificateLogin struct {
 	cert     string
 	key      string
 	logs     *lockedBuffer
-	tagged   *backends.VM
 	lifetime time.Duration
 }
 

@@ -173,7 +173,7 @@ func (s *sessions) armRenewalAtLocked(c *conn, in time.Duration) {
 	if c.token.renewAt.IsZero() || s.closed || c.closed || s.cur != c {
 		return
 	}
-	c.renewal = time.AfterFunc(in, func() { s.renewDue(c) }) //nolint:contextcheck // the renewal serves the sessions, not a caller
+	c.renewal = time.AfterFunc(in, func() { s.renewDue(c) })
 }
 
 // renewDue starts c's renewal, unless c was replaced or closed meanwhile.
