@@ -31,6 +31,11 @@ type Options struct {
 	// KeepAlive is the idle time after which the SOAP session is pinged;
 	// default 5 minutes.
 	KeepAlive time.Duration
+	// TokenLifetime is the lifetime a certificate login asks of vCenter's
+	// STS for its token (STS may grant less); the session is renewed with
+	// a fresh token when three quarters of it have passed. Default
+	// DefaultTokenLifetime.
+	TokenLifetime time.Duration
 	// UserAgent names the product and version in every request (vCenter's
 	// session list shows it); empty: govmomi's.
 	UserAgent string

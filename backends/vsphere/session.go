@@ -151,6 +151,7 @@ type conn struct {
 	// session manager's.
 	served         credentials.Served
 	sessionManager bool
+	certificate    bool      // a solution user's certificate login
 	loggedIn       time.Time // when its current session was logged in
 	rest           *rest.Client
 	restValid      bool
@@ -158,6 +159,11 @@ type conn struct {
 	relogging      *flight // a re-login under way
 	restLogin      *flight // a REST login under way
 	closed         bool    // no login starts on it any more
+	// token is the certificate login's (zero for other logins); renewal
+	// fires when it is due, and renewing is set while it runs.
+	token    token
+	renewal  *time.Timer
+	renewing bool
 }
 
 // setServed records what logged c in; the caller holds s.mu, or c is not
@@ -165,6 +171,7 @@ type conn struct {
 func (c *conn) setServed(sv credentials.Served) {
 	c.fingerprint = sv.Fingerprint()
 	c.sessionManager = sv.SessionManager()
+	c.certificate = sv.Certificate()
 	c.loggedIn = time.Now()
 	c.served = sv
 	c.served.Credentials = credentials.Credentials{}
@@ -242,6 +249,7 @@ func (s *sessions) firstLogin(f *flight) {
 		s.cur = c
 		s.generation++
 		s.noteServedLocked(c.served)
+		s.armRenewalLocked(c)
 	}
 	f.err = err
 	s.mu.Unlock()
@@ -354,9 +362,13 @@ func (s *sessions) logRefusals(attempt time.Time) {
 	}
 }
 
-// login logs c in with cr: a user and password, or a session manager's
-// clone ticket.
+// login logs c in with cr: a user and password, a solution user's
+// certificate (token.go), or a session manager's clone ticket.
 func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
+	if cr.Certificate() {
+		return s.loginByCertificate(ctx, c, cr)
+	}
+	s.setToken(c, token{})
 	if cr.SessionManager() {
 		return s.cloneSession(ctx, c, cr)
 	}
@@ -466,6 +478,7 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 		s.generation++
 		if s.cur == c {
 			s.noteServedLocked(served)
+			s.armRenewalLocked(c)
 		}
 	}
 	f.err = err
@@ -517,19 +530,29 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 		return false, backends.ErrClosed
 	}
-	old := s.cur
-	if old != nil && old.fingerprint == next.fingerprint {
+	if old := s.cur; old != nil && old.fingerprint == next.fingerprint {
 		// vCenter refused the new credentials and the walk came back to
 		// the current ones: nothing rotated.
 		s.mu.Unlock()
 		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 		return false, fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
 	}
+	s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
+	s.mu.Unlock()
+	return true, nil
+}
+
+// swapLocked makes next the current session; the one it replaces is
+// logged out after grace, so lookups in flight finish on it. The caller
+// holds s.mu and has seen s open.
+func (s *sessions) swapLocked(next *conn, grace time.Duration) {
+	old := s.cur
 	s.cur = next
 	s.generation++
 	s.noteServedLocked(next.served)
+	s.armRenewalLocked(next)
 	if old != nil {
-		s.goLocked(func() { //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
+		s.goLocked(func() {
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			select {
@@ -539,8 +562,6 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 			_ = s.logout(old)
 		})
 	}
-	s.mu.Unlock()
-	return true, nil
 }
 
 // restClient returns a logged-in vAPI REST client. Concurrent callers
@@ -602,6 +623,10 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 			err = credentialsFailure(err) // no REST login with credentials vCenter refused
 		} else if cr.SessionManager() {
 			shared = true // it names a session manager now: share its session as the next login will
+		} else if cr.Certificate() {
+			sv := served
+			sv.Credentials = cr
+			err = s.restLoginByCertificate(ctx, c, rc, sv)
 		} else if err = rc.Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
 			err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", cr.User, served.Source, err))
 		}
@@ -687,6 +712,9 @@ func (s *sessions) logout(c *conn) error {
 func (s *sessions) closeConn(ctx context.Context, c *conn) error {
 	s.mu.Lock()
 	c.closed = true
+	if c.renewal != nil {
+		c.renewal.Stop()
+	}
 	flights := []*flight{c.relogging, c.restLogin}
 	s.mu.Unlock()
 	for _, f := range flights {
@@ -722,7 +750,7 @@ type reloginRoundTripper struct {
 
 func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	switch req.(type) {
-	case *methods.LoginBody, *methods.LogoutBody:
+	case *methods.LoginBody, *methods.LoginByTokenBody, *methods.LogoutBody:
 		return r.next.RoundTrip(ctx, req, res)
 	}
 	seen := r.sessions.currentGeneration()

@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
 // The names of Validate's checks, in the order they run.
@@ -185,8 +186,13 @@ func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr str
 			return Failed, fmt.Sprintf("logged in, but the session cannot be read: %v", err)
 		}
 		vc.user = us.UserName
-		session, _ := b.Session()
-		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, session.Credentials)
+		served, _ := b.Session()
+		if b.certificateLogin() {
+			// The PEM is no name to print; vCenter's name for the
+			// solution user is what its privileges are read for.
+			return Passed, fmt.Sprintf("with a %s (credentials from %s), vCenter's user %s", credentials.CertificateLogin, served.Credentials, vc.user)
+		}
+		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, served.Credentials)
 	})
 	r.checks[len(r.checks)-1].Took += took // the login itself
 	return vc, vc.user != ""

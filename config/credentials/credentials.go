@@ -9,7 +9,10 @@ package credentials
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -22,10 +25,11 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Credentials are one vCenter login: a user and password, or, when
-// SessionManagerURL is set, CPI's shared session manager, a service that
-// hands out clones of a vCenter session (User and Password are then
-// unused). They never print their values (see String).
+// Credentials are one vCenter login: a user and password; a solution
+// user's certificate and private key, in User and Password (see
+// Certificate); or, when SessionManagerURL is set, CPI's shared session
+// manager, a service that hands out clones of a vCenter session (User and
+// Password are then unused). They never print their values (see String).
 type Credentials struct {
 	User     string
 	Password config.Password
@@ -39,20 +43,64 @@ type Credentials struct {
 // SessionManager reports whether c logs in through a session manager.
 func (c Credentials) SessionManager() bool { return c.SessionManagerURL != "" }
 
-// String names the login without a secret: the user, or the session
-// manager's scheme and host (a URL may carry a password or a token).
-func (c Credentials) String() string {
+// Certificate reports whether c is a solution user's login: a SAML token
+// is asked of vCenter's STS with the certificate and key, and the session
+// logged in with it. CPI's rule (vclib VSphereConnection.Signer), kept
+// exactly: the user value holds a PEM block (any type, text around it
+// allowed); the password must then be the certificate's private key (else
+// the login fails, see KeyPair). A PEM password with a plain user is a
+// password like any other. A session manager comes first, as in CPI.
+func (c Credentials) Certificate() bool {
 	if c.SessionManager() {
+		return false
+	}
+	b, _ := pem.Decode([]byte(c.User))
+	return b != nil
+}
+
+// KeyPair is a certificate login's certificate (User) and private key
+// (Password). Its errors name the fields, never a value.
+func (c Credentials) KeyPair() (tls.Certificate, error) {
+	const op = "credentials.KeyPair"
+	pair, err := tls.X509KeyPair([]byte(c.User), []byte(c.Password.Reveal()))
+	if err == nil {
+		if _, ok := pair.PrivateKey.(*rsa.PrivateKey); !ok {
+			// vCenter's STS takes requests signed with RSA only.
+			return tls.Certificate{}, fmt.Errorf("%s: user is a PEM certificate (a solution user's login), so password must be its private key, an RSA key", op)
+		}
+		return pair, nil
+	}
+	why := "they do not parse"
+	if msg := err.Error(); strings.HasPrefix(msg, "tls: ") {
+		// crypto/tls's own messages say what is missing or mismatched,
+		// without a byte of either (x509's and asn1's may quote some).
+		why = strings.TrimPrefix(msg, "tls: ")
+	}
+	return tls.Certificate{}, fmt.Errorf("%s: user is a PEM certificate (a solution user's login), so password must be its PEM private key: %s", op, why)
+}
+
+// String names the login without a secret: the user, the certificate
+// login, or the session manager's scheme and host (a URL may carry a
+// password or a token).
+func (c Credentials) String() string {
+	switch {
+	case c.SessionManager():
 		return "session manager at " + RedactURL(c.SessionManagerURL)
+	case c.Certificate():
+		return CertificateLogin
 	}
 	return fmt.Sprintf("user %q", c.User)
 }
+
+// CertificateLogin names a certificate login where a user would be named.
+const CertificateLogin = "certificate (solution user)"
 
 // GoString is String: %#v prints no secret either.
 func (c Credentials) GoString() string { return c.String() }
 
 // Fingerprint identifies c without holding it, to tell whether credentials
-// changed; it is never logged.
+// changed (a certificate's and its key's too: they are User and
+// Password); it is never logged.
 func (c Credentials) Fingerprint() [32]byte {
 	if c.SessionManager() {
 		return sha256.Sum256([]byte("session-manager\x00" + c.SessionManagerURL + "\x00" + c.SessionManagerToken.Reveal()))
