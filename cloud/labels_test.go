@@ -28,11 +28,13 @@ func TestNodeLabelsAtInitializationOnly(t *testing.T) {
 	if md.AdditionalLabels["example.com/pool"] != "vsphere" || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {
 		t.Fatalf("AdditionalLabels = %v; want the --node-labels and the location labels", md.AdditionalLabels)
 	}
-	got, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Labels["example.com/pool"] != "edited" || got.Labels[cloud.LabelVCenter] != "vcA" {
-		t.Fatalf("initialized Node's labels %v: want the location labels added and the edited label kept", got.Labels)
+	// The nodes owner writes the labels, after the lookup.
+	var got *v1.Node
+	eventually(t, "the location labels on the initialized Node", func() bool {
+		got, err = client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
+		return err == nil && got.Labels[cloud.LabelVCenter] == "vcA"
+	})
+	if got.Labels["example.com/pool"] != "edited" {
+		t.Fatalf("initialized Node's labels %v: want the edited label kept", got.Labels)
 	}
 }

@@ -346,15 +346,20 @@ func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 	if md.AdditionalLabels[cloud.LabelVCenter] == "" || md.AdditionalLabels[cloud.LabelDatacenter] == "" {
 		t.Fatalf("labels %v: want both location labels", md.AdditionalLabels)
 	}
-	got, err := client.CoreV1().Nodes().Get(ctx, "node-6", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range md.AdditionalLabels {
-		if got.Labels[k] != v {
-			t.Fatalf("initialized Node's labels %v: want %s=%s backfilled", got.Labels, k, v)
+	// Backfilled by the nodes owner, after the lookup.
+	var got *v1.Node
+	eventually(t, "the location labels backfilled on node-6", func() bool {
+		got, err = client.CoreV1().Nodes().Get(ctx, "node-6", metav1.GetOptions{})
+		if err != nil {
+			return false
 		}
-	}
+		for k, v := range md.AdditionalLabels {
+			if got.Labels[k] != v {
+				return false
+			}
+		}
+		return true
+	})
 	md, err = c.InstanceMetadata(ctx, kubeletNode("node-l", uuidB))
 	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] == "" || len(validation.IsValidLabelValue(md.AdditionalLabels[cloud.LabelVCenter])) > 0 {
 		t.Fatalf("long vCenter name: labels %v, %v", md, err)
