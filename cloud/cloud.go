@@ -104,7 +104,11 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		// backends/vsphere's); a provider without one cannot run.
 		panic("cloud.New: Options.NewBackend is required")
 	}
-	if opts.Metrics != nil && opts.Discovery.Observer == nil {
+	if opts.Metrics == nil {
+		// Metrics nobody registered count nothing: no "no metrics" mode.
+		opts.Metrics = NewMetrics(BuildInfo{})
+	}
+	if opts.Discovery.Observer == nil {
 		opts.Discovery.Observer = opts.Metrics
 	}
 	if opts.HistoryObject.Name == "" {
@@ -224,12 +228,6 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus { return c.fleet.vcenterStatus
 // would make it (fleet.settle); it reports whether the record of the
 // vCenters served could be read.
 func (c *Cloud) Settle(ctx context.Context) bool { return c.fleet.settle(ctx) }
-
-// Health reports each configured vCenter's reachability and breaker.
-func (c *Cloud) Health() []discovery.VCenterHealth { return c.fleet.discovery.Health() }
-
-// WatchedSecrets lists the Secrets whose informers run.
-func (c *Cloud) WatchedSecrets() []credentials.SecretRef { return c.fleet.watchedSecrets() }
 
 // LoadBalancer implements cloudprovider.Interface: not supported.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }

@@ -31,7 +31,7 @@ type fleet struct {
 
 	reloads chan struct{} // coalesced reload requests (RequestReload)
 
-	// retiring are the goroutines closing replaced backends (retireLater);
+	// retiring are the goroutines closing replaced backends (retireLaterLocked);
 	// stopping, closed by close, makes them close at once.
 	retiring sync.WaitGroup
 	stopping chan struct{}
@@ -88,10 +88,8 @@ func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
 	}
 	f.discovery = discovery.New(nil, opts.Discovery)
 	f.cfg.Store(cfg)
-	if opts.Metrics != nil {
-		opts.Metrics.setInventorySource(f.inventoryStatuses)
-		opts.Metrics.setHealthSource(f.discovery.Health)
-	}
+	opts.Metrics.setInventorySource(f.inventoryStatuses)
+	opts.Metrics.setHealthSource(f.discovery.Health)
 	return f
 }
 

@@ -131,7 +131,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*clou
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := vmAddresses(vm, families, cfg.Nodes)
+	addrs, err := nodeAddresses(vm, families, cfg.Nodes)
 	if err != nil {
 		in.events.record(node, v1.EventTypeWarning, ReasonNoNodeAddress, err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -171,15 +171,11 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 		return "", "", err
 	}
 	var missing []string
-	if labels.Zone != "" {
-		if zone = tags[labels.Zone]; zone == "" {
-			missing = append(missing, fmt.Sprintf("zone (category %q)", labels.Zone))
-		}
+	if zone = tags[labels.Zone]; zone == "" {
+		missing = append(missing, fmt.Sprintf("zone (category %q)", labels.Zone))
 	}
-	if labels.Region != "" {
-		if region = tags[labels.Region]; region == "" {
-			missing = append(missing, fmt.Sprintf("region (category %q)", labels.Region))
-		}
+	if region = tags[labels.Region]; region == "" {
+		missing = append(missing, fmt.Sprintf("region (category %q)", labels.Region))
 	}
 	if len(missing) > 0 {
 		err := fmt.Errorf("%s: no tag for %v on its host, resource pool or folders and what holds them", res, missing)

@@ -81,7 +81,7 @@ func (n *nodes) gone(obj any) {
 	delete(n.relabel, node.Name)
 }
 
-// wakeUp asks run to look at relabel; the caller holds mu.
+// wakeUp asks run to look at relabel.
 func (n *nodes) wakeUp() {
 	select {
 	case n.wake <- struct{}{}:

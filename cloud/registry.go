@@ -70,7 +70,7 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 	}
 	for name, old := range f.backends {
 		if next[name] != old {
-			f.retireLater(ctx, name, old, 2*grace+time.Second, grace)
+			f.retireLaterLocked(ctx, name, old, 2*grace+time.Second, grace)
 		}
 	}
 	f.backends = next
@@ -123,21 +123,12 @@ func secretRefs(cfg *config.Config) []credentials.SecretRef {
 	return out
 }
 
-// watchedSecrets lists the Secrets whose informers run.
-func (f *fleet) watchedSecrets() []credentials.SecretRef {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.secrets == nil {
-		return nil
-	}
-	return f.secrets.Watching()
-}
-
-// retireLater logs a replaced backend out once lookups that started with
-// it have had their deadline, or at once when the provider stops; Stop
-// waits for it. It outlives ctx (the reload that replaced b), keeping its
-// values. The caller holds f.mu.
-func (f *fleet) retireLater(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
+// retireLaterLocked logs a replaced backend out once lookups that started
+// with it have had their deadline, or at once when the provider stops;
+// close waits for it. It outlives ctx (the reload that replaced b),
+// keeping its values. The caller holds f.mu, so that close, which closes
+// stopping before taking it, never waits while a goroutine is added.
+func (f *fleet) retireLaterLocked(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
 	closeIt := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
 		defer cancel()

@@ -52,7 +52,7 @@ func (f *fleet) reloadLoop(ctx context.Context) {
 func (f *fleet) Reload(ctx context.Context) bool {
 	log := klog.FromContext(ctx)
 	if path := f.opts.ConfigPath; path != "" {
-		if err, fresh := f.reloadConfig(ctx, path); err != nil {
+		if fresh, err := f.reloadConfig(ctx, path); err != nil {
 			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
 			f.observeReload("error")
 			if fresh {
@@ -104,25 +104,25 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 // applied last. A rejected file is validated again at every call:
 // validation reads outside state (a caFile may appear after its
 // ConfigMap). fresh tells whether the rejection is news, to report once.
-func (f *fleet) reloadConfig(ctx context.Context, path string) (err error, fresh bool) {
+func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err error) {
 	// Read under the lock: a read that lost the race to a newer one must
 	// not be applied after it.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err, true
+		return true, err
 	}
 	sum := sha256.Sum256(data)
 	if sum == f.applied {
 		f.rejected.sum = [32]byte{}
-		return nil, false
+		return false, nil
 	}
 	cfg, err := config.ParseIn(data, f.opts.ConfigEnv)
 	if err != nil {
 		fresh = sum != f.rejected.sum || err.Error() != f.rejected.err
 		f.rejected.sum, f.rejected.err = sum, err.Error()
-		return err, fresh
+		return fresh, err
 	}
 	f.applied = sum
 	f.rejected.sum = [32]byte{}
@@ -132,7 +132,7 @@ func (f *fleet) reloadConfig(ctx context.Context, path string) (err error, fresh
 	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
 	f.events.record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
-	return nil, false
+	return false, nil
 }
 
 // describeChange names the vCenters added, removed or changed.
@@ -159,9 +159,7 @@ func describeChange(old, cur *config.Config) string {
 }
 
 func (f *fleet) observeReload(result string) {
-	if f.opts.Metrics != nil {
-		f.opts.Metrics.configReloads.WithLabelValues(result).Inc()
-	}
+	f.opts.Metrics.configReloads.WithLabelValues(result).Inc()
 }
 
 // reportNoticesLocked logs, once per applied config, the keys that have no

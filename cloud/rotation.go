@@ -57,7 +57,5 @@ func (f *fleet) refreshCredentials(ctx context.Context) {
 }
 
 func (f *fleet) observeCredentials(vcenter, result string) {
-	if f.opts.Metrics != nil {
-		f.opts.Metrics.credentials.WithLabelValues(vcenter, result).Inc()
-	}
+	f.opts.Metrics.credentials.WithLabelValues(vcenter, result).Inc()
 }
