@@ -31,9 +31,10 @@ type fleet struct {
 
 	reloads chan struct{} // coalesced reload requests (RequestReload)
 
-	// retiring are the goroutines closing replaced backends (retireLaterLocked);
-	// stopping, closed by close, makes them close at once.
-	retiring sync.WaitGroup
+	// closing are the goroutines closing replaced backends
+	// (closeLaterLocked); stopping, closed by close, makes them close at
+	// once.
+	closing  sync.WaitGroup
 	stopping chan struct{}
 	stopOnce sync.Once
 
@@ -137,7 +138,7 @@ func (f *fleet) watchFile() {
 func (f *fleet) close(ctx context.Context) {
 	f.discovery.Close()
 	f.stopOnce.Do(func() { close(f.stopping) })
-	defer f.retiring.Wait()
+	defer f.closing.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.watcher != nil {

@@ -1,8 +1,9 @@
 package cloud
 
 // The registry of backends: one per configured vCenter, kept while its
-// connection settings are unchanged, replaced (and the old one retired)
-// when they change.
+// connection settings are unchanged, replaced (and the old one closed)
+// when they change. ("Retired" is a vCenter that left the config: see
+// history.go.)
 
 import (
 	"context"
@@ -70,7 +71,7 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 	}
 	for name, old := range f.backends {
 		if next[name] != old {
-			f.retireLaterLocked(ctx, name, old, 2*grace+time.Second, grace)
+			f.closeLaterLocked(ctx, name, old, 2*grace+time.Second, grace)
 		}
 	}
 	f.backends = next
@@ -123,17 +124,17 @@ func secretRefs(cfg *config.Config) []credentials.SecretRef {
 	return out
 }
 
-// retireLaterLocked logs a replaced backend out once lookups that started
+// closeLaterLocked logs a replaced backend out once lookups that started
 // with it have had their deadline, or at once when the provider stops;
 // close waits for it. It outlives ctx (the reload that replaced b),
 // keeping its values. The caller holds f.mu, so that close, which closes
 // stopping before taking it, never waits while a goroutine is added.
-func (f *fleet) retireLaterLocked(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
+func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
 	closeIt := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		if err := b.Close(ctx); err != nil {
-			klog.FromContext(ctx).Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)
+			klog.FromContext(ctx).Info("Closing a replaced vCenter session failed", "vcenter", name, "err", err)
 		}
 	}
 	select {
@@ -142,7 +143,7 @@ func (f *fleet) retireLaterLocked(ctx context.Context, name string, b backends.B
 		return
 	default:
 	}
-	f.retiring.Go(func() {
+	f.closing.Go(func() {
 		t := time.NewTimer(after)
 		defer t.Stop()
 		select {

@@ -1,7 +1,7 @@
 package cloud
 
 // Credential rotation: every vCenter's credentials read again at each
-// reload, a new session logged in before the old one is retired.
+// reload, a new session logged in before the old one is logged out.
 
 import (
 	"context"
