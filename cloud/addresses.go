@@ -20,7 +20,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Errors of vmAddresses, in CPI's words (the texts its users search for).
+// Errors of nodeAddresses, in CPI's words (the texts its users search for).
 // Each is returned where CPI's DiscoverNode fails, so the Node stays tainted,
 // or keeps the addresses it has, as under CPI.
 var (
@@ -39,12 +39,12 @@ type candidate struct {
 	network string
 }
 
-// vmAddresses selects a VM's addresses as CPI's DiscoverNode does.
-func vmAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
-	return nodeAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
+// nodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
+func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
+	return selectAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 }
 
-// nodeAddresses is CPI's selection. The guest host name comes first; then,
+// selectAddresses is CPI's selection. The guest host name comes first; then,
 // for each IP family in order, an InternalIP and an ExternalIP, each chosen
 // among the family's IPs outside its own exclude list: by subnet (in the
 // order of the list), else by VM network name; if neither finds either
@@ -52,7 +52,7 @@ func vmAddresses(vm *backends.VM, families []string, rules config.AddressRules) 
 // configured in the cloud-init metadata (guestinfo.metadata, encoded as
 // encoding says) are tried first. The checks before any selection, and
 // their order, are CPI's: each is an error.
-func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string) ([]v1.NodeAddress, error) {
+func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string) ([]v1.NodeAddress, error) {
 	if vm.GuestHostName == "" {
 		return nil, fmt.Errorf("vm %q: %w: VMware Tools not running, or no host name yet", vm.Name, ErrGuestHostNameEmpty)
 	}

@@ -7,8 +7,8 @@ package cloud
 // ipFamilyPriority and cpiConfig.Nodes go through our config parser, guest
 // NICs become backends.NIC (DeviceConfigId left 0 as in CPI's cases), and the
 // guestinfo is base64-encoded with guestinfo.metadata.encoding "base64", as
-// CPI's harness does. An internal test: the guestinfo.metadata input is not
-// reachable through NodeAddresses until the backend reads extraConfig.
+// CPI's harness does. An internal test: it gives the guestinfo.metadata
+// and its encoding to selectAddresses directly, as CPI's cases do.
 
 import (
 	"bytes"
@@ -732,7 +732,7 @@ func TestNodeAddressesCPIDiscoverNodeIPs(t *testing.T) {
 			if tc.guestinfo != "" {
 				metadata, encoding = base64.StdEncoding.EncodeToString([]byte(tc.guestinfo)), "base64"
 			}
-			got, err := nodeAddresses(vm, families, rules, metadata, encoding)
+			got, err := selectAddresses(vm, families, rules, metadata, encoding)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q (addresses %v)", err, tc.wantErr, got)
@@ -760,7 +760,7 @@ func TestNodeAddressesCPIMultiIF(t *testing.T) {
 		cpiNIC("test_k8s_tenant_c123", "fe80::250:56ff:fe89:d2c7"),
 		cpiNIC("test_k8s_tenant_c123", "10.10.108.12", "10.10.108.10", "fe80::250:56ff:fe89:d2c7"),
 	}}
-	got, err := nodeAddresses(vm, []string{config.IPv4}, config.AddressRules{}, "", "")
+	got, err := selectAddresses(vm, []string{config.IPv4}, config.AddressRules{}, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +837,7 @@ func TestNodeAddressesCPIErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nodeAddresses(&tt.vm, []string{config.IPv4}, tt.rules, tt.metadata, "base64")
+			got, err := selectAddresses(&tt.vm, []string{config.IPv4}, tt.rules, tt.metadata, "base64")
 			if err == nil {
 				t.Fatalf("addresses %v, want an error", got)
 			}
@@ -1049,7 +1049,7 @@ func TestNodeAddressesPreferStatic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nodeAddresses(vm, tt.families, tt.rules, metadata, "base64")
+			got, err := selectAddresses(vm, tt.families, tt.rules, metadata, "base64")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,7 +19,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -33,7 +31,7 @@ const ProviderName = "vsphere"
 
 var (
 	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2 = (*instances)(nil)
 )
 
 // BackendFactory builds the backend of one vCenter.
@@ -77,58 +75,26 @@ type Options struct {
 	RecoveryPoll time.Duration
 }
 
-// Cloud is the vsphere cloud provider.
+// Cloud is the vsphere cloud provider. It only puts its owners together:
+// the fleet (the config and everything built from it), instances
+// (cloudprovider.InstancesV2, which reads through the fleet and writes
+// nothing) and nodes (the one writer of Nodes).
 type Cloud struct {
-	opts Options
+	readOnly bool
+	events   *eventLog
+	fleet    *fleet
+	*instances
+	nodes *nodes
 
-	cfg       atomic.Pointer[config.Config]
-	discovery *discovery.Discoverer
-
-	reloads chan struct{} // coalesced reload requests
-
-	mu       sync.Mutex
-	started  bool
-	client   kubernetes.Interface // nil without a cluster (unit tests)
-	secrets  *credentials.Secrets
-	backends map[string]*builtBackend
-	recorder record.EventRecorder
-	// applied is the file content applied last: an unchanged file is
-	// not applied again. rejected is the last rejection's content and
-	// error, so a file still rejected the same way is not reported again;
-	// a rejected file is validated again at every reload (validation
-	// reads outside state: a caFile may appear).
-	applied  [32]byte
-	rejected struct {
-		sum [32]byte
-		err string
-	}
-	// pendingDuplicates are BIOS UUIDs newly held in several vCenters,
-	// to report on their Nodes (watchNodes).
-	dupMu             sync.Mutex
-	pendingDuplicates map[string][]string
-	// noticed is the config whose Notices were reported last.
-	noticed *config.Config
-	// history is what this process knows of the config's past: the
-	// last record read, with what it learned since merged in (see
-	// configHistory); historyUnsaved says it holds what the store may
-	// lack, so it is merged into the next read. historyKnown is set once
-	// a record has been read (historyWhy says why not yet).
-	history        *configHistory
-	historyUnsaved bool
-	historyKnown   bool
-	historyWhy     string
-	watcher        *fileWatcher
-	// retiring are the goroutines closing replaced backends (retireLater);
-	// stopping, closed by Stop, makes them close at once.
-	retiring sync.WaitGroup
-	stopping chan struct{}
-	stopOnce sync.Once
-	// workers are the goroutines Start runs (reloads, the Node watch,
-	// releasing the Secret informers and the Event broadcaster); they end
-	// when Start's stop closes or cancelWorkers is called, and Stop
-	// waits for them.
-	workers       sync.WaitGroup
+	// mu guards starting (started, cancelWorkers). workers are the
+	// goroutines Start runs (reloads, the Node writer, releasing the
+	// Secret informers and the Event broadcaster); they end when
+	// Start's stop closes or cancelWorkers is called, and Stop waits
+	// for them.
+	mu            sync.Mutex
+	started       bool
 	cancelWorkers context.CancelFunc
+	workers       sync.WaitGroup
 }
 
 // New returns a provider for cfg; it talks to no vCenter until Start.
@@ -138,7 +104,11 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		// backends/vsphere's); a provider without one cannot run.
 		panic("cloud.New: Options.NewBackend is required")
 	}
-	if opts.Metrics != nil && opts.Discovery.Observer == nil {
+	if opts.Metrics == nil {
+		// Metrics nobody registered count nothing: no "no metrics" mode.
+		opts.Metrics = NewMetrics(BuildInfo{})
+	}
+	if opts.Discovery.Observer == nil {
 		opts.Discovery.Observer = opts.Metrics
 	}
 	if opts.HistoryObject.Name == "" {
@@ -155,35 +125,20 @@ func New(cfg *config.Config, opts Options) *Cloud {
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
-	c := &Cloud{opts: opts, backends: map[string]*builtBackend{}, reloads: make(chan struct{}, 1), stopping: make(chan struct{}),
-		history: &configHistory{}, historyKnown: true}
+	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}}
+	c.nodes = newNodes(c.events, opts.RecoveryPoll)
 	if opts.Discovery.OnDuplicate == nil {
-		opts.Discovery.OnDuplicate = c.noteDuplicate
+		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
 	}
-	if opts.Discovery.OnIdentity == nil {
-		// A vCenter answering as another instance than recorded: record
-		// it, which retires the one that served before.
-		opts.Discovery.OnIdentity = c.RequestReload
-	}
-	c.discovery = discovery.New(nil, opts.Discovery)
-	c.cfg.Store(cfg)
-	if opts.Metrics != nil {
-		opts.Metrics.setInventorySource(c.inventoryStatuses)
-		opts.Metrics.setHealthSource(c.discovery.Health)
+	c.fleet = newFleet(cfg, opts, c.events)
+	c.nodes.discovery = c.fleet.discovery
+	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
+		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located}
+	if opts.ReadOnly {
+		// Nothing labels a read-only provider's Nodes: nothing to keep.
+		c.instances.located = func(*v1.Node, map[string]string) {}
 	}
 	return c
-}
-
-func (c *Cloud) inventoryStatuses() []vcenterInventory {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []vcenterInventory
-	for name, b := range c.backends {
-		if st, ok := b.Inventory(); ok {
-			out = append(out, vcenterInventory{VCenter: name, InventoryStatus: st})
-		}
-	}
-	return out
 }
 
 // NewFromFile loads the config at path and returns a provider that applies
@@ -199,7 +154,7 @@ func NewFromFile(path string, opts Options) (*Cloud, error) {
 	}
 	opts.ConfigPath = path
 	c := New(cfg, opts)
-	c.applied = sha256.Sum256(data)
+	c.fleet.applied = sha256.Sum256(data)
 	return c, nil
 }
 
@@ -208,8 +163,12 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	c.Start(clientBuilder.ClientOrDie("vsphere-federated-ccm"), stop)
 }
 
-// Start connects the provider to Kubernetes (Secrets, Events) and creates the
-// vCenter backends. Sessions open lazily, in parallel, on first lookup.
+// Start connects the provider to Kubernetes (Secrets, Events, the history
+// ConfigMap, Nodes; client may be nil: none) and creates the vCenter
+// backends. Sessions open lazily, in parallel, on first lookup. A
+// read-only provider reads the cluster and applies the config once: no
+// Event, no Node write, no write of the history, no watch of the config
+// file or of Nodes.
 func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -219,72 +178,56 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	c.started = true
 	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
 	c.cancelWorkers = cancel
-	if c.opts.ReadOnly {
-		if client != nil {
-			c.client = client
-			secrets := credentials.NewSecrets(client, nil)
-			c.secrets = secrets
-			c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
-			c.historyKnown, c.historyWhy = false, "reading configmap "+c.opts.HistoryObject.String()
-		}
-		c.applyLocked(ctx, c.cfg.Load())
+	if client != nil {
+		secrets := c.fleet.useCluster(client, !c.readOnly)
+		c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
+	}
+	if c.readOnly {
+		c.fleet.apply(ctx)
 		return
 	}
 	if client != nil {
-		c.client = client
-		secrets := credentials.NewSecrets(client, func(_, _ string) { c.RequestReload() })
-		c.secrets = secrets
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		c.recorder = b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"})
-		c.workers.Go(func() {
-			<-ctx.Done()
-			secrets.Close()
-			b.Shutdown()
-		})
-		// Until the record of the vCenters served before is read, a VM
-		// not found is not gone: one may have left the config meanwhile.
-		c.historyKnown, c.historyWhy = false, "reading configmap "+c.opts.HistoryObject.String()
-		c.workers.Go(func() { c.watchNodes(ctx) })
+		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
+		c.workers.Go(func() { <-ctx.Done(); b.Shutdown() })
+		c.workers.Go(func() { c.nodes.run(ctx, client) })
 	}
-	w, err := newFileWatcher(c.opts.ConfigPath, c.RequestReload)
-	if err != nil {
-		klog.Background().Error(err, "Watching the config file failed; edits will not be picked up")
-	}
-	c.watcher = w
-	c.applyLocked(ctx, c.cfg.Load())
-	c.workers.Go(func() { c.reloadLoop(ctx) })
-	c.RequestReload() // records the history, retried until it is known
+	c.fleet.watchFile()
+	c.fleet.apply(ctx)
+	c.workers.Go(func() { c.fleet.reloadLoop(ctx) })
+	c.fleet.RequestReload() // records the history, retried until it is known
 }
 
-// Health reports each configured vCenter's reachability and breaker.
-func (c *Cloud) Health() []discovery.VCenterHealth { return c.discovery.Health() }
-
-// Stop logs every vCenter session out, replaced ones too, and stops the
-// background probes.
+// Stop ends what Start started, logs every vCenter session out, replaced
+// ones too, and stops the background probes.
 func (c *Cloud) Stop(ctx context.Context) {
-	c.discovery.Close()
-	c.stopOnce.Do(func() { close(c.stopping) })
-	defer c.retiring.Wait()
 	c.mu.Lock()
 	cancel := c.cancelWorkers
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
-	c.workers.Wait() // they take c.mu
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.watcher != nil {
-		c.watcher.close()
-		c.watcher = nil
-	}
-	for name, b := range c.backends {
-		if err := b.Backend.Close(ctx); err != nil {
-			klog.FromContext(ctx).Info("Closing vCenter session failed", "vcenter", name, "err", err)
-		}
-	}
+	c.workers.Wait()
+	c.fleet.close(ctx)
 }
+
+// RequestReload asks for the config file and every vCenter's credentials
+// to be read again (fleet.RequestReload).
+func (c *Cloud) RequestReload() { c.fleet.RequestReload() }
+
+// Reload re-reads the config file and every vCenter's credentials now
+// (fleet.Reload); it reports whether the history is recorded.
+func (c *Cloud) Reload(ctx context.Context) bool { return c.fleet.Reload(ctx) }
+
+// VCenterStatuses lists every configured vCenter's status, in the config's
+// order, from memory only.
+func (c *Cloud) VCenterStatuses() []VCenterStatus { return c.fleet.vcenterStatuses() }
+
+// Settle prepares a started provider for one lookup as the running CCM
+// would make it (fleet.settle); it reports whether the record of the
+// vCenters served could be read.
+func (c *Cloud) Settle(ctx context.Context) bool { return c.fleet.settle(ctx) }
 
 // LoadBalancer implements cloudprovider.Interface: not supported.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
@@ -293,7 +236,7 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, 
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
 
 // InstancesV2 implements cloudprovider.Interface.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.instances, true }
 
 // Zones implements cloudprovider.Interface: InstanceMetadata carries zones.
 func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }

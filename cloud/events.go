@@ -3,7 +3,10 @@ package cloud
 // The Events this provider records, and the one way it records them.
 
 import (
-	v1 "k8s.io/api/core/v1"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 )
 
 // Event reasons this provider records on Nodes.
@@ -28,8 +31,19 @@ const (
 	ReasonCredentialsRotated = "CredentialsRotated"
 )
 
-func (c *Cloud) event(obj *v1.ObjectReference, eventType, reason, msg string) {
-	if c.recorder != nil && obj != nil {
-		c.recorder.Event(obj, eventType, reason, msg)
+// eventLog records this provider's Events on Nodes, Secrets and its own
+// object. It records nothing until Start binds it to the cluster's Event
+// sink, nor ever for a read-only provider (diagnose), whose Start does not.
+type eventLog struct {
+	recorder atomic.Pointer[record.EventRecorder]
+}
+
+// bind makes r record every Event from now on.
+func (l *eventLog) bind(r record.EventRecorder) { l.recorder.Store(&r) }
+
+// record records an Event about obj (a Node, or a reference).
+func (l *eventLog) record(obj runtime.Object, eventType, reason, msg string) {
+	if r := l.recorder.Load(); r != nil {
+		(*r).Event(obj, eventType, reason, msg)
 	}
 }

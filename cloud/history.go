@@ -261,15 +261,46 @@ func (r vcenterRecord) identity() discovery.Identity {
 	return discovery.Identity{Server: discovery.ServerKey(r.Server, port), InstanceUUID: r.InstanceUUID}
 }
 
-// historyStore reads and writes the record in a ConfigMap.
-type historyStore struct {
+// historyStore keeps the record of the vCenters served.
+type historyStore interface {
+	// record folds current into the record kept and returns it (see
+	// configMapHistory.record); saved is false when what it returns is
+	// not kept (yet).
+	record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time) (h *configHistory, saved bool, err error)
+	// writes tells whether record writes: a store that does not has
+	// nothing unsaved to wait for.
+	writes() bool
+	// String names where the record is kept.
+	String() string
+}
+
+// memoryHistory keeps the record in the process only (no cluster): what
+// the process knows is all there is.
+type memoryHistory struct{}
+
+func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, _ []serving, _ time.Duration, _ time.Time) (*configHistory, bool, error) {
+	return mem, false, nil
+}
+
+func (memoryHistory) writes() bool { return false }
+
+func (memoryHistory) String() string { return "memory" }
+
+// configMapHistory reads the record from a ConfigMap, and writes it back
+// unless write is false (a read-only provider's view).
+type configMapHistory struct {
 	client kubernetes.Interface
 	object types.NamespacedName
+	write  bool
 }
+
+func (s configMapHistory) writes() bool { return s.write }
+
+func (s configMapHistory) String() string { return "configmap " + s.object.String() }
 
 // load returns the record and the ConfigMap holding it (nil when there is
 // none yet: an empty record).
-func (s historyStore) load(ctx context.Context) (*configHistory, *v1.ConfigMap, error) {
+func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigMap, error) {
 	cm, err := s.client.CoreV1().ConfigMaps(s.object.Namespace).Get(ctx, s.object.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return &configHistory{}, nil, nil
@@ -286,7 +317,7 @@ func (s historyStore) load(ctx context.Context) (*configHistory, *v1.ConfigMap, 
 	return h, cm, nil
 }
 
-func (s historyStore) save(ctx context.Context, cm *v1.ConfigMap, h *configHistory) error {
+func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configHistory) error {
 	data, err := json.MarshalIndent(h, "", "  ")
 	if err != nil {
 		return err
@@ -318,9 +349,9 @@ func (s historyStore) save(ctx context.Context, cm *v1.ConfigMap, h *configHisto
 // again). mem is what this process knows; unsaved says it holds what the
 // store may lack (an edit applied, a write that failed), and is then
 // merged into what is read. saved is false when the result could not be
-// written: the caller keeps it and merges it again next time. With write
-// false nothing is written (a read-only provider's view).
-func (s historyStore) record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time, write bool) (h *configHistory, saved bool, err error) {
+// written: the caller keeps it and merges it again next time. Without
+// s.write nothing is written (a read-only provider's view).
+func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time) (h *configHistory, saved bool, err error) {
 	const op = "cloud.history.record"
 	var lastErr error
 	for range 3 {
@@ -333,7 +364,7 @@ func (s historyStore) record(ctx context.Context, mem *configHistory, unsaved bo
 			h.merge(mem)
 		}
 		h.update(current, now, retention)
-		if !write {
+		if !s.write {
 			return h, false, nil
 		}
 		// Unchanged from what was read (not from what was merged): stored.

@@ -24,41 +24,53 @@ func nodeKeys(node *v1.Node) discovery.NodeKeys {
 	}
 }
 
-// locate finds node's VM by its strongest key.
-func (c *Cloud) locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
-	res, err := c.discovery.Locate(ctx, nodeKeys(node))
+// instances is cloudprovider.InstancesV2: it asks the fleet's Discoverer,
+// under the fleet's current config, and maps the answer. It writes no
+// Node: where a lookup found a Node's VM goes to located, and the nodes
+// owner writes the labels that follow.
+type instances struct {
+	fleet  *fleet
+	events *eventLog
+	// nodeLabels are CPI's --node-labels; skipNodeDeletion its
+	// SKIP_NODE_DELETION switch (Options).
+	nodeLabels       map[string]string
+	skipNodeDeletion bool
+	located          func(node *v1.Node, location map[string]string)
+}
+
+// Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
+// InstanceShutdown do (their first step), for `diagnose`.
+func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
+	res, err := in.fleet.discovery.Locate(ctx, nodeKeys(node))
 	if err != nil {
-		c.recordLookupError(node, err)
+		in.recordLookupError(node, err)
 	}
 	return res, err
 }
 
-func (c *Cloud) recordLookupError(node *v1.Node, err error) {
-	if c.recorder == nil {
-		return
-	}
+func (in *instances) recordLookupError(node *v1.Node, err error) {
 	var dup *discovery.DuplicateError
 	if errors.As(err, &dup) {
-		c.recorder.Event(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error())
+		in.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error())
 		return
 	}
 	// Vcenters that could not answer, a VM outside the configured
 	// datacenters or last seen in a removed vCenter: the Node is kept and
 	// the Event says why.
-	c.recorder.Event(node, v1.EventTypeWarning, ReasonLookupFailed, err.Error())
+	in.events.record(node, v1.EventTypeWarning, ReasonLookupFailed, err.Error())
 }
 
 // InstanceExists implements cloudprovider.InstancesV2. It answers false only
 // when discovery concludes absence: every vCenter that could hold the VM
 // answered that it does not, with every guard applied (discovery.Exists).
-func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
-	res, err := c.discovery.Exists(ctx, nodeKeys(node))
-	if err == nil && res == nil && c.opts.SkipNodeDeletion {
+	res, err := in.fleet.discovery.Exists(ctx, nodeKeys(node))
+	if err == nil && res == nil && in.skipNodeDeletion {
 		err = errSkipNodeDeletion
 	}
 	if err != nil {
-		c.recordLookupError(node, err)
+		in.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	return res != nil, nil
@@ -89,9 +101,9 @@ func locationLabels(res *discovery.Result) map[string]string {
 
 // InstanceShutdown implements cloudprovider.InstancesV2: true for a VM
 // found in any power state but poweredOn (suspended too), as CPI answers.
-func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
-	res, err := c.locate(ctx, node)
+	res, err := in.Locate(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -99,10 +111,10 @@ func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, erro
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2.
-func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	const op = "cloud.InstanceMetadata"
-	cfg := c.cfg.Load() // one config for the whole answer, even if a reload lands meanwhile
-	res, err := c.locate(ctx, node)
+	cfg := in.fleet.config() // one config for the whole answer, even if a reload lands meanwhile
+	res, err := in.Locate(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -119,11 +131,9 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := vmAddresses(vm, families, cfg.Nodes)
+	addrs, err := nodeAddresses(vm, families, cfg.Nodes)
 	if err != nil {
-		if c.recorder != nil {
-			c.recorder.Event(node, v1.EventTypeWarning, ReasonNoNodeAddress, err.Error())
-		}
+		in.events.record(node, v1.EventTypeWarning, ReasonNoNodeAddress, err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	location := locationLabels(res)
@@ -133,17 +143,17 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
 	}
-	for k, v := range c.opts.NodeLabels {
+	for k, v := range in.nodeLabels {
 		meta.AdditionalLabels[k] = v
 	}
 	for k, v := range location {
 		meta.AdditionalLabels[k] = v
 	}
-	meta.Zone, meta.Region, err = c.topology(ctx, node, res, cfg.Labels)
+	meta.Zone, meta.Region, err = in.topology(ctx, node, res, cfg.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	c.backfillLabels(ctx, node, location)
+	in.located(node, location)
 	return meta, nil
 }
 
@@ -151,31 +161,25 @@ func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprov
 // As CPI, only when both are configured (else both are empty; the config
 // notice says so); a category without a tag on the VM's chains is an
 // error, so the Node stays tainted rather than join without its zone.
-func (c *Cloud) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
+func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
 	if labels.Zone == "" || labels.Region == "" {
 		return "", "", nil
 	}
 	cats := []string{labels.Zone, labels.Region}
-	tags, err := c.discovery.Tags(ctx, res, cats)
+	tags, err := in.fleet.discovery.Tags(ctx, res, cats)
 	if err != nil {
 		return "", "", err
 	}
 	var missing []string
-	if labels.Zone != "" {
-		if zone = tags[labels.Zone]; zone == "" {
-			missing = append(missing, fmt.Sprintf("zone (category %q)", labels.Zone))
-		}
+	if zone = tags[labels.Zone]; zone == "" {
+		missing = append(missing, fmt.Sprintf("zone (category %q)", labels.Zone))
 	}
-	if labels.Region != "" {
-		if region = tags[labels.Region]; region == "" {
-			missing = append(missing, fmt.Sprintf("region (category %q)", labels.Region))
-		}
+	if region = tags[labels.Region]; region == "" {
+		missing = append(missing, fmt.Sprintf("region (category %q)", labels.Region))
 	}
 	if len(missing) > 0 {
 		err := &ZoneTagError{VM: res.String(), Missing: missing}
-		if c.recorder != nil {
-			c.recorder.Event(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error())
-		}
+		in.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error())
 		return "", "", err
 	}
 	return zone, region, nil

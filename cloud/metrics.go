@@ -180,11 +180,6 @@ func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) { m.invent
 // setInventorySource tells the inventory metrics where to read from.
 func (m *Metrics) setInventorySource(f func() []vcenterInventory) { m.inventory.source.Store(&f) }
 
-// ConfigReloads is the config_reload_total counter for result.
-func (m *Metrics) ConfigReloads(result string) metrics.CounterMetric {
-	return m.configReloads.WithLabelValues(result)
-}
-
 // Call implements discovery.Observer.
 func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {
 	m.requestDuration.WithLabelValues(vcenter, operation).Observe(d.Seconds())

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
@@ -23,60 +23,39 @@ import (
 // backoff (up to 1000 s) or at its kubelet's next status report.
 const AnnotationLookupRetry = "vsphere-federated-ccm.io/lookup-retry"
 
-// watchNodes runs what this provider does to Nodes on its own, from one
-// Node informer, polling every RecoveryPoll:
-//   - when a vCenter comes back (known down or behind an open breaker,
-//     then healthy), it touches every Node still carrying the
-//     uninitialized taint so it is looked up again at once;
-//   - when discovery reports a BIOS UUID newly held in several vCenters,
-//     it records a DuplicateVMUUID Event on each Node of that UUID.
-func (c *Cloud) watchNodes(ctx context.Context) {
-	factory := informers.NewSharedInformerFactory(c.client, 0)
-	nodes := factory.Core().V1().Nodes()
-	lister := nodes.Lister()
-	nodes.Informer() // registered before Start
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-
-	healthy := map[string]bool{}
-	tick := time.NewTicker(c.opts.RecoveryPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+// requeueOnRecovery touches every Node still carrying the uninitialized
+// taint when a vCenter comes back (known down or behind an open breaker,
+// then healthy), so it is looked up again at once. healthy is each
+// vCenter's health at the previous poll.
+func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, healthy map[string]bool) {
+	var back []string
+	for _, h := range n.discovery.Health() {
+		was, seen := healthy[h.Name]
+		healthy[h.Name] = h.Healthy()
+		if seen && !was && h.Healthy() {
+			back = append(back, h.Name)
 		}
-		c.reportDuplicates(lister)
-		var back []string
-		for _, h := range c.discovery.Health() {
-			was, seen := healthy[h.Name]
-			healthy[h.Name] = h.Healthy()
-			if seen && !was && h.Healthy() {
-				back = append(back, h.Name)
-			}
-		}
-		if len(back) == 0 {
-			continue
-		}
-		all, err := lister.List(labels.Everything())
-		if err != nil {
-			continue
-		}
-		log := klog.FromContext(ctx).WithValues("vcenters", back)
-		touched := 0
-		for _, n := range all {
-			if !uninitialized(n) {
-				continue
-			}
-			if err := c.touch(ctx, n.Name); err != nil {
-				log.Error(err, "Re-queueing an uninitialized Node failed; the controller retries it with backoff", "node", n.Name)
-				continue
-			}
-			touched++
-		}
-		log.Info("vCenters back: uninitialized Nodes re-queued", "nodes", touched)
 	}
+	if len(back) == 0 {
+		return
+	}
+	all, err := lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	log := klog.FromContext(ctx).WithValues("vcenters", back)
+	touched := 0
+	for _, node := range all {
+		if !uninitialized(node) {
+			continue
+		}
+		if err := touch(ctx, client, node.Name); err != nil {
+			log.Error(err, "Re-queueing an uninitialized Node failed; the controller retries it with backoff", "node", node.Name)
+			continue
+		}
+		touched++
+	}
+	log.Info("vCenters back: uninitialized Nodes re-queued", "nodes", touched)
 }
 
 func uninitialized(n *v1.Node) bool {
@@ -89,42 +68,42 @@ func uninitialized(n *v1.Node) bool {
 }
 
 // touch sets AnnotationLookupRetry on a Node.
-func (c *Cloud) touch(ctx context.Context, name string) error {
+func touch(ctx context.Context, client kubernetes.Interface, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationLookupRetry, time.Now().UTC().Format(time.RFC3339Nano))
-	_, err := c.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
 
 // noteDuplicate is discovery's OnDuplicate: reported at the next poll.
-func (c *Cloud) noteDuplicate(uuid string, vcenters []string) {
+func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
 	klog.Background().Info("A BIOS UUID is held by VMs in several vCenters; lookups of its Nodes fail until one is changed", "uuid", uuid, "vcenters", vcenters)
-	c.dupMu.Lock()
-	defer c.dupMu.Unlock()
-	if c.pendingDuplicates == nil {
-		c.pendingDuplicates = map[string][]string{}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pendingDuplicates == nil {
+		n.pendingDuplicates = map[string][]string{}
 	}
-	c.pendingDuplicates[uuid] = vcenters
+	n.pendingDuplicates[uuid] = vcenters
 }
 
 // reportDuplicates records an Event on every Node of each UUID noted.
-func (c *Cloud) reportDuplicates(lister corelisters.NodeLister) {
-	c.dupMu.Lock()
-	pending := c.pendingDuplicates
-	c.pendingDuplicates = nil
-	c.dupMu.Unlock()
-	if len(pending) == 0 || c.recorder == nil {
+func (n *nodes) reportDuplicates(lister corelisters.NodeLister) {
+	n.mu.Lock()
+	pending := n.pendingDuplicates
+	n.pendingDuplicates = nil
+	n.mu.Unlock()
+	if len(pending) == 0 {
 		return
 	}
 	all, err := lister.List(labels.Everything())
 	if err != nil {
 		return
 	}
-	for _, n := range all {
-		for _, u := range nodeUUIDs(n) {
+	for _, node := range all {
+		for _, u := range nodeUUIDs(node) {
 			if vcs, ok := pending[u]; ok {
-				c.recorder.Event(n, v1.EventTypeWarning, ReasonDuplicateUUID,
+				n.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID,
 					fmt.Sprintf("BIOS UUID %s is held by VMs in vcenters %v; the Node is not served until one is changed", u, vcs))
 				break
 			}

@@ -1,8 +1,9 @@
 package cloud
 
 // The registry of backends: one per configured vCenter, kept while its
-// connection settings are unchanged, replaced (and the old one retired)
-// when they change.
+// connection settings are unchanged, replaced (and the old one closed)
+// when they change. ("Retired" is a vCenter that left the config: see
+// history.go.)
 
 import (
 	"context"
@@ -38,14 +39,14 @@ type connectionKey struct {
 // applyLocked makes cfg current: a backend per vCenter (kept when its
 // connection settings are unchanged), handed to discovery; backends of
 // removed or changed vCenters are closed once lookups in flight are done.
-func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
+func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 	vcs := make([]discovery.Target, 0, len(cfg.VCenters))
 	next := make(map[string]*builtBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
-		key := c.connectionKey(cfg, vc)
-		b, ok := c.backends[vc.Name]
+		key := f.connectionKey(cfg, vc)
+		b, ok := f.backends[vc.Name]
 		if !ok || b.key != key {
-			b = &builtBackend{Backend: c.opts.NewBackend(vc, c.credentialSource(cfg, vc)), key: key}
+			b = &builtBackend{Backend: f.opts.NewBackend(vc, f.credentialSource(cfg, vc)), key: key}
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
@@ -53,32 +54,32 @@ func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
 	}
-	old := c.cfg.Load()
+	old := f.cfg.Load()
 	// What leaves the config is retired before discovery stops asking it.
-	if c.history.update(servingOf(cfg, next), time.Now(), cfg.RetiredRetention) {
-		c.historyUnsaved = true
+	if f.history.update(servingOf(cfg, next), time.Now(), cfg.RetiredRetention) {
+		f.historyUnsaved = true
 	}
-	c.publishHistoryLocked()
-	c.cfg.Store(cfg)
-	c.discovery.SetVCenters(vcs)
-	c.reportNoticesLocked(cfg)
+	f.publishHistoryLocked()
+	f.cfg.Store(cfg)
+	f.discovery.SetVCenters(vcs)
+	f.reportNoticesLocked(cfg)
 	// Lookups in flight run under the deadlines of the config they began
 	// with: the old one's count too.
 	var grace time.Duration
 	for _, vc := range append(slices.Clone(cfg.VCenters), old.VCenters...) {
 		grace = max(grace, vc.RequestTimeout)
 	}
-	for name, old := range c.backends {
+	for name, old := range f.backends {
 		if next[name] != old {
-			c.retireLater(ctx, name, old, 2*grace+time.Second, grace)
+			f.closeLaterLocked(ctx, name, old, 2*grace+time.Second, grace)
 		}
 	}
-	c.backends = next
-	if c.watcher != nil {
-		c.watcher.setSecretsDirectory(cfg.SecretsDirectory)
+	f.backends = next
+	if f.watcher != nil {
+		f.watcher.setSecretsDirectory(cfg.SecretsDirectory)
 	}
-	if c.secrets != nil {
-		c.secrets.Watch(secretRefs(cfg))
+	if f.secrets != nil {
+		f.secrets.Watch(secretRefs(cfg))
 	}
 }
 
@@ -101,15 +102,15 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 // written. Its memory dies with it: a vCenter added and removed while
 // every write failed would be forgotten by a restart, and the Nodes of
 // its VMs taken for gone, had any been deleted meanwhile.
-func (c *Cloud) publishHistoryLocked() {
-	h := c.history.forDiscovery()
+func (f *fleet) publishHistoryLocked() {
+	h := f.history.forDiscovery()
 	switch {
-	case !c.historyKnown:
-		h.Known, h.Why = false, c.historyWhy
-	case c.historyUnsaved && c.client != nil && !c.opts.ReadOnly:
-		h.Known, h.Why = false, "what this process learned of the vCenters served is not written to configmap "+c.opts.HistoryObject.String()+" yet"
+	case !f.historyKnown:
+		h.Known, h.Why = false, f.historyWhy
+	case f.historyUnsaved && f.store.writes():
+		h.Known, h.Why = false, "what this process learned of the vCenters served is not written to "+f.store.String()+" yet"
 	}
-	c.discovery.SetHistory(h)
+	f.discovery.SetHistory(h)
 }
 
 // secretRefs are the Secrets cfg names.
@@ -123,49 +124,40 @@ func secretRefs(cfg *config.Config) []credentials.SecretRef {
 	return out
 }
 
-// WatchedSecrets lists the Secrets whose informers run.
-func (c *Cloud) WatchedSecrets() []credentials.SecretRef {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.secrets == nil {
-		return nil
-	}
-	return c.secrets.Watching()
-}
-
-// retireLater logs a replaced backend out once lookups that started with
-// it have had their deadline, or at once when the provider stops; Stop
-// waits for it. It outlives ctx (the reload that replaced b), keeping its
-// values. The caller holds c.mu.
-func (c *Cloud) retireLater(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
+// closeLaterLocked logs a replaced backend out once lookups that started
+// with it have had their deadline, or at once when the provider stops;
+// close waits for it. It outlives ctx (the reload that replaced b),
+// keeping its values. The caller holds f.mu, so that close, which closes
+// stopping before taking it, never waits while a goroutine is added.
+func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
 	closeIt := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		if err := b.Close(ctx); err != nil {
-			klog.FromContext(ctx).Info("Closing a retired vCenter session failed", "vcenter", name, "err", err)
+			klog.FromContext(ctx).Info("Closing a replaced vCenter session failed", "vcenter", name, "err", err)
 		}
 	}
 	select {
-	case <-c.stopping: // Stop may be waiting already: no new goroutine
+	case <-f.stopping: // Stop may be waiting already: no new goroutine
 		closeIt()
 		return
 	default:
 	}
-	c.retiring.Go(func() {
+	f.closing.Go(func() {
 		t := time.NewTimer(after)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-c.stopping:
+		case <-f.stopping:
 		}
 		closeIt()
 	})
 }
 
-func (c *Cloud) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
+func (f *fleet) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
 	return connectionKey{
 		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: vc.Thumbprint,
-		roundTrips: vc.RoundTripCount, credentials: credentialsKey(c.credentialSource(cfg, vc)), inventory: vc.Inventory,
+		roundTrips: vc.RoundTripCount, credentials: credentialsKey(f.credentialSource(cfg, vc)), inventory: vc.Inventory,
 	}
 }
 
@@ -189,15 +181,15 @@ func credentialsKey(src credentials.Source) string {
 
 // credentialSource is vc's chain of credentials (credentials.ForVCenter),
 // built for each backend: it remembers what that vCenter refused.
-func (c *Cloud) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
-	return credentials.ForVCenter(cfg, vc, c.secrets)
+func (f *fleet) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
+	return credentials.ForVCenter(cfg, vc, f.secrets)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go
 // to: its Secret when it has one, else the config's event object.
-func (c *Cloud) credentialsObject(vc config.VCenter) *v1.ObjectReference {
+func (f *fleet) credentialsObject(vc config.VCenter) *v1.ObjectReference {
 	if vc.CredentialsFrom == config.FromSecret {
 		return &v1.ObjectReference{Kind: "Secret", APIVersion: "v1", Namespace: vc.SecretNamespace, Name: vc.SecretName}
 	}
-	return c.opts.EventObject
+	return f.opts.EventObject
 }

@@ -17,9 +17,9 @@ import (
 // be read again. Requests coalesce; one worker applies them in order, so
 // the config file, the Secrets and the secrets directory all enter through
 // this one path.
-func (c *Cloud) RequestReload() {
+func (f *fleet) RequestReload() {
 	select {
-	case c.reloads <- struct{}{}:
+	case f.reloads <- struct{}{}:
 	default:
 	}
 }
@@ -28,17 +28,17 @@ func (c *Cloud) RequestReload() {
 // API server cannot be read or written.
 const historyRetry = 5 * time.Second
 
-func (c *Cloud) reloadLoop(ctx context.Context) {
+func (f *fleet) reloadLoop(ctx context.Context) {
 	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.reloads:
+		case <-f.reloads:
 		case <-retry:
 		}
 		retry = nil
-		if !c.Reload(ctx) {
+		if !f.Reload(ctx) {
 			retry = time.After(historyRetry)
 		}
 	}
@@ -49,20 +49,20 @@ func (c *Cloud) reloadLoop(ctx context.Context) {
 // configHistory), then refreshes every vCenter's credentials. An invalid
 // file leaves the last good config serving. It reports whether the
 // history is recorded (false: try again later).
-func (c *Cloud) Reload(ctx context.Context) bool {
+func (f *fleet) Reload(ctx context.Context) bool {
 	log := klog.FromContext(ctx)
-	if path := c.opts.ConfigPath; path != "" {
-		if err, fresh := c.reloadConfig(ctx, path); err != nil {
+	if path := f.opts.ConfigPath; path != "" {
+		if fresh, err := f.reloadConfig(ctx, path); err != nil {
 			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
-			c.observeReload("error")
+			f.observeReload("error")
 			if fresh {
-				c.event(c.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
+				f.events.record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
 					fmt.Sprintf("%s rejected, the last good config keeps serving: %v", path, err))
 			}
 		}
 	}
-	recorded := c.recordHistory(ctx)
-	c.refreshCredentials(ctx)
+	recorded := f.recordHistory(ctx)
+	f.refreshCredentials(ctx)
 	return recorded
 }
 
@@ -71,71 +71,68 @@ func (c *Cloud) Reload(ctx context.Context) bool {
 // the result to discovery. It reports false when the record could not be
 // read or written (try again later); the history in memory only grows
 // meanwhile.
-func (c *Cloud) recordHistory(ctx context.Context) bool {
-	if c.client == nil {
-		return true
-	}
-	c.mu.Lock()
-	cfg := c.cfg.Load()
-	mem, unsaved, current := c.history.clone(), c.historyUnsaved, servingOf(cfg, c.backends)
-	c.mu.Unlock()
+func (f *fleet) recordHistory(ctx context.Context) bool {
+	f.mu.Lock()
+	cfg, store := f.cfg.Load(), f.store
+	mem, unsaved, current := f.history.clone(), f.historyUnsaved, servingOf(cfg, f.backends)
+	f.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, config.DefaultRequestTimeout)
 	defer cancel()
-	store := historyStore{client: c.client, object: c.opts.HistoryObject}
-	h, saved, err := store.record(rctx, mem, unsaved, current, cfg.RetiredRetention, time.Now(), !c.opts.ReadOnly)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	h, saved, err := store.record(rctx, mem, unsaved, current, cfg.RetiredRetention, time.Now())
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "The vCenters served before are not known; until they are, no VM is reported deleted")
-		if !c.historyKnown {
-			c.historyWhy = err.Error()
-			c.publishHistoryLocked()
+		if !f.historyKnown {
+			f.historyWhy = err.Error()
+			f.publishHistoryLocked()
 		}
 		return false
 	}
-	if c.cfg.Load() != cfg {
+	if f.cfg.Load() != cfg {
 		// A newer config was applied meanwhile: it is in memory, and its
 		// own reload records it.
 		return true
 	}
-	c.history, c.historyUnsaved, c.historyKnown = h, !saved, true
-	c.publishHistoryLocked()
-	return saved || c.opts.ReadOnly
+	f.history, f.historyUnsaved, f.historyKnown = h, !saved, true
+	f.publishHistoryLocked()
+	// A store that writes nothing has nothing to retry.
+	return saved || !store.writes()
 }
 
 // reloadConfig applies the file at path unless its content is the one
 // applied last. A rejected file is validated again at every call:
 // validation reads outside state (a caFile may appear after its
 // ConfigMap). fresh tells whether the rejection is news, to report once.
-func (c *Cloud) reloadConfig(ctx context.Context, path string) (err error, fresh bool) {
+func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err error) {
 	// Read under the lock: a read that lost the race to a newer one must
 	// not be applied after it.
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err, true
+		return true, err
 	}
 	sum := sha256.Sum256(data)
-	if sum == c.applied {
-		c.rejected.sum = [32]byte{}
-		return nil, false
+	if sum == f.applied {
+		f.rejected.sum = [32]byte{}
+		return false, nil
 	}
-	cfg, err := config.ParseIn(data, c.opts.ConfigEnv)
+	cfg, err := config.ParseIn(data, f.opts.ConfigEnv)
 	if err != nil {
-		fresh = sum != c.rejected.sum || err.Error() != c.rejected.err
-		c.rejected.sum, c.rejected.err = sum, err.Error()
-		return err, fresh
+		fresh = sum != f.rejected.sum || err.Error() != f.rejected.err
+		f.rejected.sum, f.rejected.err = sum, err.Error()
+		return fresh, err
 	}
-	c.applied = sum
-	c.rejected.sum = [32]byte{}
-	old := c.cfg.Load()
-	c.applyLocked(ctx, cfg)
-	c.observeReload("success")
+	f.applied = sum
+	f.rejected.sum = [32]byte{}
+	old := f.cfg.Load()
+	f.applyLocked(ctx, cfg)
+	f.observeReload("success")
 	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
-	c.event(c.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
-	return nil, false
+	f.events.record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
+	return false, nil
 }
 
 // describeChange names the vCenters added, removed or changed.
@@ -161,27 +158,25 @@ func describeChange(old, cur *config.Config) string {
 	return fmt.Sprintf("vCenters added %v, removed %v, changed %v", added, removed, changed)
 }
 
-func (c *Cloud) observeReload(result string) {
-	if c.opts.Metrics != nil {
-		c.opts.Metrics.configReloads.WithLabelValues(result).Inc()
-	}
+func (f *fleet) observeReload(result string) {
+	f.opts.Metrics.configReloads.WithLabelValues(result).Inc()
 }
 
 // reportNoticesLocked logs, once per applied config, the keys that have no
 // effect (or not the one they seem to have) and the environment's
 // overrides; each unknown key is also an Event, naming it by path, so a
 // typo is seen where kubectl shows the config's fate.
-func (c *Cloud) reportNoticesLocked(cfg *config.Config) {
-	if c.noticed == cfg {
+func (f *fleet) reportNoticesLocked(cfg *config.Config) {
+	if f.noticed == cfg {
 		return
 	}
-	c.noticed = cfg
-	log := klog.Background().WithValues("path", c.opts.ConfigPath)
+	f.noticed = cfg
+	log := klog.Background().WithValues("path", f.opts.ConfigPath)
 	for _, n := range cfg.Notices {
 		switch n.Kind {
 		case config.NoticeUnknown:
 			log.Info("Config key ignored: neither CPI nor this CCM reads it", "key", n.Path, "line", n.Line, "reason", n.Reason)
-			c.event(c.opts.EventObject, v1.EventTypeWarning, ReasonConfigUnknownKey, n.String())
+			f.events.record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigUnknownKey, n.String())
 		default:
 			log.Info("Config notice", "kind", n.Kind.String(), "key", n.Path, "line", n.Line, "reason", n.Reason)
 		}

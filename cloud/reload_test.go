@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
@@ -55,14 +54,14 @@ func writeAtomically(t *testing.T, path, content string) {
 	}
 }
 
-func startFromFile(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics) {
+func startFromFile(t *testing.T, path string) *cloud.Cloud {
 	t.Helper()
-	c, m, _ := startFromFileRegistered(t, path)
-	return c, m
+	c, _ := startFromFileRegistered(t, path)
+	return c
 }
 
 // startFromFileRegistered also returns the registry holding the metrics.
-func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Metrics, metrics.KubeRegistry) {
+func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, metrics.KubeRegistry) {
 	t.Helper()
 	m := cloud.NewMetrics(cloud.BuildInfo{Version: "v9.9.9-test", Commit: "abc123", GoVersion: "go-test"})
 	// component-base metrics only count once registered.
@@ -79,14 +78,14 @@ func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, *cloud.Me
 	ghost := kubeletNode("warm-up", "56ffffff-ffff-ffff-8fff-ffffffffffff")
 	eventually(t, "every vCenter to be connected", func() bool {
 		_, _ = c.InstanceExists(t.Context(), ghost)
-		for _, h := range c.Health() {
-			if h.Reachability.State != backends.ConnUp {
+		for _, st := range c.VCenterStatuses() {
+			if st.Reachability != backends.ConnUp.String() {
 				return false
 			}
 		}
 		return true
 	})
-	return c, m, reg
+	return c, reg
 }
 
 // eventually polls cond every 50ms for up to 10s.
@@ -109,7 +108,7 @@ func TestConfigEditsApplyInPlace(t *testing.T) {
 	t.Cleanup(fed.Close)
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1", "vc2"}, nil))
-	c, m := startFromFile(t, path)
+	c, reg := startFromFileRegistered(t, path)
 	ctx := t.Context()
 	inVC3 := fed.VCenter("vc3").VMs[0]
 	inVC2 := fed.VCenter("vc2").VMs[1]
@@ -129,7 +128,7 @@ func TestConfigEditsApplyInPlace(t *testing.T) {
 	// An invalid edit is rejected and the last good config keeps serving.
 	writeAtomically(t, path, "vcenter:\n  broken:\n    port: seventy\n")
 	eventually(t, "the invalid edit to be rejected", func() bool {
-		v, _ := testutil.GetCounterMetricValue(m.ConfigReloads("error"))
+		v, _ := seriesValue(t, reg, "cloudprovider_vsphere_config_reload_total", "result", "error", true)
 		return v == 1
 	})
 	if _, err := c.InstanceMetadata(ctx, nodeVC3); err != nil {
@@ -155,7 +154,7 @@ func TestConfigEditsApplyInPlace(t *testing.T) {
 	if ok, err := c.InstanceExists(ctx, labelled); err == nil {
 		t.Fatalf("labelled Node of a removed vCenter: InstanceExists = %v, nil; want an error", ok)
 	}
-	if v, _ := testutil.GetCounterMetricValue(m.ConfigReloads("success")); v != 2 {
+	if v, _ := seriesValue(t, reg, "cloudprovider_vsphere_config_reload_total", "result", "success", true); v != 2 {
 		t.Fatalf("config_reload_total{result=success} = %v, want 2", v)
 	}
 }
@@ -168,7 +167,7 @@ func TestDatacenterAddedByEdit(t *testing.T) {
 	t.Cleanup(fed.Close)
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, map[string]string{"vc1": "[DC0]"}))
-	c, _ := startFromFile(t, path)
+	c := startFromFile(t, path)
 	ctx := t.Context()
 	var inDC1 *vcsim.VM
 	for _, vm := range fed.VCenters[0].VMs {
@@ -224,7 +223,7 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 	if err := os.Symlink("..data/vsphere.conf", filepath.Join(dir, "vsphere.conf")); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := startFromFile(t, filepath.Join(dir, "vsphere.conf"))
+	c := startFromFile(t, filepath.Join(dir, "vsphere.conf"))
 	vm := fed.VCenter("vc2").VMs[0]
 	node := kubeletNode(vm.Name, vm.SystemUUID())
 	version("..v2", fileConfig(fed, []string{"vc1", "vc2"}, nil))
@@ -244,7 +243,7 @@ func TestInventoryMetrics(t *testing.T) {
 	t.Cleanup(fed.Close)
 	path := filepath.Join(t.TempDir(), "vsphere.conf")
 	writeAtomically(t, path, fileConfig(fed, []string{"vc1"}, nil))
-	_, _, reg := startFromFileRegistered(t, path)
+	_, reg := startFromFileRegistered(t, path)
 	gauge := func(name, vcenter string) (float64, bool) { return vcenterMetric(t, reg, name, vcenter, false) }
 	counter := func(name, vcenter string) (float64, bool) { return vcenterMetric(t, reg, name, vcenter, true) }
 	want := float64(len(fed.VCenter("vc1").VMs))
@@ -279,6 +278,13 @@ func TestInventoryMetrics(t *testing.T) {
 // vcenter, and whether there is one.
 func vcenterMetric(t *testing.T, reg metrics.KubeRegistry, name, vcenter string, counter bool) (float64, bool) {
 	t.Helper()
+	return seriesValue(t, reg, name, "vcenter", vcenter, counter)
+}
+
+// seriesValue is the value of the series of metric name whose label is
+// value, as reg serves it, and whether there is one.
+func seriesValue(t *testing.T, reg metrics.KubeRegistry, name, label, value string, counter bool) (float64, bool) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +295,7 @@ func vcenterMetric(t *testing.T, reg metrics.KubeRegistry, name, vcenter string,
 		}
 		for _, mm := range mf.GetMetric() {
 			for _, l := range mm.GetLabel() {
-				if l.GetName() == "vcenter" && l.GetValue() == vcenter {
+				if l.GetName() == label && l.GetValue() == value {
 					if counter {
 						return mm.GetCounter().GetValue(), true
 					}
@@ -316,7 +322,7 @@ func TestInventoryTurnedOffAndOnByEdit(t *testing.T) {
 		t.Fatal("the vc1 section was not found in the config")
 	}
 	writeAtomically(t, path, off)
-	c, _, reg := startFromFileRegistered(t, path)
+	c, reg := startFromFileRegistered(t, path)
 	ctx := t.Context()
 	synced := func(vcenter string) (float64, bool) {
 		return vcenterMetric(t, reg, "cloudprovider_vsphere_inventory_synced", vcenter, false)
@@ -476,11 +482,11 @@ func TestStopLeavesNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Start(fake.NewClientset(), wait.NeverStop)
+	client := fake.NewClientset()
+	watches := countSecretWatches(client)
+	c.Start(client, wait.NeverStop)
 	c.Reload(t.Context())
-	if len(c.WatchedSecrets()) != 1 {
-		t.Fatalf("watching %v, want the config's Secret", c.WatchedSecrets())
-	}
+	eventually(t, "the informer of the config's Secret", func() bool { return watches.open("kube-system/creds") == 1 })
 	running := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

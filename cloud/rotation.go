@@ -1,7 +1,7 @@
 package cloud
 
 // Credential rotation: every vCenter's credentials read again at each
-// reload, a new session logged in before the old one is retired.
+// reload, a new session logged in before the old one is logged out.
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 
 // refreshCredentials lets every vCenter's backend pick up changed
 // credentials, in parallel, each under its request deadline.
-func (c *Cloud) refreshCredentials(ctx context.Context) {
-	cfg := c.cfg.Load()
-	c.mu.Lock()
-	current := make(map[string]*builtBackend, len(c.backends))
-	for name, b := range c.backends {
+func (f *fleet) refreshCredentials(ctx context.Context) {
+	cfg := f.cfg.Load()
+	f.mu.Lock()
+	current := make(map[string]*builtBackend, len(f.backends))
+	for name, b := range f.backends {
 		current[name] = b
 	}
-	c.mu.Unlock()
+	f.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, vc := range cfg.VCenters {
 		b, ok := current[vc.Name]
@@ -42,13 +42,13 @@ func (c *Cloud) refreshCredentials(ctx context.Context) {
 			switch {
 			case err != nil:
 				log.Error(err, "Credentials could not be refreshed; the current session keeps serving")
-				c.observeCredentials(vc.Name, "error")
-				c.event(c.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
+				f.observeCredentials(vc.Name, "error")
+				f.events.record(f.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
 					fmt.Sprintf("vcenter %s: %v; the current session keeps serving", vc.Name, err))
 			case rotated:
 				log.Info("Credentials rotated: new session in use, the old one is logged out")
-				c.observeCredentials(vc.Name, "rotated")
-				c.event(c.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
+				f.observeCredentials(vc.Name, "rotated")
+				f.events.record(f.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
 					fmt.Sprintf("vcenter %s: logged in with the new credentials", vc.Name))
 			}
 		})
@@ -56,8 +56,6 @@ func (c *Cloud) refreshCredentials(ctx context.Context) {
 	wg.Wait()
 }
 
-func (c *Cloud) observeCredentials(vcenter, result string) {
-	if c.opts.Metrics != nil {
-		c.opts.Metrics.credentials.WithLabelValues(vcenter, result).Inc()
-	}
+func (f *fleet) observeCredentials(vcenter, result string) {
+	f.opts.Metrics.credentials.WithLabelValues(vcenter, result).Inc()
 }

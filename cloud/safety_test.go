@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
@@ -346,15 +349,20 @@ func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 	if md.AdditionalLabels[cloud.LabelVCenter] == "" || md.AdditionalLabels[cloud.LabelDatacenter] == "" {
 		t.Fatalf("labels %v: want both location labels", md.AdditionalLabels)
 	}
-	got, err := client.CoreV1().Nodes().Get(ctx, "node-6", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range md.AdditionalLabels {
-		if got.Labels[k] != v {
-			t.Fatalf("initialized Node's labels %v: want %s=%s backfilled", got.Labels, k, v)
+	// Backfilled by the nodes owner, after the lookup.
+	var got *v1.Node
+	eventually(t, "the location labels backfilled on node-6", func() bool {
+		got, err = client.CoreV1().Nodes().Get(ctx, "node-6", metav1.GetOptions{})
+		if err != nil {
+			return false
 		}
-	}
+		for k, v := range md.AdditionalLabels {
+			if got.Labels[k] != v {
+				return false
+			}
+		}
+		return true
+	})
 	md, err = c.InstanceMetadata(ctx, kubeletNode("node-l", uuidB))
 	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] == "" || len(validation.IsValidLabelValue(md.AdditionalLabels[cloud.LabelVCenter])) > 0 {
 		t.Fatalf("long vCenter name: labels %v, %v", md, err)
@@ -421,6 +429,7 @@ func TestConfigEditsMoveWatches(t *testing.T) {
 		}}
 	}
 	client := fake.NewClientset(secretFor("old-creds"), secretFor("new-creds"))
+	watches := countSecretWatches(client)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "vsphere.conf")
 	withSecret := func(name string) string {
@@ -438,14 +447,11 @@ func TestConfigEditsMoveWatches(t *testing.T) {
 	// A lookup reads the credentials through the Secret's informer.
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
 	c.Reload(ctx)
-	for _, src := range []string{"old-creds"} {
-		eventually(t, "the informer of "+src, func() bool { return strings.Contains(fmt.Sprint(c.WatchedSecrets()), src) })
-	}
+	eventually(t, "the informer of old-creds", func() bool { return watches.open("kube-system/old-creds") > 0 })
 	writeAtomically(t, path, withSecret("new-creds"))
 	c.Reload(ctx)
-	if got := fmt.Sprint(c.WatchedSecrets()); strings.Contains(got, "old-creds") {
-		t.Fatalf("after the edit, watching %s: the old Secret's informer still runs", got)
-	}
+	eventually(t, "the informer of new-creds", func() bool { return watches.open("kube-system/new-creds") > 0 })
+	eventually(t, "the old Secret's informer to stop", func() bool { return watches.open("kube-system/old-creds") == 0 })
 
 	// The secrets directory: an edit that names one is watched, so a
 	// rotated file is picked up without a restart.
@@ -460,6 +466,61 @@ func TestConfigEditsMoveWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a change in the new secrets directory to trigger a reload", func() bool { return reloadsSeen(t, client) > before })
+}
+
+// secretWatches counts the watches of each Secret ("namespace/name") open
+// through a fake client: an informer holds one while it runs.
+type secretWatches struct {
+	mu      sync.Mutex
+	counted map[string]int
+}
+
+func (s *secretWatches) open(secret string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counted[secret]
+}
+
+// countSecretWatches serves client's watches of Secrets as its own
+// tracker does, counting those open by the Secret their field selector
+// names.
+func countSecretWatches(client *fake.Clientset) *secretWatches {
+	s := &secretWatches{counted: map[string]int{}}
+	client.PrependWatchReactor("secrets", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		name, _ := a.(k8stesting.WatchAction).GetWatchRestrictions().Fields.RequiresExactMatch("metadata.name")
+		key := a.GetNamespace() + "/" + name
+		s.mu.Lock()
+		s.counted[key]++
+		s.mu.Unlock()
+		var once sync.Once
+		return true, &stoppedWatch{Interface: w, stopped: func() {
+			once.Do(func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.counted[key]--
+			})
+		}}, nil
+	})
+	return s
+}
+
+// stoppedWatch calls stopped when its watcher stops it.
+type stoppedWatch struct {
+	watch.Interface
+	stopped func()
+}
+
+func (w *stoppedWatch) Stop() {
+	w.stopped()
+	w.Interface.Stop()
 }
 
 // reloadsSeen counts the provider's reloads by their reads of its history

@@ -65,17 +65,17 @@ type InventorySummary struct {
 	Updates   uint64 `json:"updates"`
 }
 
-// VCenterStatuses lists every configured vCenter's status, in the
+// vcenterStatuses lists every configured vCenter's status, in the
 // config's order. It reads memory only: never a call to vCenter.
-func (c *Cloud) VCenterStatuses() []VCenterStatus {
-	cfg := c.cfg.Load()
-	health := c.discovery.Health()
-	c.mu.Lock()
-	bs := make(map[string]backends.Backend, len(c.backends))
-	for name, b := range c.backends {
+func (f *fleet) vcenterStatuses() []VCenterStatus {
+	cfg := f.cfg.Load()
+	health := f.discovery.Health()
+	f.mu.Lock()
+	bs := make(map[string]backends.Backend, len(f.backends))
+	for name, b := range f.backends {
 		bs[name] = b.Backend
 	}
-	c.mu.Unlock()
+	f.mu.Unlock()
 	now := time.Now()
 	out := make([]VCenterStatus, 0, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
@@ -108,22 +108,16 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 	return out
 }
 
-// Settle prepares a started provider for one lookup as the running CCM
+// settle prepares a started provider for one lookup as the running CCM
 // would make it: the record of the vCenters served is read (written too,
 // unless ReadOnly), and every vCenter's connection is settled once (a
 // login each, in parallel; none is written to), so that no vCenter is
 // "still connecting". It reports whether the record could be read; until
 // it is, no VM is reported gone.
-func (c *Cloud) Settle(ctx context.Context) bool {
-	ok := c.recordHistory(ctx)
-	c.discovery.Connect(ctx)
+func (f *fleet) settle(ctx context.Context) bool {
+	ok := f.recordHistory(ctx)
+	f.discovery.Connect(ctx)
 	return ok
-}
-
-// Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
-// InstanceShutdown do (their first step), for `diagnose`.
-func (c *Cloud) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
-	return c.locate(ctx, node)
 }
 
 // Searches names the searches Locate makes for node, in the order it
@@ -132,4 +126,4 @@ func (c *Cloud) Searches(node *v1.Node) ([]string, error) { return nodeKeys(node
 
 // HistoryObject is the ConfigMap recording the vCenters served
 // (Options.HistoryObject, defaulted), for `diagnose`.
-func (c *Cloud) HistoryObject() types.NamespacedName { return c.opts.HistoryObject }
+func (c *Cloud) HistoryObject() types.NamespacedName { return c.fleet.opts.HistoryObject }

@@ -32,7 +32,7 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 	// vcB goes down once the duplicate index holds its UUIDs: a VM found
 	// in vcA is served meanwhile.
 	eventually(t, "every vCenter indexed", func() bool {
-		return !slices.ContainsFunc(c.Health(), func(h discovery.VCenterHealth) bool { return !h.Indexed })
+		return !slices.ContainsFunc(c.VCenterStatuses(), func(st cloud.VCenterStatus) bool { return !st.TwinsIndexed })
 	})
 	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
 	f["vcB"].Fail(errors.New("dial tcp: connection refused"))

@@ -1,0 +1,164 @@
+package cloud
+
+// The fleet: the config, the vCenters' backends and the Discoverer that
+// asks them, the Secrets and the file watch that feed reloads, and the
+// history of the vCenters served — everything that changes when the config
+// does (registry.go, reload.go, rotation.go, history.go, filewatch.go).
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+type fleet struct {
+	opts   Options // as New completed them
+	events *eventLog
+
+	// discovery is built once and re-pointed at each config applied
+	// (SetVCenters, SetHistory); cfg is that config. Both are read
+	// without mu: a lookup uses the config current when it began.
+	discovery *discovery.Discoverer
+	cfg       atomic.Pointer[config.Config]
+
+	reloads chan struct{} // coalesced reload requests (RequestReload)
+
+	// closing are the goroutines closing replaced backends
+	// (closeLaterLocked); stopping, closed by close, makes them close at
+	// once.
+	closing  sync.WaitGroup
+	stopping chan struct{}
+	stopOnce sync.Once
+
+	// mu is held while a config is applied, and guards what applying
+	// one changes: every field below. Storing cfg happens under it too,
+	// so that a reader holding mu sees the config that goes with them.
+	mu sync.Mutex
+
+	// backends are cfg's, by vCenter name. secrets are the Secret
+	// informers credentials are read through, watcher the file watch
+	// (both nil when there is nothing to watch: no cluster, no start, a
+	// read-only provider's file).
+	backends map[string]*builtBackend
+	secrets  *credentials.Secrets
+	watcher  *fileWatcher
+
+	// applied is the file content applied last: an unchanged file is not
+	// applied again. rejected is the last rejection's content and error,
+	// so a file still rejected the same way is not reported again; a
+	// rejected file is validated again at every reload (validation reads
+	// outside state: a caFile may appear). noticed is the config whose
+	// Notices were reported last.
+	applied  [32]byte
+	rejected struct {
+		sum [32]byte
+		err string
+	}
+	noticed *config.Config
+
+	// store keeps the record of the vCenters served; history is what
+	// this process knows of it: the last record read, with what it
+	// learned since merged in (see configHistory). historyUnsaved says
+	// it holds what the store may lack, so it is merged into the next
+	// read. historyKnown is set once a record has been read (historyWhy
+	// says why not yet).
+	store          historyStore
+	history        *configHistory
+	historyUnsaved bool
+	historyKnown   bool
+	historyWhy     string
+}
+
+// newFleet serves cfg with opts (completed by New); it talks to no vCenter
+// and keeps its history in memory until useCluster.
+func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
+	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, reloads: make(chan struct{}, 1),
+		stopping: make(chan struct{}), store: memoryHistory{}, history: &configHistory{}, historyKnown: true}
+	if opts.Discovery.OnIdentity == nil {
+		// A vCenter answering as another instance than recorded: record
+		// it, which retires the one that served before.
+		opts.Discovery.OnIdentity = f.RequestReload
+	}
+	f.discovery = discovery.New(nil, opts.Discovery)
+	f.cfg.Store(cfg)
+	opts.Metrics.setInventorySource(f.inventoryStatuses)
+	opts.Metrics.setHealthSource(f.discovery.Health)
+	return f
+}
+
+// config is the config served now.
+func (f *fleet) config() *config.Config { return f.cfg.Load() }
+
+// useCluster reads credentials from the cluster's Secrets (a change is a
+// reload) and keeps the history in the ConfigMap opts.HistoryObject,
+// written unless write is false. Until that record is read, a VM not
+// found is not gone: one may have left the config meanwhile. The caller
+// closes the Secrets returned.
+func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials.Secrets {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.secrets = credentials.NewSecrets(client, func(_, _ string) { f.RequestReload() })
+	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: write}
+	f.historyKnown, f.historyWhy = false, "reading "+f.store.String()
+	return f.secrets
+}
+
+// apply makes the current config serve: its backends built, handed to
+// discovery.
+func (f *fleet) apply(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applyLocked(ctx, f.cfg.Load())
+}
+
+// watchFile requests a reload whenever the config file or the secrets
+// directory changes, until close; it comes before the first apply, which
+// names the secrets directory.
+func (f *fleet) watchFile() {
+	w, err := newFileWatcher(f.opts.ConfigPath, f.RequestReload)
+	if err != nil {
+		klog.Background().Error(err, "Watching the config file failed; edits will not be picked up")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watcher = w // applyLocked points it at the secrets directory
+}
+
+// close stops the file watch, makes replaced backends close at once, logs
+// every current one out and waits for the replaced ones. The caller has
+// stopped the reload loop.
+func (f *fleet) close(ctx context.Context) {
+	f.discovery.Close()
+	f.stopOnce.Do(func() { close(f.stopping) })
+	defer f.closing.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watcher != nil {
+		f.watcher.close()
+		f.watcher = nil
+	}
+	for name, b := range f.backends {
+		if err := b.Backend.Close(ctx); err != nil {
+			klog.FromContext(ctx).Info("Closing vCenter session failed", "vcenter", name, "err", err)
+		}
+	}
+}
+
+func (f *fleet) inventoryStatuses() []vcenterInventory {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []vcenterInventory
+	for name, b := range f.backends {
+		if st, ok := b.Inventory(); ok {
+			out = append(out, vcenterInventory{VCenter: name, InventoryStatus: st})
+		}
+	}
+	return out
+}

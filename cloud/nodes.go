@@ -1,0 +1,142 @@
+package cloud
+
+// The nodes owner: the one Node informer, and the only writer of Nodes
+// (location labels, duplicate-UUID Events, the recovery re-queue).
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+type nodes struct {
+	events    *eventLog
+	discovery *discovery.Discoverer // for its vCenters' health
+	poll      time.Duration         // Options.RecoveryPoll
+	// wake tells run that relabel has work (coalesced).
+	wake chan struct{}
+
+	// mu guards what lookups and discovery reported, for run to write.
+	mu sync.Mutex
+	// relabel are the location labels of the initialized Nodes whose
+	// last lookup found their VM elsewhere than their labels say
+	// (located), by Node name, until written. A Node deleted meanwhile
+	// is forgotten.
+	relabel map[string]map[string]string
+	// pendingDuplicates are BIOS UUIDs newly held in several vCenters,
+	// to report on their Nodes.
+	pendingDuplicates map[string][]string
+}
+
+func newNodes(events *eventLog, poll time.Duration) *nodes {
+	return &nodes{events: events, poll: poll, wake: make(chan struct{}, 1), relabel: map[string]map[string]string{}}
+}
+
+// located is told where a lookup found node's VM: an initialized Node
+// whose labels say otherwise is labelled (labelNodes), as the cloud-node
+// controller applies a provider's labels only at initialization. Only a
+// lookup relabels: an edit of the labels stands until the next one.
+func (n *nodes) located(node *v1.Node, location map[string]string) {
+	if uninitialized(node) || hasLabels(node, location) {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.relabel[node.Name] = location
+	n.wakeUp()
+}
+
+// seen is the informer's view of a Node added or changed: one that was
+// waiting for the cache to hold it (labelNodes) is labelled now.
+func (n *nodes) seen(obj any) {
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.relabel[node.Name]; ok {
+		n.wakeUp()
+	}
+}
+
+// gone forgets a deleted Node.
+func (n *nodes) gone(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.relabel, node.Name)
+}
+
+// wakeUp asks run to look at relabel.
+func (n *nodes) wakeUp() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// relabelling takes the Nodes to label and their location labels.
+func (n *nodes) relabelling() map[string]map[string]string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.relabel
+	n.relabel = map[string]map[string]string{}
+	return out
+}
+
+// waitForCache puts back a Node to label that the informer's cache does
+// not hold yet (seen wakes run when it does), unless a newer lookup has.
+func (n *nodes) waitForCache(name string, location map[string]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.relabel[name]; !ok {
+		n.relabel[name] = location
+	}
+}
+
+// run is every write to Nodes, from one Node informer, until ctx ends:
+// location labels as lookups report them, and, every poll, the
+// duplicate-UUID Events and the re-queue of uninitialized Nodes when a
+// vCenter comes back (recovery.go).
+func (n *nodes) run(ctx context.Context, client kubernetes.Interface) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	informer := factory.Core().V1().Nodes()
+	lister := informer.Lister()
+	// Registered before Start.
+	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    n.seen,
+		UpdateFunc: func(_, obj any) { n.seen(obj) },
+		DeleteFunc: n.gone,
+	})
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	healthy := map[string]bool{}
+	tick := time.NewTicker(n.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.wake:
+			n.labelNodes(ctx, client, lister)
+		case <-tick.C:
+			n.reportDuplicates(lister)
+			n.requeueOnRecovery(ctx, client, lister, healthy)
+		}
+	}
+}
