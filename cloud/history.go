@@ -95,14 +95,32 @@ func (r vcenterRecord) is(cur serving, strict bool) bool {
 	return r.InstanceUUID == cur.instance
 }
 
-// find returns the current vCenter that r is.
+// find returns the current vCenter that r is. Several config entries may
+// name one vCenter (CPI's tenants): it is served as their union — every
+// datacenter when one of them names none — so that an entry whose
+// datacenters differ from another's of the same vCenter retires nothing.
 func find(current []serving, r vcenterRecord, strict bool) (serving, bool) {
+	var out serving
+	found, all := false, false
 	for _, cur := range current {
-		if r.is(cur, strict) {
-			return cur, true
+		if !r.is(cur, strict) {
+			continue
+		}
+		if !found {
+			out, found = cur, true
+			out.Datacenters = nil
+		}
+		all = all || len(cur.Datacenters) == 0
+		for _, dc := range cur.Datacenters {
+			if !slices.Contains(out.Datacenters, dc) {
+				out.Datacenters = append(out.Datacenters, dc)
+			}
 		}
 	}
-	return serving{}, false
+	if all {
+		out.Datacenters = nil
+	}
+	return out, found
 }
 
 // update folds the current vCenters into h at now: what h served and is

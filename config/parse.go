@@ -433,20 +433,25 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
 	defaults.breaker = resolveBreaker(g.Breaker, Breaker{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
 
-	servers := map[string]string{}
+	// Several entries may name one server (CPI's tenants): each is its
+	// own target, with its own credentials and datacenters.
+	logins := map[sharedLogin]string{}
 	for _, name := range slices.Sorted(maps.Keys(vcs)) {
 		v := vcs[name]
 		if v == nil {
 			v = &vcenterSection{}
 		}
 		vc := f.resolveVCenter(name, v, defaults, cfg, add)
-		p := "vcenter." + name
 		if vc.Server == "" {
-			add(p+".server", "required")
-		} else if other, dup := servers[vc.Server]; dup {
-			add(p+".server", "the server of vcenter.%s too", other)
-		} else {
-			servers[vc.Server] = name
+			add("vcenter."+name+".server", "required")
+		} else if key, ok := sharedLoginOf(vc, cfg); ok {
+			if first, seen := logins[key]; seen {
+				cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: "vcenter." + name,
+					Reason: "logs in as vcenter." + first + " does: both read the key <server>.username of the same " + key.source +
+						" (credentials are per server, CPI's rule); give it its own secretName and secretNamespace, or user and password, for a login of its own"})
+			} else {
+				logins[key] = name
+			}
 		}
 		cfg.VCenters = append(cfg.VCenters, vc)
 	}
@@ -457,6 +462,33 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	}
 	cfg.Nodes = f.Nodes.resolve(add)
 	return cfg, errs
+}
+
+// sharedLogin is where an entry's login comes from when it is read by
+// server (a Secret's or the secrets directory's <server>.username): two
+// entries of one server with the same one log in as one user.
+type sharedLogin struct {
+	server string // host lowercased, and port
+	source string // "Secret", "secrets directory": a Notice says it
+	ref    string // which one: never in a Notice, which quotes no value
+}
+
+// sharedLoginOf is vc's sharedLogin; ok is false when its login is its own
+// (user and password in its section, tried first, or inline ones).
+func sharedLoginOf(vc VCenter, cfg *Config) (sharedLogin, bool) {
+	if vc.User != "" {
+		return sharedLogin{}, false
+	}
+	key := sharedLogin{server: strings.ToLower(strings.Trim(vc.Server, "[]")) + ":" + strconv.Itoa(vc.Port)}
+	switch vc.CredentialsFrom {
+	case FromSecret:
+		key.source, key.ref = "Secret", vc.SecretNamespace+"/"+vc.SecretName
+	case FromDirectory:
+		key.source, key.ref = "secrets directory", cfg.SecretsDirectory
+	default:
+		return sharedLogin{}, false
+	}
+	return key, true
 }
 
 // sections are the vcenter sections, with CPI's global-vCenter form:

@@ -31,7 +31,6 @@ func TestErrorsNeverQuoteAMisplacedPassword(t *testing.T) {
 		{"the password as requestTimeout", head + "vcenter: {a: {server: vc, requestTimeout: *pw}}\n", pw, []string{"vcenter.a.requestTimeout: not a duration", "(line 2)"}},
 		{"the password as ipFamily", head + "vcenter: {a: {server: vc, ipFamily: [ipv4, *pw]}}\n", pw, []string{"vcenter.a.ipFamily: entry 2 is neither ipv4 nor ipv6"}},
 		{"the password as a CIDR", head + "vcenter: {a: {server: vc}}\nnodes: {internalNetworkSubnetCidr: *pw}\n", pw, []string{"nodes.internalNetworkSubnetCidr: not a CIDR (line 3)"}},
-		{"the password as two servers", head + "vcenter: {a: {server: *pw}, b: {server: *pw}}\n", pw, []string{"vcenter.b.server: the server of vcenter.a too"}},
 		{"the password as a vCenter's name", head + "vcenter:\n  *pw : {server: vc}\n", pw, []string{"vcenter: a key may not be an alias", "(line 3)"}},
 		{"the password as a vCenter's name, explicit key", head + "vcenter:\n  ? *pw\n  : {server: vc}\n", pw, []string{"vcenter: a key may not be an alias", "(line 3)"}},
 		{"the password as a key of a section", head + "vcenter:\n  a: {server: vc, *pw : 1}\n", pw, []string{"vcenter.a: a key may not be an alias"}},
@@ -48,7 +47,6 @@ func TestErrorsNeverQuoteAMisplacedPassword(t *testing.T) {
 		{"ini password as ip-family", "[Global]\nuser = u\npassword = " + pw + "\n[VirtualCenter \"vc\"]\nip-family = " + pw + "\n", pw, []string{"vcenter.vc.ipFamily: neither ipv4 nor ipv6 (line 5)"}},
 		{"ini password as breaker", "[Global]\nuser = u\npassword = " + pw + "\n[VirtualCenter \"vc\"]\nbreaker = " + pw + "\n", pw, []string{"vcenter.vc.breaker: want a section of keys, got a string (line 5)"}},
 		{"ini password as a CIDR", "[Global]\nuser = u\npassword = " + pw + "\n[VirtualCenter \"vc\"]\n[Nodes]\ninternal-network-subnet-cidr = " + pw + "\n", pw, []string{"nodes.internalNetworkSubnetCidr: not a CIDR (line 6)"}},
-		{"ini password as two servers", "[Global]\nuser = u\npassword = " + pw + "\n[VirtualCenter \"a\"]\nserver = " + pw + "\n[VirtualCenter \"b\"]\nserver = " + pw + "\n", pw, []string{"vcenter.b.server: the server of vcenter.a too (line 7)"}},
 		{"ini illegal character in a pasted password", "[Global]\nuser = u\npassword = p\n" + pw + "!\n[VirtualCenter \"vc\"]\n", "!", []string{"line 4", "illegal character"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,7 +18,8 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
-// Target is one vCenter to search.
+// Target is one vCenter entry to search; several may be entries of one
+// vCenter (CPI's tenants).
 type Target struct {
 	// Name is the config's name for it, used in messages and metrics;
 	// what it is, is Server and its instance UUID (Identity).
@@ -538,7 +539,20 @@ func tally(answers []answer) answersTally {
 		t.answered = append(t.answered, a.vc.Name)
 		for _, vm := range a.vms {
 			r := &Result{VCenter: a.vc.Name, Where: a.vc.identity(), VM: vm}
-			if !a.vc.serves(vm.Ref.Datacenter) {
+			served := a.vc.serves(vm.Ref.Datacenter)
+			// One VM seen through several entries of one vCenter (CPI's
+			// tenants) is one VM: the first entry in config order that
+			// serves its datacenter has it (answers are in config order).
+			if slices.ContainsFunc(t.found, r.sameVM) {
+				continue
+			}
+			if i := slices.IndexFunc(t.outside, r.sameVM); i >= 0 {
+				if !served {
+					continue
+				}
+				t.outside = slices.Delete(t.outside, i, i+1)
+			}
+			if !served {
 				t.outside = append(t.outside, r)
 				continue
 			}
@@ -546,6 +560,12 @@ func tally(answers []answer) answersTally {
 		}
 	}
 	return t
+}
+
+// sameVM reports whether r and o are one VM: one object of one vCenter,
+// seen through two entries of it.
+func (r *Result) sameVM(o *Result) bool {
+	return r.VM.Ref == o.VM.Ref && r.Where.sameVCenter(o.Where)
 }
 
 // serves reports whether v's configured datacenters include dc.
@@ -678,10 +698,9 @@ func nothingFound(answers []answer) bool {
 }
 
 // configured reports whether loc's vCenter — what it is, not its name —
-// and datacenter are searched.
+// and datacenter are searched, through any entry of it.
 func configured(vcs []*targetState, loc location) bool {
-	v := byIdentity(vcs, loc.where)
-	return v != nil && v.serves(loc.ref.Datacenter)
+	return entryFor(vcs, loc.vcenter, loc.where, loc.ref.Datacenter) != nil
 }
 
 type cached struct {
@@ -701,7 +720,8 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		// and keep the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
-	v := byIdentity(vcs, loc.where)
+	// The first entry serving it, as a search attributes it (tally).
+	v := entryFor(vcs, "", loc.where, loc.ref.Datacenter)
 	start := time.Now()
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
@@ -731,6 +751,10 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
 		return cached{}, false
+	case entriesOf(vcs, loc.where, loc.ref.Datacenter) > 1:
+		// This entry cannot answer (its own login refused?), another of
+		// the same vCenter may: search everywhere.
+		return cached{}, false
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.
 		return cached{err: &LookupError{What: key, Failed: multierror.Append(nil, err)}}, true
@@ -741,7 +765,9 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 // breaker and deadline.
 func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (map[string]string, error) {
 	const op = "discovery.Tags"
-	v := byIdentity(*d.vcenters.Load(), r.Where)
+	// Through the entry that found it (its login saw the VM), or another
+	// entry of its vCenter serving its datacenter.
+	v := entryFor(*d.vcenters.Load(), r.VCenter, r.Where, r.VM.Ref.Datacenter)
 	if v == nil {
 		return nil, fmt.Errorf("%s: vcenter %s (%s) is no longer configured", op, r.VCenter, r.Where)
 	}

@@ -50,6 +50,24 @@
 // at its old reference on the new one; a rename of the same server retires
 // nothing.
 //
+// # Several entries of one vCenter
+//
+// A config may name one server in several entries (CPI's tenants, each
+// with its own credentials and datacenters). Each entry is its own
+// target: its own backend and session, breaker and datacenters. A VM seen
+// through two entries of one vCenter (one server, and no two instance
+// UUIDs that differ) is one VM, never a duplicate, and never "also
+// outside the configured datacenters": it is attributed to the first
+// entry in config order (by name) that answered with it and serves its
+// datacenter — the entry named by its vsphere-federated-ccm.io/vcenter
+// label, whose login reads its tags. A remembered location is re-read
+// through that first entry too; when it cannot answer, and another entry
+// of that vCenter serves the datacenter, every entry is searched again. A
+// UUID held by several entries of one vCenter is no twin; one held by two
+// servers still is. Absence still needs every entry's answer: an entry
+// whose own login is refused is an error, never absence, even when another
+// entry of the same vCenter and datacenter answered.
+//
 // # Removed vCenters are remembered
 //
 // The CCM records the vCenters and datacenters it serves in the ConfigMap

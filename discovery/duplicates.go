@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,22 +26,30 @@ import (
 //
 // Entries are by backend, not by name: a name repointed to another
 // server is a new backend, and the old one's UUIDs say nothing of it.
+// A twin is a UUID held in two vCenters, not in two entries: entries of
+// one server (CPI's tenants) see one vCenter's VMs, each its own backend.
 type duplicateIndex struct {
 	mu       sync.Mutex
 	answered map[backends.Backend]bool // seen up since configured
 	held     map[backends.Backend]heldUUIDs
-	twins    map[string][]string // UUID -> vCenters holding it, sorted
+	twins    map[string][]holder // UUID -> entries holding it, by name
 	reported map[string]bool     // twins already reported
 }
 
 type heldUUIDs struct {
-	name    string
+	holder
 	version uint64
 	uuids   map[string]struct{}
 }
 
+// holder is a configured entry holding a UUID, and the vCenter it is.
+type holder struct {
+	name  string
+	where Identity
+}
+
 func newDuplicateIndex() *duplicateIndex {
-	return &duplicateIndex{answered: map[backends.Backend]bool{}, held: map[backends.Backend]heldUUIDs{}, twins: map[string][]string{}, reported: map[string]bool{}}
+	return &duplicateIndex{answered: map[backends.Backend]bool{}, held: map[backends.Backend]heldUUIDs{}, twins: map[string][]holder{}, reported: map[string]bool{}}
 }
 
 // refresh reads every configured vCenter's inventory UUIDs (when they
@@ -53,8 +62,8 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	for _, v := range vcs {
 		configured[v.Backend] = true
 		prev, had := x.held[v.Backend]
-		if had && prev.name != v.Name {
-			prev.name = v.Name // renamed, same vCenter
+		if cur := (holder{name: v.Name, where: v.identity()}); had && prev.holder != cur {
+			prev.holder = cur // renamed, or its instance UUID learnt
 			x.held[v.Backend] = prev
 			changed = true
 		}
@@ -66,7 +75,7 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 		for _, u := range uuids {
 			set[u] = struct{}{}
 		}
-		x.held[v.Backend] = heldUUIDs{name: v.Name, version: version, uuids: set}
+		x.held[v.Backend] = heldUUIDs{holder: holder{name: v.Name, where: v.identity()}, version: version, uuids: set}
 		changed = true
 	}
 	for b := range x.held {
@@ -83,22 +92,24 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	if !changed {
 		return nil
 	}
-	holders := map[string][]string{}
+	holders := map[string][]holder{}
 	for _, h := range x.held {
 		for u := range h.uuids {
-			holders[u] = append(holders[u], h.name)
+			holders[u] = append(holders[u], h.holder)
 		}
 	}
-	x.twins = map[string][]string{}
+	x.twins = map[string][]holder{}
 	fresh := map[string][]string{}
-	for u, names := range holders {
-		if len(names) < 2 {
+	for u, hs := range holders {
+		if !inSeveralVCenters(hs) {
 			continue
 		}
-		slices.Sort(names)
-		x.twins[u] = names
+		slices.SortFunc(hs, func(a, b holder) int { return strings.Compare(a.name, b.name) })
+		x.twins[u] = hs
 		if !x.reported[u] {
-			fresh[u] = names
+			for _, h := range hs {
+				fresh[u] = append(fresh[u], h.name)
+			}
 		}
 	}
 	for u := range x.reported {
@@ -110,6 +121,17 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 		x.reported[u] = true
 	}
 	return fresh
+}
+
+// inSeveralVCenters reports whether hs are entries of more than one
+// vCenter.
+func inSeveralVCenters(hs []holder) bool {
+	for _, h := range hs[1:] {
+		if !h.where.sameVCenter(hs[0].where) {
+			return true
+		}
+	}
+	return false
 }
 
 // sawAnswer notes that b has answered since it was configured.
@@ -141,14 +163,15 @@ func (x *duplicateIndex) holds(b backends.Backend) bool {
 	return ok
 }
 
-// elsewhere lists the vCenters other than vc whose inventory holds uuid.
-func (x *duplicateIndex) elsewhere(uuid, vc string) []string {
+// elsewhere lists the entries of vCenters other than where whose
+// inventory holds uuid.
+func (x *duplicateIndex) elsewhere(uuid string, where Identity) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []string
-	for _, name := range x.twins[uuid] {
-		if name != vc {
-			out = append(out, name)
+	for _, h := range x.twins[uuid] {
+		if !h.where.sameVCenter(where) {
+			out = append(out, h.name)
 		}
 	}
 	return out
@@ -188,7 +211,7 @@ func (d *Discoverer) twinError(res *Result, what string, answered []string) erro
 		return nil
 	}
 	var matches []*Result
-	for _, vc := range d.duplicates.elsewhere(res.VM.UUID, res.VCenter) {
+	for _, vc := range d.duplicates.elsewhere(res.VM.UUID, res.Where) {
 		if !slices.Contains(answered, vc) {
 			matches = append(matches, &Result{VCenter: vc, VM: backends.VM{UUID: res.VM.UUID}})
 		}

@@ -43,12 +43,41 @@ func (v *targetState) identity() Identity {
 	return Identity{Server: v.Server, InstanceUUID: v.Backend.InstanceUUID()}
 }
 
-// byIdentity returns the configured vCenter that id is, or nil.
-func byIdentity(vcs []*targetState, id Identity) *targetState {
+// sameVCenter reports whether two vCenters that answered (or indexed
+// their inventories) are one: entries of one server (CPI's tenants)
+// unless both instance UUIDs are known and differ.
+func (id Identity) sameVCenter(o Identity) bool {
+	return id.Server == o.Server && (id.InstanceUUID == "" || o.InstanceUUID == "" || id.InstanceUUID == o.InstanceUUID)
+}
+
+// entryFor returns the configured entry to ask about a VM in datacenter
+// dc of vCenter id: entry name while it is still that vCenter and serves
+// dc (its own login found the VM), else the first entry in config order
+// that is that vCenter and serves dc; nil when none does.
+func entryFor(vcs []*targetState, name string, id Identity, dc string) *targetState {
+	var first *targetState
 	for _, v := range vcs {
-		if id.Is(v.identity()) {
+		if !id.Is(v.identity()) || !v.serves(dc) {
+			continue
+		}
+		if v.Name == name {
 			return v
 		}
+		if first == nil {
+			first = v
+		}
 	}
-	return nil
+	return first
+}
+
+// entriesOf counts the configured entries that are vCenter id and
+// serve dc.
+func entriesOf(vcs []*targetState, id Identity, dc string) int {
+	n := 0
+	for _, v := range vcs {
+		if id.Is(v.identity()) && v.serves(dc) {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,45 @@
+package cloud
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// Two config entries of one vCenter (CPI's tenants) with different
+// datacenters are one vCenter serving both: recording the config retires
+// nothing (it used to compare each entry with the first of its server
+// only, retiring the other's datacenters at every apply: no Node was
+// then ever deleted). Removing one entry retires what only it served.
+func TestHistoryTenantsOfOneVCenter(t *testing.T) {
+	entry := func(name string, dcs ...string) serving {
+		return serving{VCenter: config.VCenter{Name: name, Server: "vc.example.com", Port: 443, Datacenters: dcs}, instance: "uuid-1"}
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &configHistory{}
+	both := []serving{entry("tenant-a", "dc0"), entry("tenant-b", "dc1")}
+	h.update(both, now, time.Hour)
+	for range 3 {
+		now = now.Add(time.Minute)
+		h.update(both, now, time.Hour)
+		if len(h.Retired) != 0 {
+			t.Fatalf("both tenants configured: retired %+v", h.Retired)
+		}
+	}
+	// tenant-b leaves: dc1 is retired, dc0 is not.
+	h.update(both[:1], now.Add(time.Minute), time.Hour)
+	if len(h.Retired) != 1 || h.Retired[0].Datacenter != "dc1" {
+		t.Fatalf("tenant-b removed: retired %+v; want dc1 alone", h.Retired)
+	}
+	// Back: nothing retired.
+	h.update(both, now.Add(2*time.Minute), time.Hour)
+	if len(h.Retired) != 0 {
+		t.Fatalf("tenant-b back: retired %+v", h.Retired)
+	}
+	// A tenant of every datacenter beside one of dc0: every datacenter served.
+	h.update([]serving{entry("tenant-a", "dc0"), entry("tenant-all")}, now.Add(3*time.Minute), time.Hour)
+	if len(h.Retired) != 0 {
+		t.Fatalf("a tenant of every datacenter: retired %+v", h.Retired)
+	}
+}
