@@ -514,6 +514,18 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 			vc.Port = n
 		}
 	}
+	dcPath := p + ".datacenters"
+	if len(v.Datacenters) == 0 {
+		dcPath = "global.datacenters"
+	}
+	for i, raw := range vc.Datacenters {
+		spec, err := ParseDatacenter(raw)
+		if err != nil {
+			add(fmt.Sprintf("%s[%d]", dcPath, i), "%v", err)
+			continue
+		}
+		vc.DatacenterSpecs = append(vc.DatacenterSpecs, spec)
+	}
 	if len(vc.IPFamily) == 0 {
 		vc.IPFamily = []string{IPv4}
 	}

@@ -169,13 +169,18 @@ func (f CredentialsFrom) String() string {
 // VCenter is everything needed to talk to one vCenter.
 type VCenter struct {
 	// Name is the key under vcenter: (or the server, for a global-only config).
-	Name         string
-	Server       string
-	Port         int
-	Datacenters  []string // empty: every datacenter of the vCenter
-	InsecureFlag bool
-	CAFile       string
-	Thumbprint   string
+	Name   string
+	Server string
+	Port   int
+	// Datacenters are the datacenters searched, as written: each a name,
+	// a managed object reference or an inventory path; empty: every
+	// datacenter of the vCenter. DatacenterSpecs are the same, parsed, in
+	// the same order: what lookups match.
+	Datacenters     []string
+	DatacenterSpecs []DatacenterSpec
+	InsecureFlag    bool
+	CAFile          string
+	Thumbprint      string
 	// CredentialsFrom picks the login's source as CPI does; User and
 	// Password are what CPI would try first (in Secret and directory mode
 	// only the vCenter section's own).
