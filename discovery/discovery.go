@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // Target is one vCenter to search.
@@ -26,8 +27,9 @@ type Target struct {
 	// Server is ServerKey of its configured server and port; required.
 	Server  string
 	Backend backends.Backend
-	// Datacenters to search; empty means all.
-	Datacenters []string
+	// Datacenters to search, each a name, a managed object ID or an
+	// inventory path (config.DatacenterSpec); empty means all.
+	Datacenters []config.DatacenterSpec
 	// RequestTimeout is the deadline of each call.
 	RequestTimeout time.Duration
 	// ConsecutiveFailures open the breaker; it probes again after OpenTimeout.
@@ -499,7 +501,7 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 		}
 		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
 	}
-	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref})
+	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref, dc: found.VM.Datacenter()})
 	return found, nil
 }
 
@@ -538,7 +540,7 @@ func tally(answers []answer) answersTally {
 		t.answered = append(t.answered, a.vc.Name)
 		for _, vm := range a.vms {
 			r := &Result{VCenter: a.vc.Name, Where: a.vc.identity(), VM: vm}
-			if !a.vc.serves(vm.Ref.Datacenter) {
+			if !a.vc.serves(vm.Datacenter()) {
 				t.outside = append(t.outside, r)
 				continue
 			}
@@ -548,9 +550,10 @@ func tally(answers []answer) answersTally {
 	return t
 }
 
-// serves reports whether v's configured datacenters include dc.
-func (v *targetState) serves(dc string) bool {
-	return len(v.Datacenters) == 0 || slices.Contains(v.Datacenters, dc)
+// serves reports whether v's configured datacenters include dc, by
+// whichever of its name, ID or path each names it.
+func (v *targetState) serves(dc config.Datacenter) bool {
+	return len(v.Datacenters) == 0 || slices.ContainsFunc(v.Datacenters, func(s config.DatacenterSpec) bool { return s.Matches(dc) })
 }
 
 type answer struct {
@@ -610,7 +613,7 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 		select {
 		case i := <-done:
 			delete(pending, i)
-			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Ref.Datacenter) })
+			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Datacenter()) })
 		case <-connectWait.C:
 			patient = false
 		}
@@ -681,7 +684,7 @@ func nothingFound(answers []answer) bool {
 // and datacenter are searched.
 func configured(vcs []*targetState, loc location) bool {
 	v := byIdentity(vcs, loc.where)
-	return v != nil && v.serves(loc.ref.Datacenter)
+	return v != nil && v.serves(loc.dc)
 }
 
 type cached struct {

@@ -44,6 +44,15 @@ type Backend struct {
 	// listed too.
 	datacenters []config.Datacenter
 	dcCalls     atomic.Int64
+	dcErr       error // returned by Datacenters when set
+}
+
+// FailDatacenters makes Datacenters return err (nil heals), as a vCenter
+// that answers lookups but not that question (a timeout, a fault).
+func (b *Backend) FailDatacenters(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dcErr = err
 }
 
 // AddDatacenter makes Datacenters list dc, holding a VM or not.
@@ -62,6 +71,9 @@ func (b *Backend) Datacenters(ctx context.Context) ([]config.Datacenter, error) 
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.dcErr != nil {
+		return nil, b.dcErr
+	}
 	out := slices.Clone(b.datacenters)
 	for _, vm := range b.vms {
 		if dc := vm.Datacenter(); !slices.Contains(out, dc) {
