@@ -49,7 +49,7 @@ func (c *Cloud) applyLocked(ctx context.Context, cfg *config.Config) {
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
-			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.DatacenterSpecs, RequestTimeout: vc.RequestTimeout,
+			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.DatacenterSpecs(), RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
 	}

@@ -146,16 +146,6 @@ func checkVCenters(t *testing.T, got, want []VCenter) {
 		t.Fatalf("got %d vCenters %+v, want %d %+v", len(got), got, len(want), want)
 	}
 	for i := range want {
-		if want[i].DatacenterSpecs == nil {
-			// Datacenters as written say what they parse to.
-			for _, raw := range want[i].Datacenters {
-				spec, err := ParseDatacenter(raw)
-				if err != nil {
-					t.Fatalf("want vCenter %d: datacenter %q: %v", i, raw, err)
-				}
-				want[i].DatacenterSpecs = append(want[i].DatacenterSpecs, spec)
-			}
-		}
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("vCenter %d:\n got  %+v\n want %+v", i, got[i], want[i])
 		}

@@ -31,8 +31,10 @@ func (k DatacenterKind) String() string {
 		return "managed object ID"
 	case DatacenterByPath:
 		return "inventory path"
+	case DatacenterByName:
+		return "name"
 	}
-	return "name"
+	return "unparsed"
 }
 
 // DatacenterSpec is one entry of a vCenter's datacenters, parsed.
@@ -73,12 +75,32 @@ type Datacenter struct {
 // matches nothing.
 func (d DatacenterSpec) Matches(dc Datacenter) bool {
 	switch d.Kind {
+	case DatacenterByName:
+		return dc.Name != "" && dc.Name == d.Value
 	case DatacenterByID:
 		return dc.ID != "" && dc.ID == d.Value
 	case DatacenterByPath:
 		return dc.Path != "" && dc.Path == d.Value
 	}
-	return dc.Name != "" && dc.Name == d.Value
+	return false
+}
+
+// datacenterUnparsed is an entry ParseDatacenter refused, in a VCenter
+// made by hand (Parse refuses the config): it matches nothing, so that it
+// never widens the datacenters searched.
+const datacenterUnparsed DatacenterKind = -1
+
+// DatacenterSpecs are v's Datacenters, parsed, in order.
+func (v VCenter) DatacenterSpecs() []DatacenterSpec {
+	var out []DatacenterSpec
+	for _, raw := range v.Datacenters {
+		spec, err := ParseDatacenter(raw)
+		if err != nil {
+			spec = DatacenterSpec{Raw: raw, Kind: datacenterUnparsed}
+		}
+		out = append(out, spec)
+	}
+	return out
 }
 
 // refPrefixes are the managed object ID prefixes govmomi's

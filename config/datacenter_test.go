@@ -140,17 +140,36 @@ vcenter:
     datacenters: "dc-west, Datacenter:datacenter-3, /folder/dc-east"
 `)
 	vc := cfg.VCenters[0]
+	got := vc.DatacenterSpecs()
 	want := []DatacenterSpec{
 		{Raw: "dc-west", Kind: DatacenterByName, Value: "dc-west"},
 		{Raw: "Datacenter:datacenter-3", Kind: DatacenterByID, Value: "datacenter-3"},
 		{Raw: "/folder/dc-east", Kind: DatacenterByPath, Value: "/folder/dc-east"},
 	}
-	if len(vc.DatacenterSpecs) != len(want) {
-		t.Fatalf("DatacenterSpecs = %+v, want %+v", vc.DatacenterSpecs, want)
+	if len(got) != len(want) {
+		t.Fatalf("DatacenterSpecs() = %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if vc.DatacenterSpecs[i] != want[i] || vc.Datacenters[i] != want[i].Raw {
-			t.Errorf("entry %d = %+v (%q), want %+v", i, vc.DatacenterSpecs[i], vc.Datacenters[i], want[i])
+		if got[i] != want[i] || vc.Datacenters[i] != want[i].Raw {
+			t.Errorf("entry %d = %+v (%q), want %+v", i, got[i], vc.Datacenters[i], want[i])
 		}
+	}
+}
+
+// An entry Parse would refuse, in a VCenter made by hand, still counts as
+// a configured datacenter and matches none: it never widens the search to
+// every datacenter.
+func TestUnparsedDatacenterMatchesNothing(t *testing.T) {
+	specs := VCenter{Datacenters: []string{"Folder:group-3"}}.DatacenterSpecs()
+	if len(specs) != 1 {
+		t.Fatalf("DatacenterSpecs() = %+v, want one entry", specs)
+	}
+	for _, dc := range []Datacenter{{Name: "Folder:group-3"}, {Name: "x", ID: "group-3", Path: "/Folder:group-3"}} {
+		if specs[0].Matches(dc) {
+			t.Errorf("%+v matches %+v", specs[0], dc)
+		}
+	}
+	if _, ok := specs[0].Name(); ok {
+		t.Error("an unparsed entry says a name")
 	}
 }

@@ -519,12 +519,9 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 		dcPath = "global.datacenters"
 	}
 	for i, raw := range vc.Datacenters {
-		spec, err := ParseDatacenter(raw)
-		if err != nil {
+		if _, err := ParseDatacenter(raw); err != nil {
 			add(fmt.Sprintf("%s[%d]", dcPath, i), "%v", err)
-			continue
 		}
-		vc.DatacenterSpecs = append(vc.DatacenterSpecs, spec)
 	}
 	if len(vc.IPFamily) == 0 {
 		vc.IPFamily = []string{IPv4}

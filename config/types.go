@@ -173,14 +173,13 @@ type VCenter struct {
 	Server string
 	Port   int
 	// Datacenters are the datacenters searched, as written: each a name,
-	// a managed object reference or an inventory path; empty: every
-	// datacenter of the vCenter. DatacenterSpecs are the same, parsed, in
-	// the same order: what lookups match.
-	Datacenters     []string
-	DatacenterSpecs []DatacenterSpec
-	InsecureFlag    bool
-	CAFile          string
-	Thumbprint      string
+	// a managed object reference or an inventory path (DatacenterSpecs
+	// parses them: what lookups match); empty: every datacenter of the
+	// vCenter.
+	Datacenters  []string
+	InsecureFlag bool
+	CAFile       string
+	Thumbprint   string
 	// CredentialsFrom picks the login's source as CPI does; User and
 	// Password are what CPI would try first (in Secret and directory mode
 	// only the vCenter section's own).
