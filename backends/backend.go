@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // ErrNotFound is a vCenter's authoritative answer that an object does not
@@ -61,6 +63,11 @@ type Backend interface {
 	// the same address answering with another instance UUID is another
 	// vCenter (a DNS name or an address moved to a new appliance).
 	InstanceUUID() string
+	// Datacenters lists every datacenter of the vCenter with its name,
+	// managed object ID and inventory path: from the inventory while it
+	// is in service, else asked of vCenter. It is how a configured
+	// datacenter given by ID (config.DatacenterSpec) is told by name.
+	Datacenters(ctx context.Context) ([]config.Datacenter, error)
 	// Close releases sessions. A closed backend never connects again:
 	// every later call fails with ErrClosed.
 	Close(ctx context.Context) error
@@ -203,7 +210,7 @@ type Query struct {
 	By     By
 	Values []string
 	// Datacenters restricts the search; empty means every datacenter.
-	Datacenters []string
+	Datacenters []config.DatacenterSpec
 	// AllowCached lets the backend answer from an in-memory inventory that
 	// follows vCenter's changes. VMs found there exist (as of a moment
 	// ago), but an empty answer is not vCenter's word that none exists: a
@@ -211,8 +218,17 @@ type Query struct {
 	AllowCached bool
 }
 
+// InDatacenters reports whether vm's datacenter is one of specs, or specs
+// is empty (every datacenter).
+func InDatacenters(specs []config.DatacenterSpec, vm *VM) bool {
+	dc := vm.Datacenter()
+	return len(specs) == 0 || slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) })
+}
+
 // VMRef locates a VM inside one vCenter.
 type VMRef struct {
+	// Datacenter is the name of the VM's datacenter: its canonical
+	// identity (labels, messages, the config's history).
 	Datacenter string
 	// ID is the managed object reference value, e.g. "vm-42".
 	ID string
@@ -230,8 +246,12 @@ const (
 
 // VM holds the properties the CCM reads.
 type VM struct {
-	Ref  VMRef
-	Name string
+	Ref VMRef
+	// DatacenterID and DatacenterPath are the managed object ID and the
+	// inventory path of Ref.Datacenter ("" when not known), so that a
+	// datacenter configured by either is told apart (see Datacenter).
+	DatacenterID, DatacenterPath string
+	Name                         string
 	// UUID is the BIOS UUID (config.uuid), lowercase.
 	UUID       string
 	PowerState PowerState
@@ -256,6 +276,12 @@ type VM struct {
 	// ResourcePoolType its kind (ResourcePool or VirtualApp): the second
 	// place zone and region are looked for; empty for a template.
 	ResourcePool, ResourcePoolType string
+}
+
+// Datacenter is the datacenter holding vm, as a configured datacenter
+// (config.DatacenterSpec) matches it.
+func (vm *VM) Datacenter() config.Datacenter {
+	return config.Datacenter{Name: vm.Ref.Datacenter, ID: vm.DatacenterID, Path: vm.DatacenterPath}
 }
 
 // NIC is one guest network adapter as VMware Tools reports it.

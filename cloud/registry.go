@@ -50,7 +50,7 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
-			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.Datacenters, RequestTimeout: vc.RequestTimeout,
+			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.DatacenterSpecs(), RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 		})
 	}

@@ -461,6 +461,14 @@ func (h *applianceHandle) UUIDs(unchangedSince uint64) ([]string, uint64, bool) 
 	return b.UUIDs(unchangedSince)
 }
 
+func (h *applianceHandle) Datacenters(ctx context.Context) ([]config.Datacenter, error) {
+	b, err := h.target()
+	if err != nil {
+		return nil, err
+	}
+	return b.Datacenters(ctx)
+}
+
 func (h *applianceHandle) InstanceUUID() string {
 	b, err := h.target()
 	if err != nil {

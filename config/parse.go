@@ -546,6 +546,15 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 			vc.Port = n
 		}
 	}
+	dcPath := p + ".datacenters"
+	if len(v.Datacenters) == 0 {
+		dcPath = "global.datacenters"
+	}
+	for i, raw := range vc.Datacenters {
+		if _, err := ParseDatacenter(raw); err != nil {
+			add(fmt.Sprintf("%s[%d]", dcPath, i), "%v", err)
+		}
+	}
 	if len(vc.IPFamily) == 0 {
 		vc.IPFamily = []string{IPv4}
 	}

@@ -169,10 +169,14 @@ func (f CredentialsFrom) String() string {
 // VCenter is everything needed to talk to one vCenter.
 type VCenter struct {
 	// Name is the key under vcenter: (or the server, for a global-only config).
-	Name         string
-	Server       string
-	Port         int
-	Datacenters  []string // empty: every datacenter of the vCenter
+	Name   string
+	Server string
+	Port   int
+	// Datacenters are the datacenters searched, as written: each a name,
+	// a managed object reference or an inventory path (DatacenterSpecs
+	// parses them: what lookups match); empty: every datacenter of the
+	// vCenter.
+	Datacenters  []string
 	InsecureFlag bool
 	CAFile       string
 	Thumbprint   string

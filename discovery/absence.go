@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // NodeKeys identify a Node's VM, strongest first: providerID, the
@@ -184,7 +185,7 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 	if k.ProviderID == "" {
 		return nil, ErrNoProviderID
 	}
-	if err := checkClaim(vcs, k); err != nil {
+	if err := d.checkClaim(ctx, vcs, k); err != nil {
 		return nil, err
 	}
 	if err := d.checkInstances(vcs); err != nil {
@@ -201,8 +202,10 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 }
 
 // checkClaim is an error when the Node's labels place its VM in a vCenter,
-// server or datacenter that is not configured.
-func checkClaim(vcs []*targetState, k NodeKeys) error {
+// server or datacenter that is not configured. A datacenter configured by
+// ID says its name only through its vCenter: one that cannot answer makes
+// it an error, never a match or a mismatch.
+func (d *Discoverer) checkClaim(ctx context.Context, vcs []*targetState, k NodeKeys) error {
 	if k.ClaimedServer != "" && !slices.ContainsFunc(vcs, func(v *targetState) bool { return ServerLabelValue(v.Server) == k.ClaimedServer }) {
 		return fmt.Errorf("its VM was in a vCenter at server %s (by its label), which is no longer configured; not deleting", k.ClaimedServer)
 	}
@@ -217,10 +220,41 @@ func checkClaim(vcs []*targetState, k NodeKeys) error {
 	if k.ClaimedDatacenter == "" || len(v.Datacenters) == 0 {
 		return nil
 	}
-	if !slices.ContainsFunc(v.Datacenters, func(dc string) bool { return LabelValue(dc) == k.ClaimedDatacenter }) {
-		return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels), which is no longer configured; not deleting", k.ClaimedDatacenter, v.Name)
+	var byID []config.DatacenterSpec
+	for _, s := range v.Datacenters {
+		name, ok := s.Name()
+		if !ok {
+			byID = append(byID, s)
+			continue
+		}
+		if LabelValue(name) == k.ClaimedDatacenter {
+			return nil
+		}
 	}
-	return nil
+	if len(byID) > 0 {
+		dcs, err := call(ctx, d, v, "datacenters", func(ctx context.Context, b backends.Backend) ([]config.Datacenter, error) {
+			return b.Datacenters(ctx)
+		})
+		if err != nil {
+			return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels); whether a datacenter configured by ID (%s) is that one cannot be told: %w; not deleting",
+				k.ClaimedDatacenter, v.Name, rawSpecs(byID), err)
+		}
+		for _, dc := range dcs {
+			if LabelValue(dc.Name) == k.ClaimedDatacenter && slices.ContainsFunc(byID, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels), which is no longer configured; not deleting", k.ClaimedDatacenter, v.Name)
+}
+
+// rawSpecs lists specs as written.
+func rawSpecs(specs []config.DatacenterSpec) string {
+	raw := make([]string, len(specs))
+	for i, s := range specs {
+		raw[i] = s.Raw
+	}
+	return strings.Join(raw, ", ")
 }
 
 // checkInstances is an error when a configured server answers with

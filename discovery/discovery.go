@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // Target is one vCenter entry to search; several may be entries of one
@@ -27,8 +28,9 @@ type Target struct {
 	// Server is ServerKey of its configured server and port; required.
 	Server  string
 	Backend backends.Backend
-	// Datacenters to search; empty means all.
-	Datacenters []string
+	// Datacenters to search, each a name, a managed object ID or an
+	// inventory path (config.DatacenterSpec); empty means all.
+	Datacenters []config.DatacenterSpec
 	// RequestTimeout is the deadline of each call.
 	RequestTimeout time.Duration
 	// ConsecutiveFailures open the breaker; it probes again after OpenTimeout.
@@ -500,7 +502,7 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 		}
 		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
 	}
-	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref})
+	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref, dc: found.VM.Datacenter()})
 	return found, nil
 }
 
@@ -539,7 +541,7 @@ func tally(answers []answer) answersTally {
 		t.answered = append(t.answered, a.vc.Name)
 		for _, vm := range a.vms {
 			r := &Result{VCenter: a.vc.Name, Where: a.vc.identity(), VM: vm}
-			served := a.vc.serves(vm.Ref.Datacenter)
+			served := a.vc.serves(vm.Datacenter())
 			// One VM seen through several entries of one vCenter (CPI's
 			// tenants) is one VM: the first entry in config order that
 			// serves its datacenter has it (answers are in config order).
@@ -568,9 +570,10 @@ func (r *Result) sameVM(o *Result) bool {
 	return r.VM.Ref == o.VM.Ref && r.Where.sameVCenter(o.Where)
 }
 
-// serves reports whether v's configured datacenters include dc.
-func (v *targetState) serves(dc string) bool {
-	return len(v.Datacenters) == 0 || slices.Contains(v.Datacenters, dc)
+// serves reports whether v's configured datacenters include dc, by
+// whichever of its name, ID or path each names it.
+func (v *targetState) serves(dc config.Datacenter) bool {
+	return len(v.Datacenters) == 0 || slices.ContainsFunc(v.Datacenters, func(s config.DatacenterSpec) bool { return s.Matches(dc) })
 }
 
 type answer struct {
@@ -630,7 +633,7 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 		select {
 		case i := <-done:
 			delete(pending, i)
-			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Ref.Datacenter) })
+			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Datacenter()) })
 		case <-connectWait.C:
 			patient = false
 		}
@@ -700,7 +703,7 @@ func nothingFound(answers []answer) bool {
 // configured reports whether loc's vCenter — what it is, not its name —
 // and datacenter are searched, through any entry of it.
 func configured(vcs []*targetState, loc location) bool {
-	return entryFor(vcs, loc.vcenter, loc.where, loc.ref.Datacenter) != nil
+	return entryFor(vcs, loc.vcenter, loc.where, loc.dc) != nil
 }
 
 type cached struct {
@@ -721,7 +724,7 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		return cached{}, false
 	}
 	// The first entry serving it, as a search attributes it (tally).
-	v := entryFor(vcs, "", loc.where, loc.ref.Datacenter)
+	v := entryFor(vcs, "", loc.where, loc.dc)
 	start := time.Now()
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
@@ -751,7 +754,7 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
 		return cached{}, false
-	case entriesOf(vcs, loc.where, loc.ref.Datacenter) > 1:
+	case entriesOf(vcs, loc.where, loc.dc) > 1:
 		// This entry cannot answer (its own login refused?), another of
 		// the same vCenter may: search everywhere.
 		return cached{}, false
@@ -767,7 +770,7 @@ func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (
 	const op = "discovery.Tags"
 	// Through the entry that found it (its login saw the VM), or another
 	// entry of its vCenter serving its datacenter.
-	v := entryFor(*d.vcenters.Load(), r.VCenter, r.Where, r.VM.Ref.Datacenter)
+	v := entryFor(*d.vcenters.Load(), r.VCenter, r.Where, r.VM.Datacenter())
 	if v == nil {
 		return nil, fmt.Errorf("%s: vcenter %s (%s) is no longer configured", op, r.VCenter, r.Where)
 	}

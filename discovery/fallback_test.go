@@ -233,7 +233,7 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 	vcs := []discovery.Target{
 		{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second},
 		{Name: "vc2", Server: "vc2:443", Backend: f.backends["vc2"], RequestTimeout: time.Second},
-		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: []string{"dc0", "dc1"}},
+		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: specs(t, "dc0", "dc1")},
 	}
 	narrow := discovery.New(vcs, discovery.Options{})
 	t.Cleanup(narrow.Close)

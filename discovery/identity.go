@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // Identity is what a vCenter is, as opposed to the name a config gives
@@ -54,7 +56,7 @@ func (id Identity) sameVCenter(o Identity) bool {
 // dc of vCenter id: entry name while it is still that vCenter and serves
 // dc (its own login found the VM), else the first entry in config order
 // that is that vCenter and serves dc; nil when none does.
-func entryFor(vcs []*targetState, name string, id Identity, dc string) *targetState {
+func entryFor(vcs []*targetState, name string, id Identity, dc config.Datacenter) *targetState {
 	var first *targetState
 	for _, v := range vcs {
 		if !id.Is(v.identity()) || !v.serves(dc) {
@@ -72,7 +74,7 @@ func entryFor(vcs []*targetState, name string, id Identity, dc string) *targetSt
 
 // entriesOf counts the configured entries that are vCenter id and
 // serve dc.
-func entriesOf(vcs []*targetState, id Identity, dc string) int {
+func entriesOf(vcs []*targetState, id Identity, dc config.Datacenter) int {
 	n := 0
 	for _, v := range vcs {
 		if id.Is(v.identity()) && v.serves(dc) {

@@ -5,14 +5,17 @@ import (
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // location is where a VM was found: its vCenter (its name then, for
-// messages, and what it is) and its reference there.
+// messages, and what it is), its reference there and its datacenter (by
+// name, ID and path, as the configured datacenters match it).
 type location struct {
 	vcenter string
 	where   Identity
 	ref     backends.VMRef
+	dc      config.Datacenter
 }
 
 // locationCache remembers, for a TTL, where each lookup key's VM was last

@@ -72,7 +72,7 @@ func (tn *tenants) discoverer(t *testing.T, opts discovery.Options) *discovery.D
 	}
 	var vcs []discovery.Target
 	for _, n := range tn.entries {
-		vcs = append(vcs, discovery.Target{Name: n, Server: tn.servers[n], Backend: tn.backends[n], Datacenters: tn.dcs[n],
+		vcs = append(vcs, discovery.Target{Name: n, Server: tn.servers[n], Backend: tn.backends[n], Datacenters: specs(t, tn.dcs[n]...),
 			RequestTimeout: time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute})
 	}
 	d := discovery.New(vcs, opts)

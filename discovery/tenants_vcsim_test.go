@@ -43,7 +43,7 @@ func TestTenantsOfOneSimulatedVCenter(t *testing.T) {
 			be := vsphere.New(vsphere.Options{Config: v, Credentials: credentials.Static{User: v.User, Password: v.Password}, Inventory: true})
 			t.Cleanup(func() { closeWithin(be, time.Second) })
 			out = append(out, discovery.Target{Name: v.Name, Server: discovery.ServerKey(v.Server, v.Port), Backend: be,
-				Datacenters: v.Datacenters, RequestTimeout: 5 * time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute})
+				Datacenters: v.DatacenterSpecs(), RequestTimeout: 5 * time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute})
 		}
 		return out
 	}

@@ -4,6 +4,7 @@
 package backendtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 var _ backends.Backend = (*Backend)(nil)
@@ -38,7 +40,54 @@ type Backend struct {
 	version     uint64 // of the VMs held: changes with every Add and Remove
 	instance    string // InstanceUUID's answer
 	noUUIDs     bool   // UUIDs reports no inventory in service
+	// datacenters are those added by AddDatacenter; the VMs' own are
+	// listed too.
+	datacenters []config.Datacenter
+	dcCalls     atomic.Int64
+	dcErr       error // returned by Datacenters when set
 }
+
+// FailDatacenters makes Datacenters return err (nil heals), as a vCenter
+// that answers lookups but not that question (a timeout, a fault).
+func (b *Backend) FailDatacenters(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dcErr = err
+}
+
+// AddDatacenter makes Datacenters list dc, holding a VM or not.
+func (b *Backend) AddDatacenter(dc config.Datacenter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.datacenters = append(b.datacenters, dc)
+}
+
+// Datacenters implements backends.Backend: those added, and those of the
+// VMs held (by their Datacenter), once each; it fails as every call does.
+func (b *Backend) Datacenters(ctx context.Context) ([]config.Datacenter, error) {
+	b.dcCalls.Add(1)
+	if err := b.enter(ctx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dcErr != nil {
+		return nil, b.dcErr
+	}
+	out := slices.Clone(b.datacenters)
+	for _, vm := range b.vms {
+		if dc := vm.Datacenter(); !slices.Contains(out, dc) {
+			out = append(out, dc)
+		}
+	}
+	slices.SortFunc(out, func(x, y config.Datacenter) int {
+		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(x.ID, y.ID), strings.Compare(x.Path, y.Path))
+	})
+	return out, nil
+}
+
+// DatacenterCalls counts Datacenters calls.
+func (b *Backend) DatacenterCalls() int64 { return b.dcCalls.Load() }
 
 // Lag makes the VM with the given ref ID missing from the backend's
 // simulated inventory, as one created a moment ago is from a watch that
@@ -254,7 +303,7 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) ([]backends.VM, er
 		if q.AllowCached && b.lagging[vm.Ref.ID] {
 			continue
 		}
-		if len(q.Datacenters) > 0 && !slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
+		if !backends.InDatacenters(q.Datacenters, &vm) {
 			continue
 		}
 		if q.Matches(&vm) {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 var (
@@ -142,7 +143,7 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 	}
 	out := vms[:0]
 	for _, vm := range vms {
-		if len(q.Datacenters) == 0 || slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
+		if backends.InDatacenters(q.Datacenters, &vm) {
 			out = append(out, vm)
 		}
 	}
@@ -261,6 +262,51 @@ func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, 
 		return nil, fmt.Errorf("%s: vm %s in %s: %w", op, ref.ID, ref.Datacenter, backends.ErrNotFound)
 	}
 	return &vms[0], nil
+}
+
+// Datacenters implements backends.Backend.
+func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err error) {
+	const op = "vsphere.Datacenters"
+	defer sortFailure(&err)
+	if err := b.sessions.open(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if b.inv != nil {
+		b.inv.awaitFirstAttempt(ctx)
+		if dcs, ok := b.inv.datacenters(); ok {
+			return dcs, nil
+		}
+	}
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	dcs, err := readDatacenters(ctx, vc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return dcs, nil
+}
+
+// readDatacenters asks vCenter for every datacenter and its ancestors (two
+// calls), read as the inventory holds them.
+func readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
+	var list []mo.Datacenter
+	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", []string{"name"}, &list); err != nil {
+		return nil, fmt.Errorf("list datacenters: %w", err)
+	}
+	if len(list) == 0 {
+		return nil, nil
+	}
+	refs := make([]types.ManagedObjectReference, len(list))
+	for i := range list {
+		refs[i] = list[i].Self
+	}
+	s, err := retrieveWithAncestors(ctx, vc, refs)
+	if err != nil {
+		return nil, fmt.Errorf("read datacenters' folders: %w", err)
+	}
+	return s.datacenters(), nil
 }
 
 func vmRef(id string) types.ManagedObjectReference {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
 // inventoryKinds are the managed entities the watch keeps: the VMs and
@@ -219,6 +220,10 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: pageSize},
 	}
 	loading := newInvState() // the initial load, published when complete
+	// The view holds what is below the root folder, not the folder
+	// itself: held here, it ends every chain as a direct read's does, so
+	// that datacenters' paths are known complete (invState.datacenter).
+	loading.entities[vc.ServiceContent.RootFolder] = entity{}
 	applied := 0
 	for {
 		// The poll's deadline: vCenter answers by MaxWaitSeconds even
@@ -451,7 +456,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 			if !ok {
 				return nil, false
 			}
-			if len(q.Datacenters) == 0 || slices.Contains(q.Datacenters, vm.Ref.Datacenter) {
+			if backends.InDatacenters(q.Datacenters, &vm) {
 				vms = append(vms, vm)
 			}
 		}
@@ -487,18 +492,61 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 	return vm, vm.Ref.Datacenter != ""
 }
 
-// placed copies a VM record with the name of the datacenter above it, ""
-// when its ancestry, as held, does not reach one: the one place a VM's
-// datacenter is resolved, for the inventory and direct reads alike.
+// placed copies a VM record with the datacenter above it (its name, ID
+// and path; "" when its ancestry, as held, does not reach one): the one
+// place a VM's datacenter is resolved, for the inventory and direct reads
+// alike.
 func (s *invState) placed(rec *vmRecord) backends.VM {
 	vm := rec.vm
 	for _, r := range s.chain(rec.up()) {
 		if r.Type == "Datacenter" {
-			vm.Ref.Datacenter = s.entities[r].name
+			dc := s.datacenter(r)
+			vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
 			break
 		}
 	}
 	return vm
+}
+
+// datacenter is the datacenter ref as held: its name, its ID, and its
+// inventory path ("/folder/dc-east", as govmomi's finder writes it) when
+// its folders are held up to the root folder, "" otherwise.
+func (s *invState) datacenter(ref types.ManagedObjectReference) config.Datacenter {
+	dc := config.Datacenter{Name: s.entities[ref].name, ID: ref.Value}
+	chain := s.chain(ref)
+	if len(chain) == 0 || s.entities[chain[len(chain)-1]].parent.Value != "" {
+		return dc // the root folder, the one entity without a parent, is not reached
+	}
+	var b strings.Builder
+	for i := len(chain) - 2; i >= 0; i-- { // the root folder is no part of the path
+		b.WriteString("/")
+		b.WriteString(s.entities[chain[i]].name)
+	}
+	dc.Path = b.String()
+	return dc
+}
+
+// datacenters lists the datacenters held, by name, then ID.
+func (s *invState) datacenters() []config.Datacenter {
+	var out []config.Datacenter
+	for r := range s.entities {
+		if r.Type == "Datacenter" {
+			out = append(out, s.datacenter(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b config.Datacenter) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+// datacenters is invState.datacenters while the inventory is in service.
+func (inv *inventory) datacenters() ([]config.Datacenter, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	s := inv.inService()
+	if s == nil {
+		return nil, false
+	}
+	return s.datacenters(), true
 }
 
 // up is where a VM's ancestry starts: its folder, or its vApp.

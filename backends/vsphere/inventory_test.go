@@ -118,7 +118,7 @@ func queriesFor(vm *vcsim.VM) []backends.Query {
 		{By: backends.ByName, Values: []string{vm.Name}, AllowCached: true},
 		{By: backends.ByIP, Values: []string{vm.IP}, AllowCached: true},
 		{By: backends.ByDNSName, Values: []string{vm.HostName}, AllowCached: true},
-		{By: backends.ByUUID, Values: []string{vm.UUID}, Datacenters: []string{vm.Datacenter}, AllowCached: true},
+		{By: backends.ByUUID, Values: []string{vm.UUID}, Datacenters: byName(vm.Datacenter), AllowCached: true},
 	}
 }
 
@@ -157,7 +157,7 @@ func TestInventoryAnswersLikeVCenterFromMemory(t *testing.T) {
 		if other.Datacenter == fx.vc.VMs[0].Datacenter {
 			t.Fatal("fixture: want VMs in two datacenters")
 		}
-		if vms, err := fx.b.Find(ctx, backends.Query{By: backends.ByName, Values: []string{other.Name}, Datacenters: []string{fx.vc.VMs[0].Datacenter}, AllowCached: true}); err != nil || len(vms) != 0 {
+		if vms, err := fx.b.Find(ctx, backends.Query{By: backends.ByName, Values: []string{other.Name}, Datacenters: byName(fx.vc.VMs[0].Datacenter), AllowCached: true}); err != nil || len(vms) != 0 {
 			t.Fatalf("Find in the wrong datacenter = %v, %v", vms, err)
 		}
 	}
@@ -287,7 +287,7 @@ func TestInventoryFindsByGuestHostName(t *testing.T) {
 	}
 	same(dns("shared.example.com"), want...)
 	q := dns("shared.example.com")
-	q.Datacenters = []string{twin.Datacenter}
+	q.Datacenters = byName(twin.Datacenter)
 	if vm.Datacenter == twin.Datacenter {
 		t.Fatal("fixture: want the two VMs in two datacenters")
 	}

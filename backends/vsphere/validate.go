@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
@@ -98,7 +99,7 @@ func (b *Backend) Validate(ctx context.Context, req ValidateRequest) []Check {
 	}
 	var dcs []mo.Datacenter
 	r.run(CheckDatacenters, func() (v Verdict, detail string) {
-		dcs, v, detail = checkDatacenters(ctx, vc.Client, cfg.Datacenters)
+		dcs, v, detail = checkDatacenters(ctx, vc.Client, cfg.DatacenterSpecs())
 		return v, detail
 	})
 	r.run(CheckTags, func() (Verdict, string) {
@@ -199,33 +200,97 @@ func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr str
 }
 
 // checkDatacenters finds the configured datacenters (all, when none is
-// configured), suggesting a name for each one missing.
-func checkDatacenters(ctx context.Context, vc *vim25.Client, want []string) ([]mo.Datacenter, Verdict, string) {
-	all, err := datacenters(ctx, vc)
+// configured), by name, managed object ID or inventory path, suggesting
+// for each one missing what it may have meant. A name that several
+// datacenters carry fails too: CPI's finder refuses it, and its Nodes'
+// labels could not tell those datacenters apart.
+func checkDatacenters(ctx context.Context, vc *vim25.Client, want []config.DatacenterSpec) ([]mo.Datacenter, Verdict, string) {
+	all, err := readDatacenters(ctx, vc)
 	if err != nil {
 		return nil, Failed, fmt.Sprintf("listing datacenters: %v", err)
 	}
-	names := make([]string, len(all))
-	for i, dc := range all {
-		names[i] = dc.Name
+	asMO := func(dc config.Datacenter) mo.Datacenter {
+		var m mo.Datacenter
+		m.Self = types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}
+		m.Name = dc.Name
+		return m
 	}
 	if len(want) == 0 {
-		return all, Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(names, ", "))
+		var found []mo.Datacenter
+		var shown []string
+		for _, dc := range all {
+			found = append(found, asMO(dc))
+			shown = append(shown, describeDC(dc))
+		}
+		return found, Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(shown, ", "))
 	}
 	var found []mo.Datacenter
-	var missing []string
-	for _, name := range want {
-		i := slices.Index(names, name)
-		if i < 0 {
-			missing = append(missing, fmt.Sprintf("%q not found%s", name, suggest(name, names)))
-			continue
+	var problems, ok []string
+	for _, spec := range want {
+		var matched []config.Datacenter
+		for _, dc := range all {
+			if spec.Matches(dc) {
+				matched = append(matched, dc)
+			}
 		}
-		found = append(found, all[i])
+		switch len(matched) {
+		case 0:
+			problems = append(problems, fmt.Sprintf("%q not found%s", spec.Raw, suggestDatacenter(spec, all)))
+			continue
+		case 1:
+			ok = append(ok, fmt.Sprintf("%s (%s)", spec.Raw, describeDC(matched[0])))
+		default:
+			var paths []string
+			for _, dc := range matched {
+				paths = append(paths, strconv.Quote(dc.Path))
+			}
+			problems = append(problems, fmt.Sprintf("%q names %d datacenters (%s): CPI refuses such a name and Node labels cannot tell them apart; write the path of the one meant",
+				spec.Raw, len(matched), strings.Join(paths, ", ")))
+		}
+		for _, dc := range matched {
+			if m := asMO(dc); !slices.ContainsFunc(found, func(f mo.Datacenter) bool { return f.Self == m.Self }) {
+				found = append(found, m)
+			}
+		}
 	}
-	if len(missing) > 0 {
-		return found, Failed, strings.Join(missing, "; ")
+	if len(problems) > 0 {
+		return found, Failed, strings.Join(problems, "; ")
 	}
-	return found, Passed, fmt.Sprintf("%s found", strings.Join(want, ", "))
+	return found, Passed, strings.Join(ok, ", ") + " found"
+}
+
+// describeDC shows a datacenter as each form names it.
+func describeDC(dc config.Datacenter) string {
+	if dc.Path == "/"+dc.Name {
+		return fmt.Sprintf("%s, %s", dc.Name, dc.ID)
+	}
+	return fmt.Sprintf("%s, %s, %s", dc.Name, dc.ID, dc.Path)
+}
+
+// suggestDatacenter says what a spec that matched nothing may have meant:
+// an ID that is some datacenter's name means that datacenter (by path);
+// a path whose last element is a datacenter's name, that one's path;
+// otherwise the nearest names, IDs or paths, in the spec's own form.
+func suggestDatacenter(spec config.DatacenterSpec, all []config.Datacenter) string {
+	var candidates []string
+	for _, dc := range all {
+		switch spec.Kind {
+		case config.DatacenterByID:
+			if dc.Name == spec.Value {
+				return fmt.Sprintf(" as an ID, but a datacenter is named so: write %q", dc.Path)
+			}
+			candidates = append(candidates, dc.ID)
+		case config.DatacenterByPath:
+			if name, _ := spec.Name(); dc.Name == name {
+				return fmt.Sprintf("; datacenter %s is at %q", dc.Name, dc.Path)
+			}
+			candidates = append(candidates, dc.Path)
+		default:
+			candidates = append(candidates, dc.Name)
+		}
+	}
+	slices.Sort(candidates)
+	return suggest(spec.Value, slices.Compact(candidates))
 }
 
 func checkVMs(ctx context.Context, vc *vim25.Client, dcs []mo.Datacenter) (Verdict, string) {
@@ -300,16 +365,6 @@ func colonHex(b []byte) string {
 		parts[i] = fmt.Sprintf("%02X", x)
 	}
 	return strings.Join(parts, ":")
-}
-
-// datacenters lists every datacenter of the vCenter, by name.
-func datacenters(ctx context.Context, vc *vim25.Client) ([]mo.Datacenter, error) {
-	var dcs []mo.Datacenter
-	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", []string{"name"}, &dcs); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(dcs, func(a, b mo.Datacenter) int { return cmp.Compare(a.Name, b.Name) })
-	return dcs, nil
 }
 
 // countVMs counts the VMs in dcs.

@@ -36,6 +36,15 @@ func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *at
 	return b
 }
 
+// byName restricts a query to the datacenters named.
+func byName(names ...string) []config.DatacenterSpec {
+	var out []config.DatacenterSpec
+	for _, n := range names {
+		out = append(out, config.DatacenterSpec{Raw: n, Kind: config.DatacenterByName, Value: n})
+	}
+	return out
+}
+
 func startFederation(t *testing.T, vcs int) *vcsim.Federation {
 	t.Helper()
 	f, err := vcsim.Start(vcsim.Options{VCenters: vcs})
@@ -60,7 +69,7 @@ func TestFindGetTags(t *testing.T) {
 			{By: backends.ByIP, Values: []string{want.IP}},
 			{By: backends.ByDNSName, Values: []string{want.HostName}},
 			{By: backends.ByDNSName, Values: []string{strings.ToUpper(want.HostName)}},
-			{By: backends.ByUUID, Values: []string{want.UUID}, Datacenters: []string{want.Datacenter}},
+			{By: backends.ByUUID, Values: []string{want.UUID}, Datacenters: byName(want.Datacenter)},
 		} {
 			vms, err := b.Find(ctx, q)
 			if err != nil {
@@ -92,7 +101,7 @@ func TestFindGetTags(t *testing.T) {
 	if vc.VMs[0].Datacenter == other {
 		other = "DC0"
 	}
-	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}, Datacenters: []string{other}})
+	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}, Datacenters: byName(other)})
 	if err != nil || len(vms) != 0 {
 		t.Fatalf("Find in the wrong datacenter = %v, %v; want none, nil", vms, err)
 	}

@@ -37,6 +37,10 @@ import (
 type Options struct {
 	VCenters    int // default 3
 	Datacenters int // per vCenter, default 2
+	// Folders: the last Folders datacenters of each vCenter sit in a
+	// folder below the root folder (govmomi's model names it F0), not in
+	// the root folder itself.
+	Folders int
 	// MachinesPerPool: VMs in each cluster's resource pool and on each
 	// standalone host; a datacenter has 2×MachinesPerPool VMs. Default 2.
 	MachinesPerPool int
@@ -108,6 +112,9 @@ func (vc *VCenter) SOAPCalls() (byMethod map[string]int64, total int64) {
 // VM describes one simulated VM as the tests expect to see it.
 type VM struct {
 	VCenter, Datacenter, Name, UUID, Ref string
+	// DatacenterID and DatacenterPath are the managed object ID and the
+	// inventory path ("/F0/DC1") of Datacenter.
+	DatacenterID, DatacenterPath string
 	// Host is the ESXi host's name; Zone and Region its tags.
 	Host, Zone, Region string
 	IP, HostName       string
@@ -165,6 +172,7 @@ func Start(opts Options) (*Federation, error) {
 func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 	m := simulator.VPX()
 	m.Datacenter = opts.Datacenters
+	m.Folder = opts.Folders
 	m.Cluster = 1
 	m.ClusterHost = 1
 	m.Host = 1
@@ -323,7 +331,7 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 				zones[cr] = zone
 			}
 			v := &VM{
-				VCenter: vc.Name, Datacenter: dc.Name,
+				VCenter: vc.Name, Datacenter: dc.Name, DatacenterID: dc.Self.Value, DatacenterPath: inventoryPath(registry, dc.Self),
 				Name: fmt.Sprintf("%s-%s-vm%d", vc.Name, strings.ToLower(dc.Name), vmIndex),
 				UUID: UUIDFor(vcIndex, dcIndex, vmIndex), Ref: vm.Self.Value,
 				Host: host.Name, Zone: zone, Region: region,
@@ -376,6 +384,20 @@ const (
 // index in the block.
 func addressBlock(vmIndex int) (block, inBlock int) {
 	return vmIndex / vmsPerBlock, vmIndex % vmsPerBlock
+}
+
+// inventoryPath is ref's path from the root folder, "/F0/DC1".
+func inventoryPath(r *simulator.Registry, ref types.ManagedObjectReference) string {
+	var names []string
+	for range 32 {
+		e, ok := r.Get(ref).(mo.Entity)
+		if !ok || e.Entity().Parent == nil { // the root folder is no part of it
+			break
+		}
+		names = append([]string{e.Entity().Name}, names...)
+		ref = *e.Entity().Parent
+	}
+	return "/" + strings.Join(names, "/")
 }
 
 func inDatacenter(r *simulator.Registry, ref, dc types.ManagedObjectReference) bool {
