@@ -2,7 +2,9 @@
 # Runs every test of vsphere-federated-ccm: formatting and vet, the unit
 # tests (against govmomi's simulator) with the race detector, a short run of
 # each fuzz target, and the e2e suite on a real kube-apiserver + etcd built
-# from the Go module proxy (first run: ~7 min to build them, cached after).
+# from the Go module proxy (first run: ~7 min to build them, cached after),
+# its short scenarios also on the older Kubernetes minors of test/tools/v*
+# (first run: a few minutes more each).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -11,6 +13,13 @@ step() { printf '\n=== %s\n' "$*"; }
 step "provision kube-apiserver and etcd"
 KUBEBUILDER_ASSETS=$(test/provision.sh)
 export KUBEBUILDER_ASSETS
+# The older minors e2e TestKubernetesVersions runs on, built here, one after
+# another, while nothing else runs (each build takes both cores).
+minors=$(test/provision.sh --versions)
+for minor in $minors; do
+	dir=$(test/provision.sh "$minor")
+	printf 'Kubernetes %s: %s\n' "$minor" "$dir"
+done
 
 step "gofmt and go vet"
 unformatted=$(git ls-files -co --exclude-standard '*.go' | xargs gofmt -l)

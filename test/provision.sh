@@ -5,23 +5,65 @@
 # modules test/tools/kube-apiserver and test/tools/etcd.
 #
 # Usage: KUBEBUILDER_ASSETS=$(test/provision.sh)
+#        test/provision.sh <minor>    e.g. 1.33: an older Kubernetes
+#        test/provision.sh --versions the older minors there are builders for
 #
 # The binaries are cached in <repo>/.cache/bin with a stamp of the builder
 # modules' go.mod/go.sum; when both binaries are present and the stamp
 # matches, the script prints the directory and exits at once. Concurrent runs
 # are serialised with flock. Progress goes to stderr; the only line on stdout
 # is the bin directory.
+#
+# An older minor (TestKubernetesVersions) has its own builder modules,
+# test/tools/v<minor>/kube-apiserver and .../etcd (the etcd that release's
+# build/dependencies.yaml names), whose go.mod give the versions; it is
+# cached in <repo>/.cache/kube/v<minor> with its own stamp and lock, apart
+# from .cache/bin.
 set -euo pipefail
 
-KUBE_VERSION=v1.37.1
-ETCD_VERSION=v3.7.3
-
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-tools=$repo/test/tools
 cache=$repo/.cache
-bin=$cache/bin
+
+if [[ ${1-} == --versions ]]; then
+	for d in "$repo"/test/tools/v*/; do
+		[[ -f $d/kube-apiserver/go.mod && -f $d/etcd/go.mod ]] || continue
+		d=${d%/}
+		echo "${d##*/v}"
+	done | sort -V
+	exit 0
+fi
+
+# required_version prints the version a builder module's go.mod requires of
+# a module.
+required_version() { # go.mod module
+	awk -v m="$2" '($1 == m && $2 ~ /^v/) || ($1 == "require" && $2 == m) { print ($1 == "require" ? $3 : $2); exit }' "$1"
+}
+
+if [[ $# -eq 0 ]]; then
+	KUBE_VERSION=v1.37.1
+	ETCD_VERSION=v3.7.3
+	tools=$repo/test/tools
+	bin=$cache/bin
+	lock=$cache/provision.lock
+	builds=$cache/build
+elif [[ $# -eq 1 && $1 =~ ^1\.[0-9]+$ ]]; then
+	tools=$repo/test/tools/v$1
+	if [[ ! -f $tools/kube-apiserver/go.mod || ! -f $tools/etcd/go.mod ]]; then
+		printf 'provision: no builder modules for Kubernetes %s in %s (have: %s)\n' "$1" "$tools" "$("$0" --versions | tr '\n' ' ')" >&2
+		exit 2
+	fi
+	KUBE_VERSION=$(required_version "$tools/kube-apiserver/go.mod" k8s.io/kubernetes)
+	ETCD_VERSION=$(required_version "$tools/etcd/go.mod" go.etcd.io/etcd/server/v3)
+	[[ $KUBE_VERSION == v$1.* ]] || { printf 'provision: %s requires k8s.io/kubernetes %s, not a %s release\n' "$tools/kube-apiserver/go.mod" "$KUBE_VERSION" "$1" >&2; exit 2; }
+	[[ -n $ETCD_VERSION ]] || { printf 'provision: %s requires no go.etcd.io/etcd/server/v3\n' "$tools/etcd/go.mod" >&2; exit 2; }
+	bin=$cache/kube/v$1
+	lock=$cache/kube/v$1.lock
+	builds=$cache/kube/build-v$1
+else
+	printf 'usage: %s [<minor> | --versions]   (minor: e.g. 1.33)\n' "$0" >&2
+	exit 2
+fi
 stamp=$bin/.stamp
-lock=$cache/provision.lock
 
 log() { printf 'provision: %s\n' "$*" >&2; }
 
@@ -67,6 +109,7 @@ command -v go >/dev/null 2>&1 || { log "error: the go command is required"; exit
 ensure_flock
 
 mkdir -p "$bin"
+mkdir -p "$(dirname "$lock")"
 exec 9>"$lock"
 if ! flock -n 9; then
 	log "another provision run holds $lock; waiting for it to finish..."
@@ -81,8 +124,8 @@ if up_to_date; then
 fi
 
 # Holding the lock, no other run is building: clear leftovers of killed runs.
-rm -rf "$cache"/build.*
-tmp=$(mktemp -d "$cache/build.XXXXXX")
+rm -rf "$builds".*
+tmp=$(mktemp -d "$builds.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 # Deterministic settings for the builder modules, whatever the caller's

@@ -46,12 +46,16 @@ var cpiLabels = []string{
 // own) and the labels section of CPI's docs.
 func TestTakeoverFromCPIRelease(t *testing.T) {
 	t.Parallel()
+	takeoverFromCPIRelease(t, kube{})
+}
+
+func takeoverFromCPIRelease(t *testing.T, k kube) {
 	release := cpisamples.Path(t, "release-v1.36")
 	releaseConfig, err := os.ReadFile(filepath.Join(release, "vsphere.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
+	env := k.env(t, harness.Options{VCenters: 2, Datacenters: 1, MachinesPerPool: 2})
 	ctx := t.Context()
 	vc1, vc2 := env.Fed.VCenters[0], env.Fed.VCenters[1]
 	dc := func(vc *vcsim.VCenter) string { return vmsOf(env, vc.Name, "")[0].Datacenter }

@@ -134,7 +134,8 @@ func failOnRaces(t *testing.T, env *harness.Env) {
 	}
 }
 
-// newEnv starts a control plane with the manifests applied, a federation
+// newEnv starts a control plane (of the suite's Kubernetes unless
+// opts.AssetsDir names another's) with the manifests applied, a federation
 // and the cloud config for t; on failure the CCM logs are printed. With
 // E2E_ARTIFACTS set, every file (logs, config, kubeconfigs) is kept in
 // $E2E_ARTIFACTS/<test name>.
@@ -148,7 +149,9 @@ func newEnv(t *testing.T, opts harness.Options) *harness.Env {
 	} else {
 		opts.Dir = t.TempDir()
 	}
-	opts.AssetsDir = assets
+	if opts.AssetsDir == "" {
+		opts.AssetsDir = assets
+	}
 	opts.Logf = t.Logf
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

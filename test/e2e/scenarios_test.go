@@ -100,7 +100,11 @@ func checkNodes(t *testing.T, env *harness.Env, exp map[string]expectation) {
 // region, and lose the uninitialized taint. The CCM runs from the image.
 func TestNodesAcrossFederationAreInitialized(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, harness.Options{})
+	nodesAcrossFederationAreInitialized(t, kube{})
+}
+
+func nodesAcrossFederationAreInitialized(t *testing.T, k kube) {
+	env := k.env(t, harness.Options{})
 	vms := env.Fed.AllVMs()
 	exp := expectations(env, vms)
 	seen := map[string]bool{}
@@ -124,7 +128,11 @@ func TestNodesAcrossFederationAreInitialized(t *testing.T) {
 // deleted; a NotReady Node whose VM exists is kept.
 func TestDestroyedVMNodeIsDeleted(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, harness.Options{})
+	destroyedVMNodeIsDeleted(t, kube{})
+}
+
+func destroyedVMNodeIsDeleted(t *testing.T, k kube) {
+	env := k.env(t, harness.Options{})
 	victim := env.Fed.VCenter("vc2").VMs[5]
 	control := env.Fed.VCenter("vc3").VMs[2]
 	vms := []*vcsim.VM{victim, control}
@@ -161,7 +169,11 @@ func TestDestroyedVMNodeIsDeleted(t *testing.T) {
 // is not deleted); once the VM is back on and the Node Ready, the taint goes.
 func TestPoweredOffVMGetsShutdownTaint(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, harness.Options{})
+	poweredOffVMGetsShutdownTaint(t, kube{})
+}
+
+func poweredOffVMGetsShutdownTaint(t *testing.T, k kube) {
+	env := k.env(t, harness.Options{})
 	victim := env.Fed.VCenter("vc1").VMs[6]
 	control := env.Fed.VCenter("vc3").VMs[1]
 	vms := []*vcsim.VM{victim, control}
@@ -379,7 +391,11 @@ func TestCCMKilledMidwayResumes(t *testing.T) {
 // Nodes registered after the kill are initialized.
 func TestLeaderElectionFailover(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, harness.Options{})
+	leaderElectionFailover(t, kube{})
+}
+
+func leaderElectionFailover(t *testing.T, k kube) {
+	env := k.env(t, harness.Options{})
 	const lease = "cloud-controller-manager" // the DaemonSet's
 	vms := env.Fed.AllVMs()
 	first, second := vms[:6], vms[6:12]

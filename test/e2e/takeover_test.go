@@ -78,7 +78,11 @@ func cpiNode(vm *vcsim.VM, instanceType string) *corev1.Node {
 
 func TestTakeoverFromCPIThenVCenterRemoved(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t, harness.Options{VCenters: 3, Datacenters: 1, MachinesPerPool: 2})
+	takeoverFromCPIThenVCenterRemoved(t, kube{})
+}
+
+func takeoverFromCPIThenVCenterRemoved(t *testing.T, k kube) {
+	env := k.env(t, harness.Options{VCenters: 3, Datacenters: 1, MachinesPerPool: 2})
 	ctx := t.Context()
 	// vc2's section gets a name too long for a label value: its Nodes'
 	// vcenter label must be the encoded form.

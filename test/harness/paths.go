@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -45,22 +46,47 @@ func Provision() (string, error) {
 		}
 		return dir, nil
 	}
+	return provisionScript()
+}
+
+// ProvisionVersion returns the directory holding kube-apiserver and etcd of
+// an older Kubernetes minor (e.g. "1.33"): the output of
+// `test/provision.sh <minor>`, which builds them into .cache/kube/v<minor>
+// the first time (minutes) and is fast afterwards.
+func ProvisionVersion(minor string) (string, error) {
+	return provisionScript(minor)
+}
+
+// KubernetesVersions lists the older Kubernetes minors test/provision.sh
+// has builder modules for (test/tools/v<minor>), oldest first.
+func KubernetesVersions() ([]string, error) {
+	out, err := provisionScript("--versions")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
+}
+
+// provisionScript runs test/provision.sh with args and returns its stdout,
+// trimmed; an empty answer is an error except for --versions.
+func provisionScript(args ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(filepath.Join(root, "test", "provision.sh"))
+	cmd := exec.Command(filepath.Join(root, "test", "provision.sh"), args...)
 	cmd.Dir = root
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	name := strings.Join(append([]string{"test/provision.sh"}, args...), " ")
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("harness: test/provision.sh: %w\n%s", err, stderr.String())
+		return "", fmt.Errorf("harness: %s: %w\n%s", name, err, stderr.String())
 	}
-	dir := strings.TrimSpace(stdout.String())
-	if dir == "" {
-		return "", fmt.Errorf("harness: test/provision.sh printed no directory\n%s", stderr.String())
+	out := strings.TrimSpace(stdout.String())
+	if out == "" && !slices.Contains(args, "--versions") {
+		return "", fmt.Errorf("harness: %s printed no directory\n%s", name, stderr.String())
 	}
-	return dir, nil
+	return out, nil
 }
 
 // ccmBuild is one build of the CCM binary, made once per process (the Go
