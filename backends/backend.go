@@ -68,8 +68,14 @@ type Backend interface {
 	// is in service, else asked of vCenter. It is how a configured
 	// datacenter given by ID (config.DatacenterSpec) is told by name.
 	Datacenters(ctx context.Context) ([]config.Datacenter, error)
-	// Close releases sessions. A closed backend never connects again:
-	// every later call fails with ErrClosed.
+	// Start begins the backend's background work (an inventory watch),
+	// which runs until Close; a backend built and never started talks to
+	// vCenter only when called. Calls after the first, or after Close,
+	// do nothing.
+	Start()
+	// Close releases sessions and stops and waits for the background
+	// work. A closed backend never connects again: every later call
+	// fails with ErrClosed.
 	Close(ctx context.Context) error
 }
 

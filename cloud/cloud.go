@@ -176,6 +176,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		return
 	}
 	c.started = true
+	c.fleet.discovery.Start()
 	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
 	c.cancelWorkers = cancel
 	if client != nil {

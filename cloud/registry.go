@@ -46,7 +46,10 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		key := f.connectionKey(cfg, vc)
 		b, ok := f.backends[vc.Name]
 		if !ok || b.key != key {
+			// Backends are built by Start's first apply and later ones,
+			// so each starts at once.
 			b = &builtBackend{Backend: f.opts.NewBackend(vc, f.credentialSource(cfg, vc)), key: key}
+			b.Start()
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{

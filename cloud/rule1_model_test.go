@@ -477,6 +477,8 @@ func (h *applianceHandle) InstanceUUID() string {
 	return b.InstanceUUID()
 }
 
+func (h *applianceHandle) Start() {}
+
 func (h *applianceHandle) Close(context.Context) error {
 	h.closed.Store(true)
 	return nil

@@ -40,6 +40,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 				// Polls only on change: the requests counted are the lookups'.
 				Inventory: inventory, Heartbeat: time.Hour,
 			})
+			be.Start()
 			defer closeWithin(be, time.Second)
 			vcs = append(vcs, discovery.Target{Name: vc.Name, Server: vc.Name + ":443", Backend: be, RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 		}
@@ -80,6 +81,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 		})
 		b.Run(mode+"/cached", func(b *testing.B) {
 			d := discovery.New(vcs, discovery.Options{})
+			d.Start()
 			run(b, func() *discovery.Discoverer { return d })
 		})
 	}
@@ -116,6 +118,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: p.Port(), InsecureFlag: true},
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		})
+		be.Start()
 		defer closeWithin(be, time.Second)
 		vcs = append(vcs, discovery.Target{Name: vc.Name, Server: vc.Name + ":443", Backend: be, RequestTimeout: 500 * time.Millisecond, ConsecutiveFailures: 3, OpenTimeout: time.Hour})
 	}
@@ -143,6 +146,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 			b.Fatal(err)
 		}
 		d := discovery.New(vcs, cold)
+		d.Start()
 		ghost := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 		for range 3 { // trip vc3's breaker: three deadlines
 			_, _ = d.FindByUUID(ctx, ghost)

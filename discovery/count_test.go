@@ -46,6 +46,7 @@ func TestEachLookupIsCountedOnce(t *testing.T) {
 	f := newFleet()
 	counts := &lookupCounts{n: map[string]int{}}
 	d := discovery.New(f.targets(nil), discovery.Options{Observer: counts, DuplicateScan: 10 * time.Millisecond})
+	d.Start()
 	t.Cleanup(d.Close)
 	waitFor(t, "the duplicate index holds every vCenter", func() bool { return indexed(d) })
 	ctx := t.Context()
@@ -123,6 +124,7 @@ func TestRetiredLastSeenIsCountedAsAnError(t *testing.T) {
 	f := newFleet()
 	counts := &lookupCounts{n: map[string]int{}}
 	d := discovery.New(f.targets(nil), discovery.Options{Observer: counts})
+	d.Start()
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][0]

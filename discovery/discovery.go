@@ -106,11 +106,13 @@ type Discoverer struct {
 	duplicates *duplicateIndex
 
 	// probes are the background probes of vCenters known down (and the
-	// duplicate scan); stopped, closed by Close, ends them.
-	stopped chan struct{}
-	probeMu sync.Mutex // orders probes.Go after Close's Wait
-	closed  bool
-	probes  sync.WaitGroup
+	// duplicate scan, once Start ran: scanning); stopped, closed by
+	// Close, ends them.
+	stopped  chan struct{}
+	probeMu  sync.Mutex // orders probes.Go after Close's Wait; guards closed, scanning
+	closed   bool
+	scanning bool
+	probes   sync.WaitGroup
 }
 
 // targetState is a Target and what discovery keeps of it: its breaker and
@@ -130,7 +132,7 @@ type targetState struct {
 	noted atomic.Pointer[string]
 }
 
-// New returns a Discoverer over vcs.
+// New returns a Discoverer over vcs; it starts nothing (Start does).
 func New(vcs []Target, opts Options) *Discoverer {
 	if opts.LocationTTL == 0 {
 		opts.LocationTTL = 30 * time.Minute
@@ -151,8 +153,19 @@ func New(vcs []Target, opts Options) *Discoverer {
 		stopped: make(chan struct{})}
 	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
-	d.probes.Go(func() { d.watchDuplicates(opts.DuplicateScan) })
 	return d
+}
+
+// Start begins the duplicate scan (the cross-vCenter twin index), which
+// runs until Close. Only the first call counts, and none after Close.
+func (d *Discoverer) Start() {
+	d.probeMu.Lock()
+	defer d.probeMu.Unlock()
+	if d.closed || d.scanning {
+		return
+	}
+	d.scanning = true
+	d.probes.Go(func() { d.watchDuplicates(d.opts.DuplicateScan) })
 }
 
 // Close stops the background probes and the duplicate scan and waits for

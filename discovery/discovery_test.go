@@ -55,6 +55,7 @@ func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Dur
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
 	}
 	d := discovery.New(vcs, discovery.Options{DuplicateScan: 10 * time.Millisecond})
+	d.Start()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !indexed(d); {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -315,6 +316,7 @@ func TestRememberedLocationExpires(t *testing.T) {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d := discovery.New(vcs, discovery.Options{LocationTTL: ttl})
+	d.Start()
 	vm := f.vms["vc2"][1]
 	lookup := func() map[string]int64 {
 		t.Helper()
@@ -342,6 +344,7 @@ func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
 	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: specs(t, "dc1")}}
 	d := discovery.New(vcs, discovery.Options{})
+	d.Start()
 	ctx := t.Context()
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0
 	if res, err := d.FindByUUID(ctx, in.UUID); err != nil || res == nil {

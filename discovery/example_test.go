@@ -23,6 +23,7 @@ func ExampleDiscoverer_FindByUUID() {
 		{Name: "east", Server: "east.example.com:443", Backend: east, RequestTimeout: time.Second},
 		{Name: "west", Server: "west.example.com:443", Backend: west, RequestTimeout: time.Second},
 	}, discovery.Options{})
+	d.Start()
 	ctx := context.Background()
 
 	// The kubelet reports the system UUID with its first groups byte-swapped.

@@ -236,6 +236,7 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: specs(t, "dc0", "dc1")},
 	}
 	narrow := discovery.New(vcs, discovery.Options{})
+	narrow.Start()
 	t.Cleanup(narrow.Close)
 	if _, err := narrow.Locate(ctx, discovery.NodeKeys{Name: "db-0.example.com"}); !errors.As(err, &de) || len(de.Matches) != 2 {
 		t.Fatalf("a twin outside the configured datacenters: err = %v, want DuplicateError", err)

@@ -55,6 +55,7 @@ func TestFoundDoesNotWaitForAVCenterNotKnownUp(t *testing.T) {
 func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ProbeInterval: 20 * time.Millisecond})
+	d.Start()
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: 300 * time.Millisecond, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
@@ -119,6 +120,7 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 		reported[uuid] = vcs
 		calls++
 	}})
+	d.Start()
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
@@ -168,6 +170,7 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 	const timeout, connectWait = 2 * time.Second, 100 * time.Millisecond
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
+	d.Start()
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
@@ -195,6 +198,7 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	const connectWait = 100 * time.Millisecond
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
+	d.Start()
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})

@@ -76,6 +76,7 @@ func (tn *tenants) discoverer(t *testing.T, opts discovery.Options) *discovery.D
 			RequestTimeout: time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute})
 	}
 	d := discovery.New(vcs, opts)
+	d.Start()
 	t.Cleanup(d.Close)
 	return d
 }

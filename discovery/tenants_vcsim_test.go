@@ -41,6 +41,7 @@ func TestTenantsOfOneSimulatedVCenter(t *testing.T) {
 		var out []discovery.Target
 		for _, v := range cfg.VCenters {
 			be := vsphere.New(vsphere.Options{Config: v, Credentials: credentials.Static{User: v.User, Password: v.Password}, Inventory: true})
+			be.Start()
 			t.Cleanup(func() { closeWithin(be, time.Second) })
 			out = append(out, discovery.Target{Name: v.Name, Server: discovery.ServerKey(v.Server, v.Port), Backend: be,
 				Datacenters: v.DatacenterSpecs(), RequestTimeout: 5 * time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute})
@@ -54,6 +55,7 @@ func TestTenantsOfOneSimulatedVCenter(t *testing.T) {
 		defer mu.Unlock()
 		twins = append(twins, uuid+" in "+strings.Join(vcs, ","))
 	}})
+	d.Start()
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	// Attribution is to the first entry that answered with the VM: wait

@@ -347,6 +347,9 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	return out, nil
 }
 
+// Start implements backends.Backend: a fake has no background work.
+func (b *Backend) Start() {}
+
 // Close implements backends.Backend: later calls fail with ErrClosed.
 func (b *Backend) Close(context.Context) error {
 	b.mu.Lock()

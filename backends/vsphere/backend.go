@@ -51,14 +51,16 @@ type Backend struct {
 	inv      *inventory
 	bulkTags *attachedTagCache
 	// stopped, closed once by Close, ends the background work (watch, tag
-	// refreshes); done is closed when the watch has returned.
-	stopped  chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	// refreshes); done is closed when the watch has returned, or by Close
+	// when it never started (startOnce: one of Start and Close does).
+	stopped   chan struct{}
+	stopOnce  sync.Once
+	startOnce sync.Once
+	done      chan struct{}
 }
 
-// New returns a backend; it connects on first use, or at once to start
-// the inventory watch when Options.Inventory is set.
+// New returns a backend; it connects on first use, or on Start to start
+// the inventory watch when Options.Inventory is set. It starts nothing.
 func New(opts Options) *Backend {
 	b := &Backend{
 		sessions: newSessions(opts),
@@ -71,7 +73,6 @@ func New(opts Options) *Backend {
 		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
 	}
 	if !opts.Inventory {
-		close(b.done)
 		return b
 	}
 	heartbeat := opts.Heartbeat
@@ -84,11 +85,23 @@ func New(opts Options) *Backend {
 	}
 	b.inv = newInventory(b.sessions, heartbeat, log)
 	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
-	go func() {
-		defer close(b.done)
-		b.inv.run(wait.ContextForChannel(b.stopped))
-	}()
 	return b
+}
+
+// Start implements backends.Backend: the inventory's watch begins (until
+// Close); without an inventory there is nothing to start. Only the first
+// call counts, and none after Close.
+func (b *Backend) Start() {
+	if b.inv == nil {
+		return
+	}
+	b.startOnce.Do(func() {
+		b.inv.started.Store(true)
+		go func() {
+			defer close(b.done)
+			b.inv.run(wait.ContextForChannel(b.stopped))
+		}()
+	})
 }
 
 // Inventory implements backends.Backend.
@@ -597,6 +610,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	const op = "vsphere.Close"
 	b.sessions.shut()
 	b.stopOnce.Do(func() { close(b.stopped) })
+	b.startOnce.Do(func() { close(b.done) }) // never started: nothing to wait for, nothing to start
 	select {
 	case <-b.done:
 	case <-ctx.Done():

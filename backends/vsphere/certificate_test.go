@@ -143,6 +143,7 @@ func newCertificateLogin(t *testing.T, lifetime time.Duration, src func(cert, ke
 		WrapTransport: fx.traffic.wrap,
 		TokenLifetime: lifetime,
 	})
+	fx.b.Start()
 	t.Cleanup(func() { _ = fx.b.Close(context.Background()) })
 	return fx
 }

@@ -35,6 +35,7 @@ func TestClosedBackendNeverConnects(t *testing.T) {
 				Heartbeat:     heartbeat,
 				TagRefresh:    time.Hour,
 			})
+			b.Start()
 			t.Cleanup(func() { _ = b.Close(context.Background()) })
 			ctx := t.Context()
 			want := vc.VMs[0]

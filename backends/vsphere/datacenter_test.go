@@ -53,8 +53,10 @@ func newDCFixture(t *testing.T) *dcFixture {
 	fx := &dcFixture{vc: f.VCenters[0]}
 	o := optionsVia(fx.vc, fx.vc.Host, fx.vc.Port, 10*time.Second)
 	fx.direct = New(o)
+	fx.direct.Start()
 	o.Inventory, o.TagRefresh = true, time.Hour
 	fx.inventory = New(o)
+	fx.inventory.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -240,6 +242,7 @@ func TestValidateDatacenterForms(t *testing.T) {
 	// the nested one's name elsewhere.
 	o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
 	setup := New(o)
+	setup.Start()
 	t.Cleanup(func() { _ = setup.Close(context.Background()) })
 	client, err := setup.sessions.client(ctx)
 	if err != nil {

@@ -51,6 +51,7 @@ func TestHungTLSHandshakesAreAbandoned(t *testing.T) {
 		Config:      config.VCenter{Name: "hung", Server: host, Port: p, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 200 * time.Millisecond},
 		Credentials: credentials.Static{User: "u", Password: "p"},
 	})
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -77,6 +78,7 @@ func TestGivenUpConnectionsCloseTheirSockets(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 1})
 	vc.SetPassword("not what the backend logs in with")
 	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := ctxFor(t)
 	const probes = 10
@@ -107,6 +109,7 @@ func TestGivenUpConnectionsCloseTheirSockets(t *testing.T) {
 	// again by b, so another one does) and is closed leaves nothing open.
 	vc.SetPassword(vc.Password)
 	served := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
+	served.Start()
 	t.Cleanup(func() { _ = served.Close(context.Background()) })
 	if err := served.Probe(ctx); err != nil {
 		t.Fatalf("Probe with the password accepted: %v", err)

@@ -30,6 +30,7 @@ func TestFailuresAreSortedForErrorsIs(t *testing.T) {
 	}
 	newB := func(t *testing.T, o Options) *Backend {
 		b := New(o)
+		b.Start()
 		t.Cleanup(func() { _ = b.Close(context.Background()) })
 		return b
 	}

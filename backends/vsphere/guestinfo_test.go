@@ -30,6 +30,7 @@ func TestGuestInfoMetadataIsRead(t *testing.T) {
 		Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second},
 		Credentials: creds, Inventory: true,
 	})
+	inventoried.Start()
 	t.Cleanup(func() { _ = inventoried.Close(ctx) })
 	q := backends.Query{By: backends.ByName, Values: []string{vm.Name}}
 	got, err := direct.Find(ctx, q)

@@ -57,6 +57,9 @@ type inventory struct {
 	// the watch's first attempt has failed (see awaitFirstAttempt).
 	firstAttempt     chan struct{}
 	firstAttemptOnce sync.Once
+	// started is set when the watch starts (Backend.Start): before that
+	// no first load is under way, and nothing waits for one.
+	started atomic.Bool
 
 	mu    sync.RWMutex
 	state *invState // nil until loaded, and after the watch stops
@@ -112,6 +115,9 @@ const firstLoadWait = 5 * time.Second
 // go to vCenter directly, the storm the inventory exists to prevent.
 // Once the first attempt has ended, loaded or failed, nothing waits.
 func (inv *inventory) awaitFirstAttempt(ctx context.Context) {
+	if !inv.started.Load() {
+		return
+	}
 	select {
 	case <-inv.firstAttempt:
 		return

@@ -55,7 +55,9 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 	o := opts(true)
 	o.WrapTransport = vcsim.CountRequests(&fx.n)
 	fx.b = New(o)
+	fx.b.Start()
 	fx.direct = New(opts(false))
+	fx.direct.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -535,6 +537,7 @@ func TestLookupsAtStartWaitForTheFirstLoad(t *testing.T) {
 	o := optionsVia(vc, p.Host(), p.Port(), 20*time.Second)
 	o.Inventory, o.Heartbeat, o.TagRefresh = true, time.Second, time.Hour
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

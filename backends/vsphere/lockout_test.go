@@ -72,6 +72,7 @@ func newLockoutFixture(t *testing.T) *lockoutFixture {
 		Credentials:   chain,
 		WrapTransport: fx.refused.wrap,
 	})
+	fx.b.Start()
 	t.Cleanup(func() { _ = fx.b.Close(t.Context()) })
 	return fx
 }
@@ -234,6 +235,7 @@ func TestRefusedCredentialsRetriedOnSchedule(t *testing.T) {
 		Credentials:  credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		RefusedRetry: &retry,
 	})
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(t.Context()) })
 
 	vc.SetPassword("not-the-" + vc.Password)

@@ -87,6 +87,7 @@ func TestHangingLoginDoesNotHoldOtherCallers(t *testing.T) {
 	src := newGatedSource(o.Credentials, 1)
 	o.Credentials = src
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 
@@ -118,6 +119,7 @@ func TestBlackholedLoginDoesNotHoldOtherCallers(t *testing.T) {
 	o := optionsVia(vc, p.Host(), p.Port(), loginTimeout)
 	o.Inventory, o.Heartbeat, o.TagRefresh = true, time.Second, time.Hour
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -146,6 +148,7 @@ func TestHangingReloginDoesNotHoldOtherCallers(t *testing.T) {
 	src := newGatedSource(o.Credentials, 2)
 	o.Credentials = src
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := ctxFor(t)
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
@@ -185,6 +188,7 @@ func TestHangingRESTLoginDoesNotHoldLookups(t *testing.T) {
 	src := newGatedSource(o.Credentials, 2)
 	o.Credentials = src
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := ctxFor(t)
 	want := vc.VMs[0]

@@ -22,6 +22,7 @@ func TestRefreshConcurrentWithRelogin(t *testing.T) {
 	t.Cleanup(f.Close)
 	vc := f.VCenters[0]
 	b := New(optionsVia(vc, vc.Host, vc.Port, 10*time.Second))
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := ctxFor(t)
 	c, err := b.sessions.current(ctx)
@@ -65,6 +66,7 @@ func TestCloseConcurrentWithRESTLogin(t *testing.T) {
 		// sessions' memory, not on the wire): rounds stay cheap.
 		o.Credentials = &onceSource{Source: o.Credentials}
 		b := New(o)
+		b.Start()
 		if _, err := b.sessions.current(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ func newReachBackend(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, timeout ti
 	o := optionsVia(vc, p.Host(), p.Port(), timeout)
 	o.Inventory, o.Heartbeat, o.TagRefresh = inventory, time.Second, time.Hour
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -140,6 +141,7 @@ func TestReachabilityKeepAlive(t *testing.T) {
 	o := optionsVia(vc, p.Host(), p.Port(), timeout)
 	o.KeepAlive = 200 * time.Millisecond
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -177,6 +179,7 @@ func TestReachabilityWrongPassword(t *testing.T) {
 	o := optionsVia(vc, vc.Host, vc.Port, 5*time.Second)
 	o.Credentials = credentials.Static{User: vc.User, Password: config.Password(pw)}
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	err = b.Probe(ctxFor(t))
 	if err == nil {
@@ -204,6 +207,7 @@ func TestReachabilityAnswersAreUp(t *testing.T) {
 	t.Cleanup(f.Close)
 	vc := f.VCenters[0]
 	b := New(optionsVia(vc, vc.Host, vc.Port, 5*time.Second))
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := ctxFor(t)
 	victim := vc.VMs[1]

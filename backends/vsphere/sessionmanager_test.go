@@ -267,6 +267,7 @@ func (fx *smFixture) writeKeys(t *testing.T, keys map[string]string) {
 
 func (fx *smFixture) backend(t *testing.T) *vsphere.Backend {
 	b := vsphere.New(fx.opts)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b
 }
@@ -447,6 +448,7 @@ func TestSessionManagerFailures(t *testing.T) {
 				o.SessionManagerRootCAs = nil
 			}
 			b := vsphere.New(o)
+			b.Start()
 			defer func() { _ = b.Close(context.Background()) }()
 			start := time.Now()
 			_, err := b.Find(t.Context(), backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}})

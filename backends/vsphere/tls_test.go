@@ -60,6 +60,7 @@ func TestPinnedCertificateOverridesInsecureFlag(t *testing.T) {
 			cfg.Name, cfg.Server, cfg.Port, cfg.InsecureFlag = vc.Name, vc.Host, vc.Port, true
 			cfg.RequestTimeout = 10 * time.Second
 			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
+			b.Start()
 			defer func() { _ = b.Close(context.Background()) }()
 			before, total := vc.SOAPCalls()
 			_, err := b.Find(t.Context(), q)
@@ -129,6 +130,7 @@ func TestCAFileMountedAfterTheConfig(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "vcenter-ca.pem")
 	cfg := config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, CAFile: caFile}
 	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 	if _, err := b.Find(t.Context(), q); err == nil || !strings.Contains(err.Error(), caFile) {
@@ -245,6 +247,7 @@ func TestPinIgnoresSystemRoots(t *testing.T) {
 func findOrRefuse(t *testing.T, vc *vcsim.VCenter, cfg config.VCenter, ok bool) {
 	t.Helper()
 	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
+	b.Start()
 	defer func() { _ = b.Close(context.Background()) }()
 	before, total := vc.SOAPCalls()
 	vms, err := b.Find(t.Context(), backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})

@@ -21,6 +21,7 @@ import (
 func TestLargeResponsesReuseTheirConnection(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 50})
 	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
+	b.Start()
 	ctx := ctxFor(t)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	c, err := b.sessions.client(ctx)

@@ -34,6 +34,7 @@ func TestRequestsCarryTheUserAgent(t *testing.T) {
 			})
 		},
 	})
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := t.Context()
 	vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}})

@@ -43,6 +43,7 @@ func detailOf(checks []Check, name string) string {
 func validateVia(t *testing.T, o Options, req ValidateRequest, timeout time.Duration) ([]Check, time.Duration) {
 	t.Helper()
 	b := New(o)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

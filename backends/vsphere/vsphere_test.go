@@ -32,6 +32,7 @@ func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *at
 		opts.WrapTransport = vcsim.CountRequests(n)
 	}
 	b := vsphere.New(opts)
+	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b
 }
@@ -331,6 +332,7 @@ func TestTLSVerification(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Name, cfg.Server, cfg.Port = vc.Name, vc.Host, vc.Port
 			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
+			b.Start()
 			defer func() { _ = b.Close(context.Background()) }()
 			_, err := b.Find(t.Context(), q)
 			if tc.ok != (err == nil) {
@@ -356,6 +358,7 @@ func TestInstanceUUID(t *testing.T) {
 			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		})
+		b.Start()
 		defer func() { _ = b.Close(context.Background()) }()
 		if id := b.InstanceUUID(); id != "" {
 			t.Fatalf("%s: InstanceUUID before any login = %q, want \"\"", vc.Name, id)
