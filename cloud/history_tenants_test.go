@@ -43,3 +43,23 @@ func TestHistoryTenantsOfOneVCenter(t *testing.T) {
 		t.Fatalf("a tenant of every datacenter: retired %+v", h.Retired)
 	}
 }
+
+// A datacenter named by its inventory path, then by its name, is one
+// datacenter to the history (issue 22: one canonical identity): the edit
+// retires nothing.
+func TestHistoryDatacenterByPathThenName(t *testing.T) {
+	cfg := func(dcs ...string) *config.Config {
+		return &config.Config{VCenters: []config.VCenter{{Name: "vc1", Server: "vc.example.com", Port: 443, Datacenters: dcs}}}
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &configHistory{}
+	h.update(servingOf(cfg("/emea/dc-east", "dc-west"), nil), now, time.Hour)
+	h.update(servingOf(cfg("dc-east", "/dc-west"), nil), now.Add(time.Minute), time.Hour)
+	if len(h.Retired) != 0 {
+		t.Fatalf("path edited to name: retired %+v", h.Retired)
+	}
+	h.update(servingOf(cfg("dc-east"), nil), now.Add(2*time.Minute), time.Hour)
+	if len(h.Retired) != 1 || h.Retired[0].Datacenter != "dc-west" {
+		t.Fatalf("dc-west removed: retired %+v", h.Retired)
+	}
+}

@@ -87,10 +87,28 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 }
 
 // servingOf is cfg's vCenters as the history compares them, with their
-// backends' instance UUIDs.
+// backends' instance UUIDs and their datacenters by name (the one
+// identity VMs and labels carry too): a datacenter named by its path and
+// then by its name is one. A managed object ID stays as written (only its
+// vCenter knows the name): an edit between it and the name of the same
+// datacenter retires the other form for a while, which delays deletions
+// there and never hastens one.
 func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 	out := make([]serving, 0, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
+		if len(vc.Datacenters) > 0 {
+			names := make([]string, 0, len(vc.Datacenters))
+			for _, spec := range vc.DatacenterSpecs() {
+				name, ok := spec.Name()
+				if !ok {
+					name = spec.Raw
+				}
+				if !slices.Contains(names, name) {
+					names = append(names, name)
+				}
+			}
+			vc.Datacenters = names
+		}
 		s := serving{VCenter: vc}
 		if b, ok := built[vc.Name]; ok {
 			s.instance = b.InstanceUUID()
