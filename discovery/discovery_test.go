@@ -340,7 +340,7 @@ func TestRememberedLocationExpires(t *testing.T) {
 
 func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
-	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: specs(t, "dc1")}}
+	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: specs(t, "dc1")}}
 	d := discovery.New(vcs, discovery.Options{})
 	ctx := t.Context()
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0

@@ -11,6 +11,8 @@ import (
 
 // Options configure one vCenter backend.
 type Options struct {
+	// Config is resolved (config.Parse, or WithDefaults): New panics on a
+	// zero Port or RequestTimeout.
 	Config config.VCenter
 	// Credentials are the vCenter's logins; a *credentials.Chain is tried
 	// in order (see there), any other Source alone.

@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
@@ -65,6 +64,18 @@ type sessions struct {
 }
 
 func newSessions(opts Options) *sessions {
+	// The config resolves its defaults (config.Parse, or WithDefaults for
+	// a VCenter built by hand): a zero here is a bug, not a default.
+	missing := ""
+	switch {
+	case opts.Config.Port <= 0:
+		missing = "Port"
+	case opts.Config.RequestTimeout <= 0:
+		missing = "RequestTimeout"
+	}
+	if missing != "" {
+		panic("vsphere: vCenter " + opts.Config.Name + " has no " + missing + ": resolve its config.VCenter with config.Parse or WithDefaults")
+	}
 	chain := credentials.AsChain(opts.Credentials)
 	if opts.RefusedRetry != nil {
 		chain = chain.WithRetry(*opts.RefusedRetry)
@@ -177,12 +188,7 @@ func (c *conn) setServed(sv credentials.Served) {
 	c.served.Credentials = credentials.Credentials{}
 }
 
-func (s *sessions) requestTimeout() time.Duration {
-	if t := s.opts.Config.RequestTimeout; t > 0 {
-		return t
-	}
-	return config.DefaultRequestTimeout
-}
+func (s *sessions) requestTimeout() time.Duration { return s.opts.Config.RequestTimeout }
 
 func (s *sessions) url() *url.URL {
 	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
