@@ -158,18 +158,18 @@ type conn struct {
 	// Under sessions.mu.
 	fingerprint [32]byte // of the credentials it logged in with; never logged
 	// served says which source logged it in (its credentials cleared: a
-	// conn keeps no secret), and sessionManager whether they were a
-	// session manager's.
-	served         credentials.Served
-	sessionManager bool
-	certificate    bool      // a solution user's certificate login
-	loggedIn       time.Time // when its current session was logged in
-	rest           *rest.Client
-	restValid      bool
-	restShared     bool    // the REST client uses the SOAP session: no REST logout
-	relogging      *flight // a re-login under way
-	restLogin      *flight // a REST login under way
-	closed         bool    // no login starts on it any more
+	// conn keeps no secret), and viaSessionService whether they were a
+	// session service's.
+	served            credentials.Served
+	viaSessionService bool
+	certificate       bool      // a solution user's certificate login
+	loggedIn          time.Time // when its current session was logged in
+	rest              *rest.Client
+	restValid         bool
+	restShared        bool    // the REST client uses the SOAP session: no REST logout
+	relogging         *flight // a re-login under way
+	restLogin         *flight // a REST login under way
+	closed            bool    // no login starts on it any more
 	// token is the certificate login's (zero for other logins); renewal
 	// fires when it is due, and renewing is set while it runs.
 	token    token
@@ -181,7 +181,7 @@ type conn struct {
 // shared yet.
 func (c *conn) setServed(sv credentials.Served) {
 	c.fingerprint = sv.Fingerprint()
-	c.sessionManager = sv.SessionManager()
+	c.viaSessionService = sv.ViaSessionService()
 	c.certificate = sv.Certificate()
 	c.loggedIn = time.Now()
 	c.served = sv
@@ -369,13 +369,13 @@ func (s *sessions) logRefusals(attempt time.Time) {
 }
 
 // login logs c in with cr: a user and password, a solution user's
-// certificate (token.go), or a session manager's clone ticket.
+// certificate (token.go), or a session service's clone ticket (sessionservice.go).
 func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
 	if cr.Certificate() {
 		return s.loginByCertificate(ctx, c, cr)
 	}
 	s.setToken(c, token{})
-	if cr.SessionManager() {
+	if cr.ViaSessionService() {
 		return s.cloneSession(ctx, c, cr)
 	}
 	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
@@ -618,7 +618,7 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
 	s.mu.Lock()
-	served, shared := c.served, c.sessionManager
+	served, shared := c.served, c.viaSessionService
 	s.mu.Unlock()
 	var err error
 	if !shared {
@@ -627,8 +627,8 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 		var cr credentials.Credentials
 		if cr, err = s.chain.Reread(ctx, served); err != nil {
 			err = credentialsFailure(err) // no REST login with credentials vCenter refused
-		} else if cr.SessionManager() {
-			shared = true // it names a session manager now: share its session as the next login will
+		} else if cr.ViaSessionService() {
+			shared = true // it names a session service now: share its session as the next login will
 		} else if cr.Certificate() {
 			sv := served
 			sv.Credentials = cr
