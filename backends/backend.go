@@ -30,7 +30,7 @@ type Backend interface {
 	Get(ctx context.Context, ref VMRef) (*VM, error)
 	// Tags returns, per category name asked for, the name of the tag of that
 	// category nearest to the VM: its host, the host's cluster and folders up
-	// to the datacenter and beyond, then the VM's own folder chain. A
+	// to the datacenter and beyond, then the VM's own folders. A
 	// category with no such tag is absent from the map.
 	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
 	// Inventory reports whether the backend has a watch-fed inventory of

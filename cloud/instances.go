@@ -159,7 +159,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*clou
 
 // topology reads zone and region from the tag categories named in labels.
 // As CPI, only when both are configured (else both are empty; the config
-// notice says so); a category without a tag on the VM's chains is an
+// notice says so); a category without a tag on the VM's ancestries is an
 // error, so the Node stays tainted rather than join without its zone.
 func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
 	if labels.Zone == "" || labels.Region == "" {

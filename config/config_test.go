@@ -396,6 +396,19 @@ vcenter:
 	}
 }
 
+// A VCenter built by hand gets through WithDefaults what Parse gives a
+// vCenter that sets nothing, and keeps what it sets.
+func TestWithDefaultsIsParses(t *testing.T) {
+	cfg := mustParse(t, "vcenter:\n  only:\n    server: vc\n    user: u\n    password: p\n")
+	hand := VCenter{Name: "only", Server: "vc", User: "u", Password: "p", RoundTripCount: DefaultRoundTripCount, Inventory: true}
+	checkVCenters(t, []VCenter{hand.WithDefaults()}, cfg.VCenters)
+
+	set := VCenter{Port: 8443, RequestTimeout: time.Second, Breaker: Breaker{ConsecutiveFailures: 2, OpenTimeout: time.Minute}, IPFamily: []string{IPv6}}
+	if got := set.WithDefaults(); !reflect.DeepEqual(got, set) {
+		t.Errorf("WithDefaults changed set values: %+v, want %+v", got, set)
+	}
+}
+
 func TestParseDefaults(t *testing.T) {
 	cfg := mustParse(t, "vcenter:\n  only:\n    server: vc\n    user: u\n    password: p\n")
 	checkVCenters(t, cfg.VCenters, []VCenter{with(defaults("only", "vc"), func(v *VCenter) { v.User, v.Password = "u", "p" })})

@@ -429,9 +429,9 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	}
 	g := f.Global.vcenterSection
 	var defaults vcenterDefaults
-	defaults.timeout, _ = parseDuration(g.RequestTimeout, DefaultRequestTimeout, "global.requestTimeout", add)
+	defaults.timeout, _ = parseDuration(g.RequestTimeout, 0, "global.requestTimeout", add)
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
-	defaults.breaker = resolveBreaker(g.Breaker, Breaker{DefaultConsecutiveFailures, DefaultOpenTimeout}, "global.breaker", add)
+	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
 
 	// Several entries may name one server (CPI's tenants): each is its
 	// own target, with its own credentials and datacenters.
@@ -509,7 +509,8 @@ func (f *fileSchema) sections() map[string]*vcenterSection {
 	return vcs
 }
 
-// vcenterDefaults are global's resolved values a vCenter inherits.
+// vcenterDefaults are global's resolved values a vCenter inherits; zero
+// where global sets none (VCenter.WithDefaults fills those).
 type vcenterDefaults struct {
 	timeout time.Duration
 	breaker Breaker
@@ -532,7 +533,6 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 		RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
 		Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
 	}
-	vc.Port = DefaultPort
 	if port := or(v.Port, g.Port); port != "" {
 		n, err := strconv.Atoi(port)
 		switch {
@@ -555,9 +555,6 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 			add(fmt.Sprintf("%s[%d]", dcPath, i), "%v", err)
 		}
 	}
-	if len(vc.IPFamily) == 0 {
-		vc.IPFamily = []string{IPv4}
-	}
 	for i, fam := range vc.IPFamily {
 		fam = strings.ToLower(fam)
 		vc.IPFamily[i] = fam
@@ -575,7 +572,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 	// nothing else.
 	vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
 	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
-	return vc
+	return vc.WithDefaults()
 }
 
 // resolve parses the address rules.

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"time"
@@ -222,6 +223,23 @@ const (
 	IPv4                       = "ipv4"
 	IPv6                       = "ipv6"
 )
+
+// WithDefaults is v with each field that no value of the config leaves
+// zero set as Parse sets it when neither global nor the vCenter gives one:
+// Port, RequestTimeout, the Breaker's settings and IPFamily. Parse resolves
+// every vCenter through it, so a VCenter built by hand (a test's) carries
+// the same defaults; consumers use the values as given. RoundTripCount
+// and Inventory, whose zero is a value of its own, are left as they are.
+func (v VCenter) WithDefaults() VCenter {
+	v.Port = cmp.Or(v.Port, DefaultPort)
+	v.RequestTimeout = cmp.Or(v.RequestTimeout, DefaultRequestTimeout)
+	v.Breaker.ConsecutiveFailures = cmp.Or(v.Breaker.ConsecutiveFailures, DefaultConsecutiveFailures)
+	v.Breaker.OpenTimeout = cmp.Or(v.Breaker.OpenTimeout, DefaultOpenTimeout)
+	if len(v.IPFamily) == 0 {
+		v.IPFamily = []string{IPv4}
+	}
+	return v
+}
 
 // Password is a credential; it never prints.
 type Password string

@@ -34,7 +34,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 		var vcs []discovery.Target
 		for _, vc := range fed.VCenters {
 			be := vsphere.New(vsphere.Options{
-				Config:        config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
+				Config:        config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true}.WithDefaults(),
 				Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 				WrapTransport: vcsim.CountRequests(&requests),
 				// Polls only on change: the requests counted are the lookups'.
@@ -115,7 +115,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 		defer p.Close()
 		proxies[vc.Name] = p
 		be := vsphere.New(vsphere.Options{
-			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: p.Port(), InsecureFlag: true},
+			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: p.Port(), InsecureFlag: true}.WithDefaults(),
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		})
 		be.Start()

@@ -50,7 +50,7 @@ func placedVCenter() (*backendtest.Backend, map[string]backends.VM) {
 
 func datacenterDiscoverer(t *testing.T, b backends.Backend, dcs []config.DatacenterSpec) *discovery.Discoverer {
 	t.Helper()
-	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, Datacenters: dcs}}, discovery.Options{})
+	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: dcs}}, discovery.Options{})
 	d.Start()
 	t.Cleanup(d.Close)
 	return d

@@ -31,9 +31,10 @@ type Target struct {
 	// Datacenters to search, each a name, a managed object ID or an
 	// inventory path (config.DatacenterSpec); empty means all.
 	Datacenters []config.DatacenterSpec
-	// RequestTimeout is the deadline of each call.
+	// RequestTimeout is the deadline of each call; required.
 	RequestTimeout time.Duration
-	// ConsecutiveFailures open the breaker; it probes again after OpenTimeout.
+	// ConsecutiveFailures open the breaker; it probes again after
+	// OpenTimeout. Both required: the config resolves their defaults.
 	ConsecutiveFailures uint32
 	OpenTimeout         time.Duration
 }
@@ -184,9 +185,20 @@ func (d *Discoverer) Close() {
 // settings are unchanged keeps its breaker.
 func (d *Discoverer) SetVCenters(vcs []Target) {
 	for _, v := range vcs {
-		if v.Server == "" {
+		missing := ""
+		switch {
+		case v.Server == "":
 			// Without it every vCenter would be the same one.
-			panic("discovery: Target " + v.Name + " has no Server")
+			missing = "Server"
+		case v.RequestTimeout <= 0:
+			missing = "RequestTimeout"
+		case v.ConsecutiveFailures == 0:
+			missing = "ConsecutiveFailures"
+		case v.OpenTimeout <= 0:
+			missing = "OpenTimeout"
+		}
+		if missing != "" {
+			panic("discovery: Target " + v.Name + " has no " + missing)
 		}
 	}
 	old := map[string]*targetState{}
@@ -208,9 +220,6 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 
 func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 	failures := v.ConsecutiveFailures
-	if failures == 0 {
-		failures = 5
-	}
 	cb := gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:        v.Name,
 		MaxRequests: 1,

@@ -342,7 +342,7 @@ func TestRememberedLocationExpires(t *testing.T) {
 
 func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
-	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, Datacenters: specs(t, "dc1")}}
+	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: specs(t, "dc1")}}
 	d := discovery.New(vcs, discovery.Options{})
 	d.Start()
 	ctx := t.Context()

@@ -20,8 +20,8 @@ func ExampleDiscoverer_FindByUUID() {
 		Name: "worker-1", UUID: "422e4956-ad22-1139-1234-567890abcdef",
 	}, nil)
 	d := discovery.New([]discovery.Target{
-		{Name: "east", Server: "east.example.com:443", Backend: east, RequestTimeout: time.Second},
-		{Name: "west", Server: "west.example.com:443", Backend: west, RequestTimeout: time.Second},
+		{Name: "east", Server: "east.example.com:443", Backend: east, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute},
+		{Name: "west", Server: "west.example.com:443", Backend: west, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute},
 	}, discovery.Options{})
 	d.Start()
 	ctx := context.Background()

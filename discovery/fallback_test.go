@@ -231,9 +231,9 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 	f.backends["vc1"].Remove("vm-c")
 	f.guestVM("vc3", "dc-unserved", "vm-d", "db-0.example.com", "", "42000000-aaaa-4000-8000-00000000000d")
 	vcs := []discovery.Target{
-		{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second},
-		{Name: "vc2", Server: "vc2:443", Backend: f.backends["vc2"], RequestTimeout: time.Second},
-		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, Datacenters: specs(t, "dc0", "dc1")},
+		{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute},
+		{Name: "vc2", Server: "vc2:443", Backend: f.backends["vc2"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute},
+		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: specs(t, "dc0", "dc1")},
 	}
 	narrow := discovery.New(vcs, discovery.Options{})
 	narrow.Start()

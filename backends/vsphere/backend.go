@@ -415,12 +415,12 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	// What vCenter holds of them, complete or not: the chains are walked
-	// as far as they go.
-	chains, _ := s.tagChains(vm)
+	// What vCenter holds of them, complete or not: the ancestries are
+	// walked as far as they go.
+	ancestries, _ := s.tagAncestries(vm)
 	var all []types.ManagedObjectReference
-	for _, c := range chains {
-		for _, r := range c {
+	for _, a := range ancestries {
+		for _, r := range a {
 			if !slices.Contains(all, r) {
 				all = append(all, r)
 			}
@@ -433,7 +433,7 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	if b.bulkTags != nil {
 		b.bulkTags.merge(all, attached)
 	}
-	return firstCompleteChain(chains, attached, categories), nil
+	return firstCompleteAncestry(ancestries, attached, categories), nil
 }
 
 // tagRoots are where CPI looks for a VM's zone and region, in its order
@@ -450,22 +450,22 @@ func tagRoots(vm *backends.VM) []types.ManagedObjectReference {
 	return append(roots, vmRef(vm.Ref.ID))
 }
 
-// firstCompleteChain is CPI's choice among the chains (nearest first
-// each): the first whose walk (cpiWalk) finds a tag of every category;
-// when none does, the last chain's partial answer (the caller says which
-// category is missing, as CPI fails then). Tags of one chain are never
-// mixed with another's.
-func firstCompleteChain(chains [][]types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
+// firstCompleteAncestry is CPI's choice among the ancestries (nearest
+// first each): the first whose walk (cpiWalk) finds a tag of every
+// category; when none does, the last ancestry's partial answer (the caller
+// says which category is missing, as CPI fails then). Tags of one ancestry
+// are never mixed with another's.
+func firstCompleteAncestry(ancestries [][]types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
 	out := map[string]string{}
-	for _, c := range chains {
-		if out = cpiWalk(c, attached, categories); len(out) == len(categories) {
+	for _, a := range ancestries {
+		if out = cpiWalk(a, attached, categories); len(out) == len(categories) {
 			return out
 		}
 	}
 	return out
 }
 
-// cpiWalk is CPI's walk up one chain (connectionmanager's
+// cpiWalk is CPI's walk up one ancestry (connectionmanager's
 // LookupZoneByMoref), kept on purpose so that a Node gets the zone CPI
 // gives its neighbours: from the nearest object up, each tag of a
 // category sets that category, overwriting what a nearer object set,

@@ -227,7 +227,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 	}
 	loading := newInvState() // the initial load, published when complete
 	// The view holds what is below the root folder, not the folder
-	// itself: held here, it ends every chain as a direct read's does, so
+	// itself: held here, it ends every ancestry as a direct read's does, so
 	// that datacenters' paths are known complete (invState.datacenter).
 	loading.entities[vc.ServiceContent.RootFolder] = entity{}
 	applied := 0
@@ -504,7 +504,7 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 // alike.
 func (s *invState) placed(rec *vmRecord) backends.VM {
 	vm := rec.vm
-	for _, r := range s.chain(rec.up()) {
+	for _, r := range s.ancestors(rec.up()) {
 		if r.Type == "Datacenter" {
 			dc := s.datacenter(r)
 			vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
@@ -519,14 +519,14 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 // its folders are held up to the root folder, "" otherwise.
 func (s *invState) datacenter(ref types.ManagedObjectReference) config.Datacenter {
 	dc := config.Datacenter{Name: s.entities[ref].name, ID: ref.Value}
-	chain := s.chain(ref)
-	if len(chain) == 0 || s.entities[chain[len(chain)-1]].parent.Value != "" {
+	up := s.ancestors(ref)
+	if len(up) == 0 || s.entities[up[len(up)-1]].parent.Value != "" {
 		return dc // the root folder, the one entity without a parent, is not reached
 	}
 	var b strings.Builder
-	for i := len(chain) - 2; i >= 0; i-- { // the root folder is no part of the path
+	for i := len(up) - 2; i >= 0; i-- { // the root folder is no part of the path
 		b.WriteString("/")
-		b.WriteString(s.entities[chain[i]].name)
+		b.WriteString(s.entities[up[i]].name)
 	}
 	dc.Path = b.String()
 	return dc
@@ -563,9 +563,9 @@ func (r *vmRecord) up() types.ManagedObjectReference {
 	return r.parent
 }
 
-// chain lists ref and its ancestors held, nearest first; it stops at the
-// first one not held.
-func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObjectReference {
+// ancestors lists ref and its ancestors held, nearest first; it stops at
+// the first one not held.
+func (s *invState) ancestors(ref types.ManagedObjectReference) []types.ManagedObjectReference {
 	var out []types.ManagedObjectReference
 	for range 64 { // inventory depth is bounded; this guards against a cycle
 		e, ok := s.entities[ref]
@@ -581,44 +581,44 @@ func (s *invState) chain(ref types.ManagedObjectReference) []types.ManagedObject
 	return out
 }
 
-// tagChains lists, in CPI's order, the chains whose tags place vm, each
+// tagAncestries lists, in CPI's order, the ancestries whose tags place vm, each
 // nearest first (see tagRoots): its host and what holds the host, its
 // resource pool and what holds that, the VM and its folders; each as far
 // as s holds it. complete is false when s lacks one of those roots or the
 // VM's folders do not reach a datacenter.
-func (s *invState) tagChains(vm *backends.VM) (chains [][]types.ManagedObjectReference, complete bool) {
+func (s *invState) tagAncestries(vm *backends.VM) (ancestries [][]types.ManagedObjectReference, complete bool) {
 	complete = true
 	for _, root := range tagRoots(vm) {
 		if root.Type != "VirtualMachine" {
 			_, held := s.entities[root]
 			complete = complete && held
-			chains = append(chains, s.chain(root))
+			ancestries = append(ancestries, s.ancestors(root))
 			continue
 		}
 		rec, held := s.vms[root.Value]
 		if !held {
 			complete = false
-			chains = append(chains, nil)
+			ancestries = append(ancestries, nil)
 			continue
 		}
-		folders := s.chain(rec.up())
+		folders := s.ancestors(rec.up())
 		complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
-		chains = append(chains, append([]types.ManagedObjectReference{root}, folders...))
+		ancestries = append(ancestries, append([]types.ManagedObjectReference{root}, folders...))
 	}
-	return chains, complete
+	return ancestries, complete
 }
 
-// tagChains is invState.tagChains while the inventory is in service; ok is
-// false when it cannot place the VM (the caller reads the chains from
-// vCenter).
-func (inv *inventory) tagChains(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
+// tagAncestries is invState.tagAncestries while the inventory is in
+// service; ok is false when it cannot place the VM (the caller reads the
+// ancestries from vCenter).
+func (inv *inventory) tagAncestries(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	s := inv.inService()
 	if s == nil {
 		return nil, false
 	}
-	return s.tagChains(vm)
+	return s.tagAncestries(vm)
 }
 
 // entityRefs lists every entity held, VMs too (CPI reads a VM's own

@@ -581,10 +581,10 @@ func firstPerDatacenter(vc *vcsim.VCenter) []*vcsim.VM {
 // Zone and region are looked for as CPI looks for them
 // (pkg/cloudprovider/vsphere/zones.go): on the VM's host and what holds
 // it, then on its resource pool and what holds that, then on the VM and
-// its folders; the first of these chains that has both wins, whole (a
-// zone from one chain is never paired with a region from another). The
+// its folders; the first of these ancestries that has both wins, whole (a
+// zone from one ancestry is never paired with a region from another). The
 // inventory's cached answer and vCenter's direct one agree.
-func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
+func TestZoneAndRegionInCPIsAncestryOrder(t *testing.T) {
 	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
 	ctx := ctxFor(t)
 	tm := fx.tagManager(ctx)
@@ -619,15 +619,15 @@ func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
 		})
 	}
 
-	// The host chain has a zone only: incomplete, so the resource pool's
-	// chain answers, both from there.
+	// The host ancestry has a zone only: incomplete, so the resource pool's
+	// ancestry answers, both from there.
 	fx.attach(ctx, tm, zoneCat, "host-zone", host)
 	fx.attach(ctx, tm, zoneCat, "pool-zone", pool)
 	fx.attach(ctx, tm, regionCat, "pool-region", pool)
 	want("host zone only", "pool-zone", "pool-region")
-	// A region on the host's datacenter completes the host chain: it wins.
+	// A region on the host's datacenter completes the host ancestry: it wins.
 	fx.attach(ctx, tm, regionCat, "dc-region", fx.entityOf(vm.Ref.Datacenter, "Datacenter"))
-	want("host chain complete", "host-zone", "dc-region")
+	want("host ancestry complete", "host-zone", "dc-region")
 	// CPI's walk (issue 22): a zone on the host's cluster too, the region
 	// above both: the cluster's zone overwrites the host's, as CPI's
 	// LookupZoneByMoref does until it has found the region as well.
@@ -643,7 +643,7 @@ func TestZoneAndRegionInCPIsChainOrder(t *testing.T) {
 	fx.attach(ctx, tm, regionCat, "host-region", host)
 	want("zone and region on the host", "host-zone", "host-region")
 
-	// Another VM whose own tags are the only complete set: the VM chain,
+	// Another VM whose own tags are the only complete set: the VM ancestry,
 	// the VM itself included.
 	other, err := fx.direct.Get(ctx, backends.VMRef{Datacenter: fx.vc.VMs[len(fx.vc.VMs)-1].Datacenter, ID: fx.vc.VMs[len(fx.vc.VMs)-1].Ref})
 	if err != nil {

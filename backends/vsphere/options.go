@@ -11,6 +11,8 @@ import (
 
 // Options configure one vCenter backend.
 type Options struct {
+	// Config is resolved (config.Parse, or WithDefaults): New panics on a
+	// zero Port or RequestTimeout.
 	Config config.VCenter
 	// Credentials are the vCenter's logins; a *credentials.Chain is tried
 	// in order (see there), any other Source alone.
@@ -18,11 +20,11 @@ type Options struct {
 	// RefusedRetry is when credentials this vCenter refused are sent
 	// again unchanged; nil: credentials.DefaultRetry.
 	RefusedRetry *credentials.Retry
-	// SessionManagerRootCAs are the roots a shared session manager's
+	// SessionServiceRootCAs are the roots a session service's
 	// certificate is verified against (credentials of that form); nil: the
 	// system's, as CPI.
-	SessionManagerRootCAs *x509.CertPool
-	// ServiceAccountTokenFile is sent to a session manager when the
+	SessionServiceRootCAs *x509.CertPool
+	// ServiceAccountTokenFile is sent to a session service when the
 	// credentials carry no token; default DefaultServiceAccountTokenFile.
 	ServiceAccountTokenFile string
 	// WrapTransport, when set, wraps the HTTP transport of both sessions

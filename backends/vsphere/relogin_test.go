@@ -21,7 +21,7 @@ func setup(t *testing.T) (*vcsim.VCenter, *vsphere.Backend, backends.Query, cont
 	}
 	t.Cleanup(f.Close)
 	vc := f.VCenters[0]
-	b := vsphere.New(vsphere.Options{Config: config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1},
+	b := vsphere.New(vsphere.Options{Config: config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1}.WithDefaults(),
 		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
 	b.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

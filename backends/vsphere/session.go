@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
@@ -65,6 +64,18 @@ type sessions struct {
 }
 
 func newSessions(opts Options) *sessions {
+	// The config resolves its defaults (config.Parse, or WithDefaults for
+	// a VCenter built by hand): a zero here is a bug, not a default.
+	missing := ""
+	switch {
+	case opts.Config.Port <= 0:
+		missing = "Port"
+	case opts.Config.RequestTimeout <= 0:
+		missing = "RequestTimeout"
+	}
+	if missing != "" {
+		panic("vsphere: vCenter " + opts.Config.Name + " has no " + missing + ": resolve its config.VCenter with config.Parse or WithDefaults")
+	}
 	chain := credentials.AsChain(opts.Credentials)
 	if opts.RefusedRetry != nil {
 		chain = chain.WithRetry(*opts.RefusedRetry)
@@ -147,18 +158,18 @@ type conn struct {
 	// Under sessions.mu.
 	fingerprint [32]byte // of the credentials it logged in with; never logged
 	// served says which source logged it in (its credentials cleared: a
-	// conn keeps no secret), and sessionManager whether they were a
-	// session manager's.
-	served         credentials.Served
-	sessionManager bool
-	certificate    bool      // a solution user's certificate login
-	loggedIn       time.Time // when its current session was logged in
-	rest           *rest.Client
-	restValid      bool
-	restShared     bool    // the REST client uses the SOAP session: no REST logout
-	relogging      *flight // a re-login under way
-	restLogin      *flight // a REST login under way
-	closed         bool    // no login starts on it any more
+	// conn keeps no secret), and viaSessionService whether they were a
+	// session service's.
+	served            credentials.Served
+	viaSessionService bool
+	certificate       bool      // a solution user's certificate login
+	loggedIn          time.Time // when its current session was logged in
+	rest              *rest.Client
+	restValid         bool
+	restShared        bool    // the REST client uses the SOAP session: no REST logout
+	relogging         *flight // a re-login under way
+	restLogin         *flight // a REST login under way
+	closed            bool    // no login starts on it any more
 	// token is the certificate login's (zero for other logins); renewal
 	// fires when it is due, and renewing is set while it runs.
 	token    token
@@ -170,19 +181,14 @@ type conn struct {
 // shared yet.
 func (c *conn) setServed(sv credentials.Served) {
 	c.fingerprint = sv.Fingerprint()
-	c.sessionManager = sv.SessionManager()
+	c.viaSessionService = sv.ViaSessionService()
 	c.certificate = sv.Certificate()
 	c.loggedIn = time.Now()
 	c.served = sv
 	c.served.Credentials = credentials.Credentials{}
 }
 
-func (s *sessions) requestTimeout() time.Duration {
-	if t := s.opts.Config.RequestTimeout; t > 0 {
-		return t
-	}
-	return config.DefaultRequestTimeout
-}
+func (s *sessions) requestTimeout() time.Duration { return s.opts.Config.RequestTimeout }
 
 func (s *sessions) url() *url.URL {
 	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
@@ -363,13 +369,13 @@ func (s *sessions) logRefusals(attempt time.Time) {
 }
 
 // login logs c in with cr: a user and password, a solution user's
-// certificate (token.go), or a session manager's clone ticket.
+// certificate (token.go), or a session service's clone ticket (sessionservice.go).
 func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
 	if cr.Certificate() {
 		return s.loginByCertificate(ctx, c, cr)
 	}
 	s.setToken(c, token{})
-	if cr.SessionManager() {
+	if cr.ViaSessionService() {
 		return s.cloneSession(ctx, c, cr)
 	}
 	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
@@ -612,7 +618,7 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
 	s.mu.Lock()
-	served, shared := c.served, c.sessionManager
+	served, shared := c.served, c.viaSessionService
 	s.mu.Unlock()
 	var err error
 	if !shared {
@@ -621,8 +627,8 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 		var cr credentials.Credentials
 		if cr, err = s.chain.Reread(ctx, served); err != nil {
 			err = credentialsFailure(err) // no REST login with credentials vCenter refused
-		} else if cr.SessionManager() {
-			shared = true // it names a session manager now: share its session as the next login will
+		} else if cr.ViaSessionService() {
+			shared = true // it names a session service now: share its session as the next login will
 		} else if cr.Certificate() {
 			sv := served
 			sv.Credentials = cr

@@ -65,13 +65,13 @@ func (c *attachedTagCache) merge(objs []types.ManagedObjectReference, attached m
 // false when they cannot place the VM, or some category was not found
 // (the caller then asks vCenter).
 func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, bool) {
-	chains, ok := b.inv.tagChains(vm)
+	ancestries, ok := b.inv.tagAncestries(vm)
 	if !ok {
 		return nil, false
 	}
 	var order []types.ManagedObjectReference
-	for _, c := range chains {
-		order = append(order, c...)
+	for _, a := range ancestries {
+		order = append(order, a...)
 	}
 	snap := b.bulkTags.get()
 	if !covers(snap, order) {
@@ -86,7 +86,7 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 	} else if time.Since(snap.loaded) > b.bulkTags.refresh {
 		b.refreshTagsInBackground() //nolint:contextcheck // the refresh outlives the lookup that noticed the age: it ends when the backend stops
 	}
-	out := firstCompleteChain(chains, snap.attached, categories)
+	out := firstCompleteAncestry(ancestries, snap.attached, categories)
 	if len(out) < len(categories) {
 		return nil, false
 	}

@@ -128,7 +128,7 @@ func TestCAFileMountedAfterTheConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(t.TempDir(), "vcenter-ca.pem")
-	cfg := config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, CAFile: caFile}
+	cfg := config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, CAFile: caFile}.WithDefaults()
 	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
 	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })

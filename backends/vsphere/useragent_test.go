@@ -22,7 +22,7 @@ func TestRequestsCarryTheUserAgent(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	b := vsphere.New(vsphere.Options{
-		Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1},
+		Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1}.WithDefaults(),
 		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		UserAgent:   ua,
 		WrapTransport: func(next http.RoundTripper) http.RoundTripper {

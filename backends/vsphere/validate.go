@@ -88,7 +88,7 @@ func (b *Backend) Validate(ctx context.Context, req ValidateRequest) []Check {
 		req.Privileges = RequiredPrivileges()
 	}
 	cfg := b.sessions.opts.Config
-	addr := net.JoinHostPort(cfg.Server, strconv.Itoa(cmp.Or(cfg.Port, 443)))
+	addr := net.JoinHostPort(cfg.Server, strconv.Itoa(cfg.Port))
 	var r checkRecord
 	if r.run(CheckTCP, func() (Verdict, string) { return checkTCP(ctx, addr) }) != Passed {
 		return r.skip(CheckTLS, CheckLogin, CheckDatacenters, CheckTags, CheckPrivileges, CheckVMs, CheckLatency)

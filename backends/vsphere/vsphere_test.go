@@ -25,7 +25,7 @@ func newBackend(t *testing.T, vc *vcsim.VCenter, creds credentials.Source, n *at
 	opts := vsphere.Options{
 		Config: config.VCenter{
 			Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1,
-		},
+		}.WithDefaults(),
 		Credentials: creds,
 	}
 	if n != nil {
@@ -329,7 +329,7 @@ func TestTLSVerification(t *testing.T) {
 		{"wrong thumbprint", config.VCenter{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tc.cfg
+			cfg := tc.cfg.WithDefaults()
 			cfg.Name, cfg.Server, cfg.Port = vc.Name, vc.Host, vc.Port
 			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
 			b.Start()
@@ -355,7 +355,7 @@ func TestInstanceUUID(t *testing.T) {
 	connect := func(vc *vcsim.VCenter) string {
 		t.Helper()
 		b := vsphere.New(vsphere.Options{
-			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true},
+			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true}.WithDefaults(),
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		})
 		b.Start()

@@ -19,7 +19,7 @@ func TestCPIWalk(t *testing.T) {
 		ref("Folder", "group-h1"), ref("Datacenter", "datacenter-1"), ref("Folder", "group-d1")
 	pool, rootPool := ref("ResourcePool", "resgroup-2"), ref("ResourcePool", "resgroup-1")
 	vm, vmFolder := ref("VirtualMachine", "vm-1"), ref("Folder", "group-v1")
-	chains := [][]types.ManagedObjectReference{
+	ancestries := [][]types.ManagedObjectReference{
 		{host, cluster, hostFolder, dc, root},
 		{pool, rootPool, cluster, hostFolder, dc, root},
 		{vm, vmFolder, dc, root},
@@ -34,7 +34,7 @@ func TestCPIWalk(t *testing.T) {
 		zone, region string // "" ⇒ not found
 	}{
 		{name: "no tags (CPI: an error)", categories: both},
-		{name: "region on the host only (CPI: an error; the last chain's partial answer, empty)", categories: both,
+		{name: "region on the host only (CPI: an error; the last ancestry's partial answer, empty)", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{host: {region("r")}}},
 		{name: "zone and region on the host", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{host: {zone("z-host"), region("r-host")}}, zone: "z-host", region: "r-host"},
@@ -55,16 +55,16 @@ func TestCPIWalk(t *testing.T) {
 		{name: "region on host and datacenter, zone on the folder between: the host's region", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{host: {region("r-host")}, hostFolder: {zone("z-folder")}, dc: {region("r-dc")}},
 			zone: "z-folder", region: "r-host"},
-		{name: "host chain without a region: the resource pool's chain, whole", categories: both,
+		{name: "host ancestry without a region: the resource pool's ancestry, whole", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{host: {zone("z-host")}, pool: {zone("z-pool"), region("r-pool")}},
 			zone: "z-pool", region: "r-pool"},
-		{name: "zone on pool and root pool, region on the datacenter: the host chain lacks a zone, the pool's walk gives the root pool's", categories: both,
+		{name: "zone on pool and root pool, region on the datacenter: the host ancestry lacks a zone, the pool's walk gives the root pool's", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{pool: {zone("z-pool")}, rootPool: {zone("z-root-pool")}, dc: {region("r-dc")}},
 			zone: "z-root-pool", region: "r-dc"},
-		{name: "only the VM and its folder: the VM chain", categories: both,
+		{name: "only the VM and its folder: the VM ancestry", categories: both,
 			tags: map[types.ManagedObjectReference][]namedTag{vm: {zone("z-vm")}, vmFolder: {zone("z-vmfolder"), region("r-vmfolder")}},
 			zone: "z-vmfolder", region: "r-vmfolder"},
-		{name: "a zone in one chain, a region in another: never paired (the VM chain's partial answer)", categories: both,
+		{name: "a zone in one ancestry, a region in another: never paired (the VM ancestry's partial answer)", categories: both,
 			tags:   map[types.ManagedObjectReference][]namedTag{pool: {zone("z-pool")}, vm: {region("r-vm")}},
 			region: "r-vm"},
 		{name: "two zone tags on one object: the first by name", categories: both,
@@ -73,7 +73,7 @@ func TestCPIWalk(t *testing.T) {
 			tags: map[types.ManagedObjectReference][]namedTag{host: {zone("z-host")}, cluster: {zone("z-cluster")}}, zone: "z-host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := firstCompleteChain(chains, tc.tags, tc.categories)
+			got := firstCompleteAncestry(ancestries, tc.tags, tc.categories)
 			if got["k8s-zone"] != tc.zone || got["k8s-region"] != tc.region {
 				t.Fatalf("got zone %q region %q; want zone %q region %q", got["k8s-zone"], got["k8s-region"], tc.zone, tc.region)
 			}

@@ -45,7 +45,7 @@ func TestCertificateLogin(t *testing.T) {
 		{name: "plain user, PEM password: a password login", c: credentials.Credentials{User: "ccm@vsphere.local", Password: config.Password(key)}},
 		{name: "plain user and password", c: credentials.Credentials{User: "ccm@vsphere.local", Password: "pw"}},
 		{name: "a PEM header alone is no PEM", c: credentials.Credentials{User: "-----BEGIN CERTIFICATE-----", Password: config.Password(key)}},
-		{name: "session manager first", c: credentials.Credentials{User: cert, Password: config.Password(key), SessionManagerURL: "https://sm.example"}},
+		{name: "session service first", c: credentials.Credentials{User: cert, Password: config.Password(key), SessionServiceURL: "https://sm.example"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.c.Certificate(); got != tc.certificate {

@@ -1,8 +1,8 @@
 // Package credentials supplies vCenter logins from where CPI keeps them: a
 // Kubernetes Secret or a directory of files, both in CPI's key layout (see
 // layout.go: "<server>.username"/"<server>.password", the IPv6-safe
-// "server_<id>"/"username_<id>"/"password_<id>", and the shared session
-// manager's "<server>.vc-session-manager-url"/"-token"), or the config
+// "server_<id>"/"username_<id>"/"password_<id>", and the session
+// service's "<server>.vc-session-manager-url"/"-token"), or the config
 // file itself; a Chain tries them in CPI's order. Values are read at every
 // login, so a rotated Secret is used by the next one.
 package credentials
@@ -27,21 +27,23 @@ import (
 
 // Credentials are one vCenter login: a user and password; a solution
 // user's certificate and private key, in User and Password (see
-// Certificate); or, when SessionManagerURL is set, CPI's shared session
-// manager, a service that hands out clones of a vCenter session (User and
-// Password are then unused). They never print their values (see String).
+// Certificate); or, when SessionServiceURL is set, a session service:
+// what CPI calls its shared session manager (vc-session-manager-url), a
+// service that hands out clones of a vCenter session (User and Password
+// are then unused; named apart from govmomi's session.Manager). They never
+// print their values (see String).
 type Credentials struct {
 	User     string
 	Password config.Password
-	// SessionManagerURL is asked, with SessionManagerToken as a bearer
+	// SessionServiceURL is asked, with SessionServiceToken as a bearer
 	// token (the Pod's service account token when empty), for a clone
 	// ticket of a vCenter session.
-	SessionManagerURL   string
-	SessionManagerToken config.Password
+	SessionServiceURL   string
+	SessionServiceToken config.Password
 }
 
-// SessionManager reports whether c logs in through a session manager.
-func (c Credentials) SessionManager() bool { return c.SessionManagerURL != "" }
+// ViaSessionService reports whether c logs in through a session service.
+func (c Credentials) ViaSessionService() bool { return c.SessionServiceURL != "" }
 
 // Certificate reports whether c is a solution user's login: a SAML token
 // is asked of vCenter's STS with the certificate and key, and the session
@@ -49,9 +51,9 @@ func (c Credentials) SessionManager() bool { return c.SessionManagerURL != "" }
 // exactly: the user value holds a PEM block (any type, text around it
 // allowed); the password must then be the certificate's private key (else
 // the login fails, see KeyPair). A PEM password with a plain user is a
-// password like any other. A session manager comes first, as in CPI.
+// password like any other. A session service comes first, as in CPI.
 func (c Credentials) Certificate() bool {
-	if c.SessionManager() {
+	if c.ViaSessionService() {
 		return false
 	}
 	b, _ := pem.Decode([]byte(c.User))
@@ -80,12 +82,13 @@ func (c Credentials) KeyPair() (tls.Certificate, error) {
 }
 
 // String names the login without a secret: the user, the certificate
-// login, or the session manager's scheme and host (a URL may carry a
-// password or a token).
+// login, or the session service's scheme and host (a URL may carry a
+// password or a token). It says "session manager", CPI's name, which its
+// users know from the keys.
 func (c Credentials) String() string {
 	switch {
-	case c.SessionManager():
-		return "session manager at " + RedactURL(c.SessionManagerURL)
+	case c.ViaSessionService():
+		return "session manager at " + RedactURL(c.SessionServiceURL)
 	case c.Certificate():
 		return CertificateLogin
 	}
@@ -102,8 +105,8 @@ func (c Credentials) GoString() string { return c.String() }
 // changed (a certificate's and its key's too: they are User and
 // Password); it is never logged.
 func (c Credentials) Fingerprint() [32]byte {
-	if c.SessionManager() {
-		return sha256.Sum256([]byte("session-manager\x00" + c.SessionManagerURL + "\x00" + c.SessionManagerToken.Reveal()))
+	if c.ViaSessionService() {
+		return sha256.Sum256([]byte("session-manager\x00" + c.SessionServiceURL + "\x00" + c.SessionServiceToken.Reveal()))
 	}
 	return sha256.Sum256([]byte("user\x00" + c.User + "\x00" + c.Password.Reveal()))
 }
@@ -136,11 +139,11 @@ func UsernameKey(server string) string { return server + "." + keyUser }
 // PasswordKey is CPI's Secret key of server's password.
 func PasswordKey(server string) string { return server + "." + keyPassword }
 
-// SessionManagerURLKey is CPI's key of server's shared session manager URL.
-func SessionManagerURLKey(server string) string { return server + "." + keySessionURL }
+// SessionServiceURLKey is CPI's key of server's session service URL.
+func SessionServiceURLKey(server string) string { return server + "." + keySessionURL }
 
-// SessionManagerTokenKey is CPI's key of the token for that session manager.
-func SessionManagerTokenKey(server string) string { return server + "." + keySessionToken }
+// SessionServiceTokenKey is CPI's key of the token for that session service.
+func SessionServiceTokenKey(server string) string { return server + "." + keySessionToken }
 
 // Static is a login written in the config file.
 type Static Credentials
@@ -203,7 +206,7 @@ func (d Directory) Get(context.Context) (Credentials, error) {
 	return c, nil
 }
 
-// ServiceAccountToken reads the token the session manager is asked with
+// ServiceAccountToken reads the token the session service is asked with
 // when the credentials carry none (CPI: the Pod's service account token,
 // read at every login: a projected token rotates).
 func ServiceAccountToken(path string) (config.Password, error) {

@@ -14,7 +14,8 @@ import (
 // behaviour is carried over, the code is ours.
 //
 //	<server>.username, <server>.password            a user and password
-//	<server>.vc-session-manager-url                 a shared session manager;
+//	<server>.vc-session-manager-url                 a session service (CPI's
+//	                                                shared session manager);
 //	<server>.vc-session-manager-token               its bearer token (optional:
 //	                                                the Pod's service account
 //	                                                token when absent)
@@ -30,7 +31,7 @@ import (
 // "password_"; anything else is not understood.
 //
 // For one server S, what logs in is (CPI's precedence):
-//  1. S.vc-session-manager-url, when set and not empty: the session manager
+//  1. S.vc-session-manager-url, when set and not empty: the session service
 //     (CPI's login prefers it to any user and password);
 //  2. else username_<id>/password_<id> of a server_<id> naming S (CPI parses
 //     them after the dotted keys and overwrites those);
@@ -165,8 +166,8 @@ func dottedKey(server, sfx string) string { return server + "." + sfx }
 // cannot log in (partial, unreadable, ambiguous).
 func (l *layout) lookup(server, where string) (Credentials, error) {
 	e := l.dotted[server]
-	// 1. The session manager: its URL wins over any user and password.
-	if c, ok, err := sessionManager(e, where); ok || err != nil {
+	// 1. The session service: its URL wins over any user and password.
+	if c, ok, err := sessionService(e, where); ok || err != nil {
 		return c, err
 	}
 	// 2. The alternative form: server_<id> naming server.
@@ -187,9 +188,9 @@ func (l *layout) lookup(server, where string) (Credentials, error) {
 	return l.userPassword(server, e, where)
 }
 
-// sessionManager reads e's session manager URL and token; ok is false
+// sessionService reads e's session service URL and token; ok is false
 // when e has no URL (or an empty one).
-func sessionManager(e entry, where string) (c Credentials, ok bool, err error) {
+func sessionService(e entry, where string) (c Credentials, ok bool, err error) {
 	v, ok := e[keySessionURL]
 	if !ok {
 		return Credentials{}, false, nil
@@ -198,13 +199,13 @@ func sessionManager(e entry, where string) (c Credentials, ok bool, err error) {
 	if err != nil || u == "" {
 		return Credentials{}, false, wrapWhere(where, err)
 	}
-	c = Credentials{SessionManagerURL: u}
+	c = Credentials{SessionServiceURL: u}
 	if tv, ok := e[keySessionToken]; ok {
 		tok, err := tv.text(trimSpace)
 		if err != nil {
 			return Credentials{}, false, wrapWhere(where, err)
 		}
-		c.SessionManagerToken = config.Password(tok)
+		c.SessionServiceToken = config.Password(tok)
 	}
 	return c, true, nil
 }

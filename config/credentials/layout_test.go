@@ -31,19 +31,19 @@ func userPass(u, p string) credentials.Credentials {
 	return credentials.Credentials{User: u, Password: config.Password(p)}
 }
 
-func sessionManager(u, tok string) credentials.Credentials {
-	return credentials.Credentials{SessionManagerURL: u, SessionManagerToken: config.Password(tok)}
+func sessionService(u, tok string) credentials.Credentials {
+	return credentials.Credentials{SessionServiceURL: u, SessionServiceToken: config.Password(tok)}
 }
 
 // Values used in the cases; every password and token contains "pw-" or
 // "tok-" so that no error is found quoting one.
 const (
-	testUser     = "Admin"
-	testPassword = "pw-Password"
-	testIP       = "10.20.30.40"
-	testIPv6     = "fd01::1"
-	testSMURL    = "https://something.tld/session"
-	testSMToken  = "tok-token"
+	testUser         = "Admin"
+	testPassword     = "pw-Password"
+	testIP           = "10.20.30.40"
+	testIPv6         = "fd01::1"
+	testServiceURL   = "https://something.tld/session"
+	testServiceToken = "tok-token"
 )
 
 // layoutCases are CPI's credential manager test cases
@@ -78,14 +78,14 @@ var layoutCases = []struct {
 		map[string]string{"10.20.30.40.username": testUser},
 		[]want{{server: testIP, errHas: "key 10.20.30.40.password is missing or empty"}}},
 	{"TestParseSecretConfig/Missing session manager token",
-		map[string]string{"10.20.30.40.vc-session-manager-url": testSMURL},
-		[]want{{server: testIP, creds: sessionManager(testSMURL, "")}}},
+		map[string]string{"10.20.30.40.vc-session-manager-url": testServiceURL},
+		[]want{{server: testIP, creds: sessionService(testServiceURL, "")}}},
 	{"TestParseSecretConfig/Missing session manager url",
-		map[string]string{"10.20.30.40.vc-session-manager-token": testSMToken},
+		map[string]string{"10.20.30.40.vc-session-manager-token": testServiceToken},
 		[]want{{server: testIP, errHas: "key 10.20.30.40.vc-session-manager-token is set but 10.20.30.40.vc-session-manager-url is not"}}},
 	{"TestParseSecretConfig/Valid session manager configuration",
-		map[string]string{"10.20.30.40.vc-session-manager-url": testSMURL, "10.20.30.40.vc-session-manager-token": testSMToken},
-		[]want{{server: testIP, creds: sessionManager(testSMURL, testSMToken)}}},
+		map[string]string{"10.20.30.40.vc-session-manager-url": testServiceURL, "10.20.30.40.vc-session-manager-token": testServiceToken},
+		[]want{{server: testIP, creds: sessionService(testServiceURL, testServiceToken)}}},
 	// CPI: ErrUnknownSecretKey. Ours: nothing for the server; the key is named.
 	{"TestParseSecretConfig/IP with unknown key",
 		map[string]string{"10.20.30.40": testUser},
@@ -147,7 +147,7 @@ var layoutCases = []struct {
 			"0.0.0.0.username": "user", "0.0.0.0.password": "pw-password",
 			"0.0.1.1.vc-session-manager-url": "https://somemanager.tld/session", "0.0.1.1.vc-session-manager-token": "tok-token",
 		},
-		[]want{{server: "0.0.1.1", creds: sessionManager("https://somemanager.tld/session", "tok-token")}, {server: "0.0.0.0", creds: userPass("user", "pw-password")}}},
+		[]want{{server: "0.0.1.1", creds: sessionService("https://somemanager.tld/session", "tok-token")}, {server: "0.0.0.0", creds: userPass("user", "pw-password")}}},
 	{"TestSecretCredentialManagerK8s_GetCredential/GetCredential for alternative IPv6 server address compatable format",
 		map[string]string{
 			"username_0": "user", "password_0": "pw-password", "server_0": "0.0.0.0",
@@ -160,18 +160,18 @@ var layoutCases = []struct {
 	{"alternative form wins over the first for the same server",
 		map[string]string{"10.20.30.40.username": "old", "10.20.30.40.password": "pw-old", "server_a": testIP, "username_a": "new", "password_a": "pw-new"},
 		[]want{{server: testIP, creds: userPass("new", "pw-new")}}},
-	// CPI's login goes through the session manager whenever its URL is set.
-	{"session manager wins over a user and password",
-		map[string]string{"10.20.30.40.username": testUser, "10.20.30.40.password": testPassword, "10.20.30.40.vc-session-manager-url": testSMURL},
-		[]want{{server: testIP, creds: sessionManager(testSMURL, "")}}},
-	{"session manager wins over the alternative form",
-		map[string]string{"server_0": testIP, "username_0": testUser, "password_0": testPassword, "10.20.30.40.vc-session-manager-url": testSMURL, "10.20.30.40.vc-session-manager-token": testSMToken},
-		[]want{{server: testIP, creds: sessionManager(testSMURL, testSMToken)}}},
+	// CPI's login goes through the session service whenever its URL is set.
+	{"session service wins over a user and password",
+		map[string]string{"10.20.30.40.username": testUser, "10.20.30.40.password": testPassword, "10.20.30.40.vc-session-manager-url": testServiceURL},
+		[]want{{server: testIP, creds: sessionService(testServiceURL, "")}}},
+	{"session service wins over the alternative form",
+		map[string]string{"server_0": testIP, "username_0": testUser, "password_0": testPassword, "10.20.30.40.vc-session-manager-url": testServiceURL, "10.20.30.40.vc-session-manager-token": testServiceToken},
+		[]want{{server: testIP, creds: sessionService(testServiceURL, testServiceToken)}}},
 	// CPI: an empty URL is no URL; the user and password log in.
-	{"empty session manager URL: user and password",
+	{"empty session service URL: user and password",
 		map[string]string{"10.20.30.40.username": testUser, "10.20.30.40.password": testPassword, "10.20.30.40.vc-session-manager-url": "\n"},
 		[]want{{server: testIP, creds: userPass(testUser, testPassword)}}},
-	{"empty session manager URL alone",
+	{"empty session service URL alone",
 		map[string]string{"10.20.30.40.vc-session-manager-url": ""},
 		[]want{{server: testIP, errHas: "key 10.20.30.40.vc-session-manager-url is empty"}}},
 	// CPI takes whichever set its map iteration meets last.
@@ -238,7 +238,7 @@ func checkWant(t *testing.T, src credentials.Source, w want, secrets []string) {
 		if err != nil {
 			t.Fatalf("%s: Get: %v", w.server, err)
 		}
-		if got.Fingerprint() != w.creds.Fingerprint() || got.User != w.creds.User || got.SessionManagerURL != w.creds.SessionManagerURL {
+		if got.Fingerprint() != w.creds.Fingerprint() || got.User != w.creds.User || got.SessionServiceURL != w.creds.SessionServiceURL {
 			t.Fatalf("%s: Get = %s (password/token %s), want %s", w.server, got, revealed(got), w.creds)
 		}
 	}
@@ -246,7 +246,7 @@ func checkWant(t *testing.T, src credentials.Source, w want, secrets []string) {
 
 // revealed says which secret fields are set, for a failure message.
 func revealed(c credentials.Credentials) string {
-	return fmt.Sprintf("password set: %v, token set: %v", c.Password != "", c.SessionManagerToken != "")
+	return fmt.Sprintf("password set: %v, token set: %v", c.Password != "", c.SessionServiceToken != "")
 }
 
 // The key layout as CPI reads it, from a Secret.
@@ -317,7 +317,7 @@ func TestSecretSourceCPICases(t *testing.T) {
 }
 
 // A rotated Secret in any form is what the next Get returns: user and
-// password to the alternative form, then to the session manager.
+// password to the alternative form, then to the session service.
 func TestSecretRotationAcrossForms(t *testing.T) {
 	ctx := t.Context()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "vsconf"},
@@ -328,8 +328,8 @@ func TestSecretRotationAcrossForms(t *testing.T) {
 	src := secrets.Source("kube-system", "vsconf", testIP)
 	for _, data := range []map[string]string{
 		{"server_x": testIP, "username_x": testUser, "password_x": "pw-2"},
-		{testIP + ".vc-session-manager-url": testSMURL, testIP + ".vc-session-manager-token": "tok-3"},
-		{testIP + ".vc-session-manager-url": testSMURL, testIP + ".vc-session-manager-token": "tok-4"},
+		{testIP + ".vc-session-manager-url": testServiceURL, testIP + ".vc-session-manager-token": "tok-3"},
+		{testIP + ".vc-session-manager-url": testServiceURL, testIP + ".vc-session-manager-token": "tok-4"},
 	} {
 		next := s.DeepCopy()
 		next.Data = map[string][]byte{}
@@ -341,7 +341,7 @@ func TestSecretRotationAcrossForms(t *testing.T) {
 		}
 		want := userPass(testUser, data["password_x"])
 		if u := data[testIP+".vc-session-manager-url"]; u != "" {
-			want = sessionManager(u, data[testIP+".vc-session-manager-token"])
+			want = sessionService(u, data[testIP+".vc-session-manager-token"])
 		}
 		waitFor(t, func() bool { c, err := src.Get(ctx); return err == nil && c.Fingerprint() == want.Fingerprint() })
 	}
@@ -377,11 +377,11 @@ func TestDirectoryUnreadableEntries(t *testing.T) {
 }
 
 // Credentials never print a secret, in any verb, and name the session
-// manager by scheme and host only.
+// service by scheme and host only.
 func TestCredentialsNeverPrintSecrets(t *testing.T) {
 	for _, c := range []credentials.Credentials{
 		userPass("ccm", "pw-S3cr3t"),
-		sessionManager("https://user:pw-inurl@sm.example.com:8443/session/tok-inpath?key=tok-inquery", "tok-bearer"),
+		sessionService("https://user:pw-inurl@sm.example.com:8443/session/tok-inpath?key=tok-inquery", "tok-bearer"),
 	} {
 		s := fmt.Sprintf("%v %+v %#v %s", c, c, c, c)
 		for _, secret := range []string{"pw-", "tok-"} {
@@ -390,7 +390,7 @@ func TestCredentialsNeverPrintSecrets(t *testing.T) {
 			}
 		}
 	}
-	if got := sessionManager("https://user:pw@sm.example.com:8443/x?y=z", "").String(); got != "session manager at https://sm.example.com:8443" {
+	if got := sessionService("https://user:pw@sm.example.com:8443/x?y=z", "").String(); got != "session manager at https://sm.example.com:8443" {
 		t.Fatalf("String = %q", got)
 	}
 }

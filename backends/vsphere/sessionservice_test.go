@@ -31,7 +31,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
-// sessionManagerService is CPI's shared session manager, which is an
+// fakeSessionService is a session service (CPI's shared session manager), an
 // external service (docs/book/vc_shared_sessions.md) that no simulator
 // provides: this httptest server implements exactly the protocol CPI's
 // vclib speaks (GetSharedToken): GET, "Authorization: Bearer <token>"
@@ -39,7 +39,7 @@ import (
 // {"token": "<clone ticket>"}. Like CPI's example service, it holds one
 // login to the simulated vCenter and answers each request with a fresh
 // AcquireCloneTicket of it. mode makes it misbehave.
-type sessionManagerService struct {
+type fakeSessionService struct {
 	*httptest.Server
 	vc    *vcsim.VCenter
 	token atomic.Value // string: the bearer token it accepts
@@ -53,45 +53,45 @@ type sessionManagerService struct {
 
 const bogusTicket = "tok-not-a-ticket-7f3a"
 
-func startSessionManager(t *testing.T, vc *vcsim.VCenter, token string) *sessionManagerService {
+func startSessionService(t *testing.T, vc *vcsim.VCenter, token string) *fakeSessionService {
 	t.Helper()
-	sm := &sessionManagerService{vc: vc}
-	sm.token.Store(token)
-	sm.Server = httptest.NewTLSServer(http.HandlerFunc(sm.serve))
+	svc := &fakeSessionService{vc: vc}
+	svc.token.Store(token)
+	svc.Server = httptest.NewTLSServer(http.HandlerFunc(svc.serve))
 	t.Cleanup(func() {
-		sm.Close()
-		sm.mu.Lock()
-		defer sm.mu.Unlock()
-		if sm.client != nil {
-			_ = sm.client.Logout(context.Background())
+		svc.Close()
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		if svc.client != nil {
+			_ = svc.client.Logout(context.Background())
 		}
 	})
-	return sm
+	return svc
 }
 
-func (sm *sessionManagerService) setMode(m string) { sm.mu.Lock(); sm.mode = m; sm.mu.Unlock() }
+func (svc *fakeSessionService) setMode(m string) { svc.mu.Lock(); svc.mode = m; svc.mu.Unlock() }
 
-func (sm *sessionManagerService) asked() (n int, bearers []string) {
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	return sm.requests, slices.Clone(sm.bearers)
+func (svc *fakeSessionService) asked() (n int, bearers []string) {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	return svc.requests, slices.Clone(svc.bearers)
 }
 
 // roots trusts the service's certificate.
-func (sm *sessionManagerService) roots() *x509.CertPool {
+func (svc *fakeSessionService) roots() *x509.CertPool {
 	p := x509.NewCertPool()
-	p.AddCert(sm.Certificate())
+	p.AddCert(svc.Certificate())
 	return p
 }
 
-func (sm *sessionManagerService) serve(w http.ResponseWriter, r *http.Request) {
+func (svc *fakeSessionService) serve(w http.ResponseWriter, r *http.Request) {
 	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	sm.mu.Lock()
-	sm.requests++
-	sm.bearers = append(sm.bearers, bearer)
-	mode := sm.mode
-	sm.mu.Unlock()
-	if r.Method != http.MethodGet || r.URL.Path != "/session" || bearer != sm.token.Load().(string) || mode == "403" {
+	svc.mu.Lock()
+	svc.requests++
+	svc.bearers = append(svc.bearers, bearer)
+	mode := svc.mode
+	svc.mu.Unlock()
+	if r.Method != http.MethodGet || r.URL.Path != "/session" || bearer != svc.token.Load().(string) || mode == "403" {
 		w.WriteHeader(http.StatusForbidden)
 		return
 	}
@@ -108,7 +108,7 @@ func (sm *sessionManagerService) serve(w http.ResponseWriter, r *http.Request) {
 		ticket = bogusTicket
 	default:
 		var err error
-		if ticket, err = sm.cloneTicket(r.Context()); err != nil {
+		if ticket, err = svc.cloneTicket(r.Context()); err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
@@ -120,28 +120,28 @@ func (sm *sessionManagerService) serve(w http.ResponseWriter, r *http.Request) {
 
 // cloneTicket acquires a ticket of the service's own session, logging in
 // (again) when it has none: TerminateSessions ends it too.
-func (sm *sessionManagerService) cloneTicket(ctx context.Context) (string, error) {
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
+func (svc *fakeSessionService) cloneTicket(ctx context.Context) (string, error) {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if sm.client == nil {
-			c, err := sm.vc.Client(ctx)
+		if svc.client == nil {
+			c, err := svc.vc.Client(ctx)
 			if err != nil {
 				return "", err
 			}
-			sm.client = c
+			svc.client = c
 		}
-		ticket, err := session.NewManager(sm.client.Client).AcquireCloneTicket(ctx)
+		ticket, err := session.NewManager(svc.client.Client).AcquireCloneTicket(ctx)
 		if err == nil || attempt > 0 {
 			return ticket, err
 		}
-		sm.client = nil
+		svc.client = nil
 	}
 }
 
 // restSessionFront is a behaviour of vCenter that the simulator lacks:
 // vAPI takes a SOAP session's id as its own session id (CPI's tags client
-// relies on it for a session manager's clone). It is a TLS reverse proxy
+// relies on it for a session service's clone). It is a TLS reverse proxy
 // to the simulator that, for a vAPI request whose session id is a live
 // SOAP session, substitutes a vAPI session of the simulator (one per SOAP
 // session); every other request passes unchanged.
@@ -222,36 +222,36 @@ func (f *restSessionFront) hostPort(t *testing.T) (string, int) {
 	return u.Hostname(), port
 }
 
-// smFixture is a simulated vCenter behind the vAPI front, a session
-// manager for it, and a secrets directory naming the manager.
-type smFixture struct {
-	vc    *vcsim.VCenter
-	front *restSessionFront
-	sm    *sessionManagerService
-	dir   string
-	opts  vsphere.Options
+// serviceFixture is a simulated vCenter behind the vAPI front, a session
+// service for it, and a secrets directory naming the service.
+type serviceFixture struct {
+	vc      *vcsim.VCenter
+	front   *restSessionFront
+	service *fakeSessionService
+	dir     string
+	opts    vsphere.Options
 }
 
-const smToken = "tok-bearer-5b1e"
+const serviceToken = "tok-bearer-5b1e"
 
-func newSMFixture(t *testing.T) *smFixture {
+func newServiceFixture(t *testing.T) *serviceFixture {
 	t.Helper()
 	vc := startFederation(t, 1).VCenters[0]
-	fx := &smFixture{vc: vc, front: startRESTFront(t, vc), sm: startSessionManager(t, vc, smToken), dir: t.TempDir()}
+	fx := &serviceFixture{vc: vc, front: startRESTFront(t, vc), service: startSessionService(t, vc, serviceToken), dir: t.TempDir()}
 	host, port := fx.front.hostPort(t)
 	fx.writeKeys(t, map[string]string{
-		credentials.SessionManagerURLKey(host):   fx.sm.URL + "/session",
-		credentials.SessionManagerTokenKey(host): smToken,
+		credentials.SessionServiceURLKey(host):   fx.service.URL + "/session",
+		credentials.SessionServiceTokenKey(host): serviceToken,
 	})
 	fx.opts = vsphere.Options{
 		Config:                config.VCenter{Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second},
 		Credentials:           credentials.Directory{Dir: fx.dir, Server: host},
-		SessionManagerRootCAs: fx.sm.roots(),
+		SessionServiceRootCAs: fx.service.roots(),
 	}
 	return fx
 }
 
-func (fx *smFixture) writeKeys(t *testing.T, keys map[string]string) {
+func (fx *serviceFixture) writeKeys(t *testing.T, keys map[string]string) {
 	t.Helper()
 	for k, v := range keys {
 		path := filepath.Join(fx.dir, k)
@@ -265,19 +265,19 @@ func (fx *smFixture) writeKeys(t *testing.T, keys map[string]string) {
 	}
 }
 
-func (fx *smFixture) backend(t *testing.T) *vsphere.Backend {
+func (fx *serviceFixture) backend(t *testing.T) *vsphere.Backend {
 	b := vsphere.New(fx.opts)
 	b.Start()
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b
 }
 
-// Credentials in the session manager's form log in as CPI does: a clone
+// Credentials in the session service's form log in as CPI does: a clone
 // ticket from the service, asked with the bearer token, then
 // CloneSession; tags are read on the same session (no REST login); a lost
 // session is cloned again; Close logs the clone out.
-func TestSessionManagerLogin(t *testing.T) {
-	fx := newSMFixture(t)
+func TestSessionServiceLogin(t *testing.T) {
+	fx := newServiceFixture(t)
 	b := fx.backend(t)
 	ctx := t.Context()
 	want := fx.vc.VMs[0]
@@ -285,8 +285,8 @@ func TestSessionManagerLogin(t *testing.T) {
 	if err != nil || len(vms) != 1 {
 		t.Fatalf("Find = %v, %v", vms, err)
 	}
-	if n, bearers := fx.sm.asked(); n != 1 || bearers[0] != smToken {
-		t.Fatalf("session manager asked %d times with %d tokens; want once, with the Secret's token", n, len(bearers))
+	if n, bearers := fx.service.asked(); n != 1 || bearers[0] != serviceToken {
+		t.Fatalf("session service asked %d times with %d tokens; want once, with the Secret's token", n, len(bearers))
 	}
 	if got := credentialSource(b); got != "secrets directory "+fx.dir {
 		t.Fatalf("CredentialSource = %q", got)
@@ -316,8 +316,8 @@ func TestSessionManagerLogin(t *testing.T) {
 	if _, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{want.UUID}}); err != nil {
 		t.Fatalf("Find after the session was lost: %v", err)
 	}
-	if n, _ := fx.sm.asked(); n != 2 {
-		t.Fatalf("session manager asked %d times; want 2 (a ticket serves once)", n)
+	if n, _ := fx.service.asked(); n != 2 {
+		t.Fatalf("session service asked %d times; want 2 (a ticket serves once)", n)
 	}
 	// The vAPI session follows the SOAP one.
 	if _, err := b.Tags(ctx, &backends.VM{Ref: backends.VMRef{Datacenter: want.Datacenter, ID: want.Ref}, Host: hostOf(t, b, want)}, []string{"k8s-zone"}); err != nil {
@@ -335,8 +335,8 @@ func TestSessionManagerLogin(t *testing.T) {
 // Rotating the token in the Secret (here the directory) is a rotation:
 // a new clone beside the current session, swapped in; the old one logged
 // out. Rotating to a user and password works the same way.
-func TestSessionManagerRotation(t *testing.T) {
-	fx := newSMFixture(t)
+func TestSessionServiceRotation(t *testing.T) {
+	fx := newServiceFixture(t)
 	b := fx.backend(t)
 	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}}
@@ -345,12 +345,12 @@ func TestSessionManagerRotation(t *testing.T) {
 	}
 	host := fx.opts.Config.Server
 	const next = "tok-bearer-rotated"
-	fx.sm.token.Store(next)
-	fx.writeKeys(t, map[string]string{credentials.SessionManagerTokenKey(host): next})
+	fx.service.token.Store(next)
+	fx.writeKeys(t, map[string]string{credentials.SessionServiceTokenKey(host): next})
 	if rotated, err := b.RefreshCredentials(ctx, time.Millisecond); !rotated || err != nil {
 		t.Fatalf("token rotation: rotated=%v err=%v", rotated, err)
 	}
-	if _, bearers := fx.sm.asked(); bearers[len(bearers)-1] != next {
+	if _, bearers := fx.service.asked(); bearers[len(bearers)-1] != next {
 		t.Fatal("the new token was not used")
 	}
 	if _, err := b.Find(ctx, q); err != nil {
@@ -358,7 +358,7 @@ func TestSessionManagerRotation(t *testing.T) {
 	}
 	// To the user-and-password form: the URL goes, the keys come.
 	fx.writeKeys(t, map[string]string{
-		credentials.SessionManagerURLKey(host): "", credentials.SessionManagerTokenKey(host): "",
+		credentials.SessionServiceURLKey(host): "", credentials.SessionServiceTokenKey(host): "",
 		credentials.UsernameKey(host): fx.vc.User, credentials.PasswordKey(host): fx.vc.Password,
 	})
 	if rotated, err := b.RefreshCredentials(ctx, time.Millisecond); !rotated || err != nil {
@@ -374,12 +374,12 @@ func TestSessionManagerRotation(t *testing.T) {
 	}
 }
 
-// Without a token key, the session manager is asked with the service
+// Without a token key, the session service is asked with the service
 // account token, read at every login (a projected token rotates).
-func TestSessionManagerServiceAccountToken(t *testing.T) {
-	fx := newSMFixture(t)
+func TestSessionServiceServiceAccountToken(t *testing.T) {
+	fx := newServiceFixture(t)
 	host := fx.opts.Config.Server
-	fx.writeKeys(t, map[string]string{credentials.SessionManagerTokenKey(host): ""})
+	fx.writeKeys(t, map[string]string{credentials.SessionServiceTokenKey(host): ""})
 	saFile := filepath.Join(t.TempDir(), "token")
 	fx.opts.ServiceAccountTokenFile = saFile
 	b := fx.backend(t)
@@ -387,11 +387,11 @@ func TestSessionManagerServiceAccountToken(t *testing.T) {
 	q := backends.Query{By: backends.ByUUID, Values: []string{fx.vc.VMs[0].UUID}}
 
 	_, err := b.Find(ctx, q)
-	if err == nil || !strings.Contains(err.Error(), "no "+credentials.SessionManagerTokenKey(host)) || !strings.Contains(err.Error(), saFile) {
+	if err == nil || !strings.Contains(err.Error(), "no "+credentials.SessionServiceTokenKey(host)) || !strings.Contains(err.Error(), saFile) {
 		t.Fatalf("no token anywhere: err = %v; want one naming the key and the file", err)
 	}
 	for i, tok := range []string{"tok-sa-1", "tok-sa-2"} {
-		fx.sm.token.Store(tok)
+		fx.service.token.Store(tok)
 		if err := os.WriteFile(saFile, []byte(tok), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -406,13 +406,13 @@ func TestSessionManagerServiceAccountToken(t *testing.T) {
 	}
 }
 
-// Every way the session manager can fail is an error that names it by
+// Every way the session service can fail is an error that names it by
 // scheme and host, never the token, the ticket or the rest of its URL, and
 // comes within the request timeout.
-func TestSessionManagerFailures(t *testing.T) {
-	fx := newSMFixture(t)
+func TestSessionServiceFailures(t *testing.T) {
+	fx := newServiceFixture(t)
 	host := fx.opts.Config.Server
-	secretURL := fx.sm.URL + "/session?key=tok-in-query"
+	secretURL := fx.service.URL + "/session?key=tok-in-query"
 	for _, tc := range []struct {
 		name   string
 		mode   string
@@ -425,27 +425,27 @@ func TestSessionManagerFailures(t *testing.T) {
 		{"forbidden", "403", "", "", true, "answered 403 Forbidden"},
 		{"not JSON", "not-json", "", "", true, `its answer is not the JSON object {"token": "<ticket>"}`},
 		{"empty ticket", "empty", "", "", true, "answered an empty token"},
-		{"ticket refused by vCenter", "bogus-ticket", "", "", true, "clone session from the session manager at " + credentials.RedactURL(fx.sm.URL)},
+		{"ticket refused by vCenter", "bogus-ticket", "", "", true, "clone session from the session manager at " + credentials.RedactURL(fx.service.URL)},
 		{"slower than the request timeout", "hang", "", "", true, "context deadline exceeded"},
 		{"untrusted certificate", "", "", "", false, "certificate"},
-		{"URL with secrets in it", "403", strings.Replace(secretURL, "https://", "https://user:tok-in-userinfo@", 1), "", true, "session manager: " + credentials.RedactURL(fx.sm.URL) + " (credentials from secrets directory " + fx.dir + ") answered 403"},
+		{"URL with secrets in it", "403", strings.Replace(secretURL, "https://", "https://user:tok-in-userinfo@", 1), "", true, "session manager: " + credentials.RedactURL(fx.service.URL) + " (credentials from secrets directory " + fx.dir + ") answered 403"},
 		{"not an http URL", "", "ftp://tok-in-ftp@x/", "", true, "is not an http(s) URL"},
 		{"unreachable", "", "https://127.0.0.1:1/session?tok-unreachable", "", true, "connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fx.sm.setMode(tc.mode)
-			keys := map[string]string{credentials.SessionManagerURLKey(host): fx.sm.URL + "/session", credentials.SessionManagerTokenKey(host): smToken}
+			fx.service.setMode(tc.mode)
+			keys := map[string]string{credentials.SessionServiceURLKey(host): fx.service.URL + "/session", credentials.SessionServiceTokenKey(host): serviceToken}
 			if tc.url != "" {
-				keys[credentials.SessionManagerURLKey(host)] = tc.url
+				keys[credentials.SessionServiceURLKey(host)] = tc.url
 			}
 			if tc.token != "" {
-				keys[credentials.SessionManagerTokenKey(host)] = tc.token
+				keys[credentials.SessionServiceTokenKey(host)] = tc.token
 			}
 			fx.writeKeys(t, keys)
 			o := fx.opts
 			o.Config.RequestTimeout = time.Second
 			if !tc.roots {
-				o.SessionManagerRootCAs = nil
+				o.SessionServiceRootCAs = nil
 			}
 			b := vsphere.New(o)
 			b.Start()

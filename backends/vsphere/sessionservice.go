@@ -17,9 +17,11 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
-// CPI's shared session manager (kubernetes/cloud-provider-vsphere,
-// pkg/common/vclib: vc_session_manager.go GetSharedToken, connection.go
-// login; docs/book/vc_shared_sessions.md). Credentials of that form name a
+// The session service: what CPI calls its shared session manager
+// (kubernetes/cloud-provider-vsphere, pkg/common/vclib:
+// vc_session_manager.go GetSharedToken, connection.go login;
+// docs/book/vc_shared_sessions.md), named apart here from govmomi's
+// session.Manager (vCenter's SessionManager). Credentials of that form name a
 // service that holds a vCenter session and hands out clones of it, so that
 // many clusters cost vCenter one login. The protocol, as CPI speaks it:
 //
@@ -40,25 +42,26 @@ import (
 // CPI gives the request 5 s; here it runs under the login's deadline (the
 // request timeout). Nothing of the token or the ticket reaches an error:
 // the service is named by its scheme and host only (errors read
-// "session manager: https://host (credentials from …): …").
+// "session manager: https://host (credentials from …): …", CPI's name,
+// which its users know from the keys).
 
 // DefaultServiceAccountTokenFile is where a Pod's service account token is
-// mounted: what a session manager is asked with when the credentials carry
+// mounted: what a session service is asked with when the credentials carry
 // no token.
 const DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-// maxTicketAnswer bounds a session manager's answer: one small JSON object.
+// maxTicketAnswer bounds a session service's answer: one small JSON object.
 const maxTicketAnswer = 64 << 10
 
-// cloneTicket asks the session manager of cr for a clone ticket.
+// cloneTicket asks the session service of cr for a clone ticket.
 func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (string, error) {
-	where := fmt.Sprintf("%s (credentials from %s)", credentials.RedactURL(cr.SessionManagerURL), cr.Source)
-	u, err := url.Parse(cr.SessionManagerURL)
+	where := fmt.Sprintf("%s (credentials from %s)", credentials.RedactURL(cr.SessionServiceURL), cr.Source)
+	u, err := url.Parse(cr.SessionServiceURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		// The URL is not quoted: it may hold a secret.
-		return "", fmt.Errorf("%s (credentials from %s) is not an http(s) URL", credentials.SessionManagerURLKey(s.opts.Config.Server), cr.Source)
+		return "", fmt.Errorf("%s (credentials from %s) is not an http(s) URL", credentials.SessionServiceURLKey(s.opts.Config.Server), cr.Source)
 	}
-	token := cr.SessionManagerToken
+	token := cr.SessionServiceToken
 	if token == "" {
 		path := s.opts.ServiceAccountTokenFile
 		if path == "" {
@@ -66,7 +69,7 @@ func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (stri
 		}
 		if token, err = credentials.ServiceAccountToken(path); err != nil {
 			return "", fmt.Errorf("%s: no %s, and the service account token: %w", where,
-				credentials.SessionManagerTokenKey(s.opts.Config.Server), err)
+				credentials.SessionServiceTokenKey(s.opts.Config.Server), err)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -75,7 +78,7 @@ func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (stri
 	}
 	req.Header.Set("Authorization", "Bearer "+token.Reveal())
 	tr := &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: s.opts.SessionManagerRootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     &tls.Config{RootCAs: s.opts.SessionServiceRootCAs, MinVersion: tls.VersionTLS12},
 		DialContext:         (&net.Dialer{Timeout: maxHandshake}).DialContext,
 		TLSHandshakeTimeout: maxHandshake,
 		DisableKeepAlives:   true, // one request per login
@@ -113,9 +116,9 @@ func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (stri
 	return answer.Token, nil
 }
 
-// cloneSession logs c in with a ticket of cr's session manager. A ticket
+// cloneSession logs c in with a ticket of cr's session service. A ticket
 // vCenter refuses is an invalid login (the chain's next source is tried,
-// as CPI falls back to its Secret on one); a session manager that cannot
+// as CPI falls back to its Secret on one); a session service that cannot
 // be asked fails the login as a connection does.
 func (s *sessions) cloneSession(ctx context.Context, c *conn, cr credentials.Served) error {
 	ticket, err := s.cloneTicket(ctx, cr)
@@ -124,13 +127,13 @@ func (s *sessions) cloneSession(ctx context.Context, c *conn, cr credentials.Ser
 	}
 	if err := session.NewManager(c.vim).CloneSession(ctx, ticket); err != nil {
 		return loginFailure(fmt.Errorf("clone session from the session manager at %s (credentials from %s): %w",
-			credentials.RedactURL(cr.SessionManagerURL), cr.Source, err))
+			credentials.RedactURL(cr.SessionServiceURL), cr.Source, err))
 	}
 	return nil
 }
 
 // shareSOAPSession makes rc use c's SOAP session, as CPI's tags client does
-// for a session manager's clone: the SOAP session is checked first, and
+// for a session service's clone: the SOAP session is checked first, and
 // logged in again when lost (a REST 401 may have brought us here).
 func (s *sessions) shareSOAPSession(ctx context.Context, c *conn, rc *rest.Client) error {
 	seen := s.currentGeneration()
