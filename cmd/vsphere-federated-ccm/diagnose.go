@@ -166,7 +166,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build clo
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
 	}
-	opts := providerOptions(build) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
+	opts := providerOptions(build)
 	opts.ReadOnly = true
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
