@@ -238,7 +238,7 @@ func checkDatacenters(ctx context.Context, vc *vim25.Client, want []config.Datac
 			problems = append(problems, fmt.Sprintf("%q not found%s", spec.Raw, suggestDatacenter(spec, all)))
 			continue
 		case 1:
-			ok = append(ok, fmt.Sprintf("%s (%s)", spec.Raw, describeDC(matched[0])))
+			ok = append(ok, fmt.Sprintf("%s found (%s)", spec.Raw, describeDC(matched[0])))
 		default:
 			var paths []string
 			for _, dc := range matched {
@@ -256,7 +256,7 @@ func checkDatacenters(ctx context.Context, vc *vim25.Client, want []config.Datac
 	if len(problems) > 0 {
 		return found, Failed, strings.Join(problems, "; ")
 	}
-	return found, Passed, strings.Join(ok, ", ") + " found"
+	return found, Passed, strings.Join(ok, "; ")
 }
 
 // describeDC shows a datacenter as each form names it.
