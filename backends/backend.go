@@ -68,6 +68,15 @@ type Backend interface {
 	// is in service, else asked of vCenter. It is how a configured
 	// datacenter given by ID (config.DatacenterSpec) is told by name.
 	Datacenters(ctx context.Context) ([]config.Datacenter, error)
+	// Placement answers from memory only, never asking vCenter, where
+	// the VMs of BIOS UUID uuid (lowercase) are, each with the tags of
+	// categories on its ancestries as Tags would answer: how Nodes
+	// follow their VMs as they move (vMotion, DRS, a failover) without
+	// a request per Node. ok is false when the backend cannot answer
+	// from memory (no inventory in service); an ok answer without
+	// placements is "none known", never absence. VMs are in any
+	// datacenter of the vCenter: the caller filters.
+	Placement(uuid string, categories []string) (placements []Placement, ok bool)
 	// Start begins the backend's background work (an inventory watch),
 	// which runs until Close; a backend built and never started talks to
 	// vCenter only when called. Calls after the first, or after Close,
@@ -86,6 +95,18 @@ type InventoryStatus struct {
 	InService bool
 	VMs       int // held, while in service
 	Updates   uint64
+}
+
+// Placement is a VM as an inventory holds it, and its tags.
+type Placement struct {
+	VM VM
+	// Tags maps each category asked for to the name of its tag on the
+	// VM's ancestries (Backend.Tags' rules); a category without one is
+	// absent. TagsKnown is false when memory does not hold the tags of
+	// every object of those ancestries (not read yet): Tags is nil then,
+	// and nothing may be concluded about them.
+	Tags      map[string]string
+	TagsKnown bool
 }
 
 // SessionReporter is a Backend holding a session with its vCenter
@@ -278,10 +299,31 @@ type VM struct {
 	// Host is the ID of the ESXi host running the VM, where the zone and
 	// region walk starts; empty when unknown.
 	Host string
+	// HostName is that host's inventory name, and Cluster the name of
+	// the compute cluster holding it ("" for a standalone host); both ""
+	// when not known. Labels below the zone (a spread key per host).
+	HostName, Cluster string
 	// ResourcePool is the ID of the VM's resource pool, and
 	// ResourcePoolType its kind (ResourcePool or VirtualApp): the second
 	// place zone and region are looked for; empty for a template.
 	ResourcePool, ResourcePoolType string
+	// ResourcePoolPath is the resource pool's inventory path
+	// ("/dc/host/cluster/Resources/pool"); "" when not known.
+	ResourcePoolPath string
+	// DiskEnableUUID is the raw value of the extraConfig key
+	// disk.EnableUUID ("" when absent): vSphere CSI needs it TRUE to see
+	// the disks' UUIDs (see DiskUUIDEnabled).
+	DiskEnableUUID string
+}
+
+// DiskUUIDEnabled reports whether vm's disk.EnableUUID is set true, as
+// ESXi reads the value (TRUE/true/1; anything else or absent is off).
+func (vm *VM) DiskUUIDEnabled() bool {
+	switch strings.ToLower(strings.TrimSpace(vm.DiskEnableUUID)) {
+	case "true", "1":
+		return true
+	}
+	return false
 }
 
 // Datacenter is the datacenter holding vm, as a configured datacenter

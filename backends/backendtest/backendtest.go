@@ -347,6 +347,32 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	return out, nil
 }
 
+// Placement implements backends.Backend: from the fake's inventory,
+// in service as UUIDs is, without the lagging VMs; tags are always known.
+// It is no call: Calls does not count it.
+func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placement, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil || b.hang || b.closed || b.noUUIDs {
+		return nil, false
+	}
+	var out []backends.Placement
+	for _, vm := range b.vms {
+		if vm.UUID != strings.ToLower(uuid) || b.lagging[vm.Ref.ID] {
+			continue
+		}
+		p := backends.Placement{VM: vm, Tags: map[string]string{}, TagsKnown: true}
+		for _, c := range categories {
+			if t, ok := b.tags[vm.Ref.ID][c]; ok {
+				p.Tags[c] = t
+			}
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(x, y backends.Placement) int { return strings.Compare(x.VM.Ref.ID, y.VM.Ref.ID) })
+	return out, true
+}
+
 // Start implements backends.Backend: a fake has no background work.
 func (b *Backend) Start() {}
 
