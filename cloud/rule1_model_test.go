@@ -461,6 +461,14 @@ func (h *applianceHandle) UUIDs(unchangedSince uint64) ([]string, uint64, bool) 
 	return b.UUIDs(unchangedSince)
 }
 
+func (h *applianceHandle) Placement(uuid string, categories []string) ([]backends.Placement, bool) {
+	b, err := h.target()
+	if err != nil || !h.inventory {
+		return nil, false
+	}
+	return b.Placement(uuid, categories)
+}
+
 func (h *applianceHandle) Datacenters(ctx context.Context) ([]config.Datacenter, error) {
 	b, err := h.target()
 	if err != nil {
