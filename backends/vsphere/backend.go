@@ -326,11 +326,36 @@ func vmRef(id string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{Type: "VirtualMachine", Value: id}
 }
 
-// load reads the VMs and their ancestors in one PropertyCollector call.
+// load reads the VMs and their ancestors in one PropertyCollector call;
+// a second, for the hosts and their ancestors, only when a VM runs on a
+// host its resource pool's compute resource does not list (a template
+// has no pool).
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
 	s, err := retrieveWithAncestors(ctx, vc, refs)
 	if err != nil {
 		return nil, err
+	}
+	var hosts []types.ManagedObjectReference
+	for _, ref := range refs {
+		rec, ok := s.vms[ref.Value]
+		if !ok || rec.vm.Host == "" {
+			continue
+		}
+		h := types.ManagedObjectReference{Type: "HostSystem", Value: rec.vm.Host}
+		if _, held := s.entities[h]; !held && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) > 0 {
+		more, err := retrieveWithAncestors(ctx, vc, hosts)
+		if err != nil && !isNotFound(err) { // a host gone since: the VM's host name is unknown
+			return nil, err
+		}
+		if more != nil {
+			for r, e := range more.entities {
+				s.entities[r] = e
+			}
+		}
 	}
 	out := make([]backends.VM, 0, len(refs))
 	for _, ref := range refs {
@@ -342,8 +367,9 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 }
 
 // retrieveWithAncestors reads objs and every ancestor of them, walking
-// "parent" (and a VM's "parentVApp") up to the root folder, into an
-// invState of their own, read as the inventory reads its watch's.
+// "parent" (and a VM's or vApp's "parentVApp") up to the root folder, and
+// from a VM its resource pool's and from each compute resource its hosts,
+// into an invState of their own, read as the inventory reads its watch's.
 func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (*invState, error) {
 	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{ancestrySpec(objs)}})
 	if err != nil {
@@ -361,22 +387,36 @@ func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.M
 }
 
 // ancestrySpec asks for objs and their ancestors, with the properties the
-// CCM reads.
+// CCM reads. A TraversalSpec follows a top-level property only (not a
+// VM's runtime.host): the VM's host is reached through its resource pool,
+// up to the pool's compute resource, and down to that one's hosts (names
+// and parents: a few per cluster), so that a VM is placed in one call.
 func ancestrySpec(objs []types.ManagedObjectReference) types.PropertyFilterSpec {
-	const up = "up"
+	const up, vAppUp, hosts = "up", "vAppUp", "hosts"
 	selectUp := []types.BaseSelectionSpec{
 		&types.TraversalSpec{
 			SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}},
+			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts}},
 		},
+		// A vApp nested in another has no parent but a parentVApp.
+		&types.TraversalSpec{
+			SelectionSpec: types.SelectionSpec{Name: vAppUp}, Type: "VirtualApp", Path: "parentVApp",
+			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts}},
+		},
+		&types.TraversalSpec{SelectionSpec: types.SelectionSpec{Name: hosts}, Type: "ComputeResource", Path: "host"},
 		&types.TraversalSpec{
 			Type: "VirtualMachine", Path: "parentVApp",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}},
+			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}},
+		},
+		&types.TraversalSpec{
+			Type: "VirtualMachine", Path: "resourcePool",
+			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}},
 		},
 	}
 	spec := types.PropertyFilterSpec{
 		PropSet: []types.PropertySpec{
 			{Type: "ManagedEntity", PathSet: []string{"name", "parent"}},
+			{Type: "VirtualApp", PathSet: []string{"parentVApp"}},
 			{Type: "VirtualMachine", PathSet: vmProperties},
 		},
 	}

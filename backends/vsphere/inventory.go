@@ -498,38 +498,75 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 	return vm, vm.Ref.Datacenter != ""
 }
 
-// placed copies a VM record with the datacenter above it (its name, ID
-// and path; "" when its ancestry, as held, does not reach one): the one
-// place a VM's datacenter is resolved, for the inventory and direct reads
-// alike.
+// placed copies a VM record with what is resolved from the entities above
+// it: its datacenter (name, ID and path; "" when its ancestry, as held,
+// does not reach one), its host's name and cluster, and its resource
+// pool's path. The one place these are resolved, for the inventory and
+// direct reads alike; resolved at read time, so a VM costs no memory for
+// names its host or pool already holds, and a move or a rename is seen at
+// once.
 func (s *invState) placed(rec *vmRecord) backends.VM {
 	vm := rec.vm
-	for _, r := range s.ancestors(rec.up()) {
-		if r.Type == "Datacenter" {
-			dc := s.datacenter(r)
+	ref := rec.up()
+	for range maxDepth {
+		e, ok := s.entities[ref]
+		if !ok {
+			break
+		}
+		if ref.Type == "Datacenter" {
+			dc := s.datacenter(ref)
 			vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
 			break
 		}
+		ref = e.parent
+	}
+	if vm.Host != "" {
+		if h, ok := s.entities[types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}]; ok {
+			vm.HostName = h.name
+			// A standalone host's parent is a plain ComputeResource.
+			if h.parent.Type == "ClusterComputeResource" {
+				vm.Cluster = s.entities[h.parent].name
+			}
+		}
+	}
+	if vm.ResourcePool != "" {
+		vm.ResourcePoolPath = s.path(types.ManagedObjectReference{Type: vm.ResourcePoolType, Value: vm.ResourcePool})
 	}
 	return vm
 }
 
-// datacenter is the datacenter ref as held: its name, its ID, and its
-// inventory path ("/folder/dc-east", as govmomi's finder writes it) when
-// its folders are held up to the root folder, "" otherwise.
-func (s *invState) datacenter(ref types.ManagedObjectReference) config.Datacenter {
-	dc := config.Datacenter{Name: s.entities[ref].name, ID: ref.Value}
-	up := s.ancestors(ref)
-	if len(up) == 0 || s.entities[up[len(up)-1]].parent.Value != "" {
-		return dc // the root folder, the one entity without a parent, is not reached
+// path is ref's inventory path ("/folder/dc-east/host/cluster/Resources",
+// as govmomi's finder writes it) when its ancestors are held up to the
+// root folder, "" otherwise.
+func (s *invState) path(ref types.ManagedObjectReference) string {
+	// Names are gathered on the stack, nearest first, then written from
+	// the top: one allocation, the path's.
+	var names [maxDepth]string
+	n, size := 0, 0
+	for r := ref; ; {
+		e, ok := s.entities[r]
+		if !ok || n == maxDepth {
+			return "" // the root folder, the one entity without a parent, is not reached
+		}
+		if e.parent.Value == "" {
+			break // the root folder is no part of the path
+		}
+		names[n], size, n = e.name, size+1+len(e.name), n+1
+		r = e.parent
 	}
 	var b strings.Builder
-	for i := len(up) - 2; i >= 0; i-- { // the root folder is no part of the path
-		b.WriteString("/")
-		b.WriteString(s.entities[up[i]].name)
+	b.Grow(size)
+	for i := n - 1; i >= 0; i-- {
+		b.WriteByte('/')
+		b.WriteString(names[i])
 	}
-	dc.Path = b.String()
-	return dc
+	return b.String()
+}
+
+// datacenter is the datacenter ref as held: its name, its ID, and its
+// inventory path ("/folder/dc-east", see path).
+func (s *invState) datacenter(ref types.ManagedObjectReference) config.Datacenter {
+	return config.Datacenter{Name: s.entities[ref].name, ID: ref.Value, Path: s.path(ref)}
 }
 
 // datacenters lists the datacenters held, by name, then ID.
@@ -563,11 +600,15 @@ func (r *vmRecord) up() types.ManagedObjectReference {
 	return r.parent
 }
 
+// maxDepth bounds a walk up the inventory, whose depth is bounded: it
+// guards against a cycle.
+const maxDepth = 64
+
 // ancestors lists ref and its ancestors held, nearest first; it stops at
 // the first one not held.
 func (s *invState) ancestors(ref types.ManagedObjectReference) []types.ManagedObjectReference {
 	var out []types.ManagedObjectReference
-	for range 64 { // inventory depth is bounded; this guards against a cycle
+	for range maxDepth {
 		e, ok := s.entities[ref]
 		if !ok {
 			break

@@ -54,6 +54,8 @@ var vmPropertyTable = []vmProperty{
 	// data).
 	{`config.extraConfig["guestinfo.metadata"]`, func(r *vmRecord, v any) { r.vm.GuestInfoMetadata = extraConfigString(v) }},
 	{`config.extraConfig["guestinfo.metadata.encoding"]`, func(r *vmRecord, v any) { r.vm.GuestInfoMetadataEncoding = extraConfigString(v) }},
+	// Interned: one of a few values on every VM, held per VM otherwise.
+	{`config.extraConfig["disk.EnableUUID"]`, func(r *vmRecord, v any) { r.vm.DiskEnableUUID = internFlag(extraConfigString(v)) }},
 }
 
 // vmProperties are the paths of vmPropertyTable: what both reads request.
@@ -110,6 +112,17 @@ func extraConfigString(v any) string {
 		return ""
 	}
 	s, _ := o.Value.(string)
+	return s
+}
+
+// internFlag returns the literal of a usual boolean option value, so that
+// every VM's copy shares it; anything else as is.
+func internFlag(s string) string {
+	for _, v := range [...]string{"TRUE", "true", "FALSE", "false", "1", "0", "True", "False"} {
+		if s == v {
+			return v
+		}
+	}
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +15,9 @@ import (
 
 // A VM read directly equals the same VM read through the inventory in
 // every field of backends.VM, and the test VM sets every one of them: a
-// field added to backends.VM that the property table does not fill fails
-// here, whichever read forgot it.
+// field added to backends.VM that the property table (or invState.placed)
+// does not fill fails here, whichever read forgot it. The test VM runs on
+// a host in a cluster, in a resource pool, with disk.EnableUUID set.
 func TestDirectAndInventoryReadsAgreeInEveryField(t *testing.T) {
 	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
 	ctx := ctxFor(t)
@@ -24,6 +26,9 @@ func TestDirectAndInventoryReadsAgreeInEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := fx.vc.SetExtraConfig(ctx, want, "guestinfo.metadata.encoding", "base64"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.vc.SetExtraConfig(ctx, want, "disk.EnableUUID", "TRUE"); err != nil {
 		t.Fatal(err)
 	}
 	ref := backends.VMRef{Datacenter: want.Datacenter, ID: want.Ref}
@@ -35,9 +40,24 @@ func TestDirectAndInventoryReadsAgreeInEveryField(t *testing.T) {
 	fx.eventually("the inventory holds the VM as vCenter has it", func() bool {
 		vm, ok := fx.b.inv.get(ref)
 		held = vm
-		return ok && vm.GuestInfoMetadataEncoding != ""
+		return ok && vm.GuestInfoMetadataEncoding != "" && vm.DiskEnableUUID != ""
 	})
+	if !direct.DiskUUIDEnabled() || direct.Cluster == "" || !strings.HasPrefix(direct.ResourcePoolPath, direct.DatacenterPath+"/host/"+direct.Cluster+"/") {
+		t.Errorf("direct read: disk.EnableUUID %q, cluster %q, resource pool %q in datacenter %q; want TRUE, the pool in the cluster", direct.DiskEnableUUID, direct.Cluster, direct.ResourcePoolPath, direct.DatacenterPath)
+	}
 	compareEveryField(t, "VM", reflect.ValueOf(*direct), reflect.ValueOf(*held))
+	t.Logf("placed: host %q, cluster %q, resource pool %q", direct.HostName, direct.Cluster, direct.ResourcePoolPath)
+
+	// The direct read places the VM, its host's name included, in one
+	// PropertyCollector call.
+	before, _ := fx.vc.SOAPCalls()
+	if _, err := fx.direct.Get(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := fx.vc.SOAPCalls()
+	if n := after["RetrieveProperties"] + after["RetrievePropertiesEx"] - before["RetrieveProperties"] - before["RetrievePropertiesEx"]; n != 1 {
+		t.Errorf("a direct read made %d property collector calls, want 1", n)
+	}
 }
 
 // compareEveryField fails for each field, down to the leaves of structs
