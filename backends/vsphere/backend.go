@@ -480,7 +480,7 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 // (pkg/cloudprovider/vsphere/zones.go): the host running it, its resource
 // pool, the VM itself; each with its ancestors.
 func tagRoots(vm *backends.VM) []types.ManagedObjectReference {
-	var roots []types.ManagedObjectReference
+	roots := make([]types.ManagedObjectReference, 0, 3) // one allocation: a drift check per Node per pass makes them
 	if vm.Host != "" {
 		roots = append(roots, types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host})
 	}
@@ -496,11 +496,14 @@ func tagRoots(vm *backends.VM) []types.ManagedObjectReference {
 // says which category is missing, as CPI fails then). Tags of one ancestry
 // are never mixed with another's.
 func firstCompleteAncestry(ancestries [][]types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
-	out := map[string]string{}
+	var out map[string]string
 	for _, a := range ancestries {
 		if out = cpiWalk(a, attached, categories); len(out) == len(categories) {
 			return out
 		}
+	}
+	if out == nil {
+		out = map[string]string{}
 	}
 	return out
 }
@@ -515,17 +518,18 @@ func firstCompleteAncestry(ancestries [][]types.ManagedObjectReference, attached
 // host's. Several tags of one category on one object: the first by name
 // (CPI takes them in the order vCenter lists them, which no API fixes).
 func cpiWalk(order []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
-	out := map[string]string{}
+	out := make(map[string]string, len(categories))
 	for _, r := range order {
+		tags := attached[r]
 		for _, cat := range categories {
-			var names []string
-			for _, t := range attached[r] {
-				if t.category == cat {
-					names = append(names, t.name)
+			first, found := "", false
+			for _, t := range tags {
+				if t.category == cat && (!found || t.name < first) {
+					first, found = t.name, true
 				}
 			}
-			if len(names) > 0 {
-				out[cat] = slices.Min(names)
+			if found {
+				out[cat] = first
 			}
 		}
 		if len(out) == len(categories) {

@@ -79,9 +79,28 @@ type invState struct {
 }
 
 type vmRecord struct {
-	vm         backends.VM // Ref.Datacenter is resolved at read time
+	vm         vmFields
 	parent     types.ManagedObjectReference
 	parentVApp types.ManagedObjectReference
+}
+
+// vmFields is what a VM record holds of a backends.VM: the properties
+// read, not what invState.placed resolves from the entities at read time
+// (datacenter, host name, cluster, resource pool path), whose empty
+// string headers would cost every VM held 96 bytes. A field added to both
+// is copied by placed.
+type vmFields struct {
+	ID                                           string
+	Name, UUID                                   string
+	PowerState                                   backends.PowerState
+	ConnectionState                              string
+	NumCPU, MemoryMB                             int32
+	GuestID, GuestHostName                       string
+	NICs                                         []backends.NIC
+	GuestInfoMetadata, GuestInfoMetadataEncoding string
+	Host                                         string
+	ResourcePool, ResourcePoolType               string
+	DiskEnableUUID                               string
 }
 
 type entity struct {
@@ -351,7 +370,7 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			continue
 		}
 		if rec == nil {
-			rec = &vmRecord{vm: backends.VM{Ref: backends.VMRef{ID: id}}}
+			rec = &vmRecord{vm: vmFields{ID: id}}
 			s.vms[id] = rec
 		}
 		for _, c := range u.ChangeSet {
@@ -387,7 +406,7 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 	s.entities[u.Obj] = e
 }
 
-func (s *invState) index(id string, vm *backends.VM) {
+func (s *invState) index(id string, vm *vmFields) {
 	add := func(m map[string][]string, k string) {
 		if k != "" && !slices.Contains(m[k], id) {
 			m[k] = append(m[k], id)
@@ -403,7 +422,7 @@ func (s *invState) index(id string, vm *backends.VM) {
 	}
 }
 
-func (s *invState) unindex(id string, vm *backends.VM) {
+func (s *invState) unindex(id string, vm *vmFields) {
 	del := func(m map[string][]string, k string) {
 		ids := slices.DeleteFunc(slices.Clone(m[k]), func(x string) bool { return x == id })
 		if len(ids) == 0 {
@@ -506,7 +525,19 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 // names its host or pool already holds, and a move or a rename is seen at
 // once.
 func (s *invState) placed(rec *vmRecord) backends.VM {
-	vm := rec.vm
+	f := &rec.vm
+	vm := backends.VM{
+		Ref:  backends.VMRef{ID: f.ID},
+		Name: f.Name, UUID: f.UUID,
+		PowerState: f.PowerState, ConnectionState: f.ConnectionState,
+		NumCPU: f.NumCPU, MemoryMB: f.MemoryMB,
+		GuestID: f.GuestID, GuestHostName: f.GuestHostName,
+		NICs:              f.NICs,
+		GuestInfoMetadata: f.GuestInfoMetadata, GuestInfoMetadataEncoding: f.GuestInfoMetadataEncoding,
+		Host:         f.Host,
+		ResourcePool: f.ResourcePool, ResourcePoolType: f.ResourcePoolType,
+		DiskEnableUUID: f.DiskEnableUUID,
+	}
 	ref := rec.up()
 	for range maxDepth {
 		e, ok := s.entities[ref]
@@ -604,47 +635,53 @@ func (r *vmRecord) up() types.ManagedObjectReference {
 // guards against a cycle.
 const maxDepth = 64
 
-// ancestors lists ref and its ancestors held, nearest first; it stops at
-// the first one not held.
-func (s *invState) ancestors(ref types.ManagedObjectReference) []types.ManagedObjectReference {
-	var out []types.ManagedObjectReference
+// appendAncestors appends ref and its ancestors held to buf, nearest
+// first; it stops at the first one not held.
+func (s *invState) appendAncestors(buf []types.ManagedObjectReference, ref types.ManagedObjectReference) []types.ManagedObjectReference {
 	for range maxDepth {
 		e, ok := s.entities[ref]
 		if !ok {
 			break
 		}
-		out = append(out, ref)
+		buf = append(buf, ref)
 		if e.parent.Value == "" {
 			break
 		}
 		ref = e.parent
 	}
-	return out
+	return buf
 }
 
 // tagAncestries lists, in CPI's order, the ancestries whose tags place vm, each
 // nearest first (see tagRoots): its host and what holds the host, its
 // resource pool and what holds that, the VM and its folders; each as far
 // as s holds it. complete is false when s lacks one of those roots or the
-// VM's folders do not reach a datacenter.
+// VM's folders do not reach a datacenter. The ancestries share one array:
+// a drift check per Node per pass walks them (see Backend.Placement).
 func (s *invState) tagAncestries(vm *backends.VM) (ancestries [][]types.ManagedObjectReference, complete bool) {
+	roots := tagRoots(vm)
+	buf := make([]types.ManagedObjectReference, 0, 8*len(roots))
+	ancestries = make([][]types.ManagedObjectReference, 0, len(roots))
 	complete = true
-	for _, root := range tagRoots(vm) {
+	for _, root := range roots {
+		start := len(buf)
 		if root.Type != "VirtualMachine" {
 			_, held := s.entities[root]
 			complete = complete && held
-			ancestries = append(ancestries, s.ancestors(root))
-			continue
+			buf = s.appendAncestors(buf, root)
+		} else {
+			rec, held := s.vms[root.Value]
+			if !held {
+				complete = false
+				ancestries = append(ancestries, nil)
+				continue
+			}
+			buf = s.appendAncestors(append(buf, root), rec.up())
+			folders := buf[start+1:]
+			complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
 		}
-		rec, held := s.vms[root.Value]
-		if !held {
-			complete = false
-			ancestries = append(ancestries, nil)
-			continue
-		}
-		folders := s.ancestors(rec.up())
-		complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
-		ancestries = append(ancestries, append([]types.ManagedObjectReference{root}, folders...))
+		// Capped: a later append never writes into an earlier ancestry.
+		ancestries = append(ancestries, buf[start:len(buf):len(buf)])
 	}
 	return ancestries, complete
 }

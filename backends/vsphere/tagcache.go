@@ -69,18 +69,14 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 	if !ok {
 		return nil, false
 	}
-	var order []types.ManagedObjectReference
-	for _, a := range ancestries {
-		order = append(order, a...)
-	}
 	snap := b.bulkTags.get()
-	if !covers(snap, order) {
+	if !covers(snap, ancestries) {
 		var err error
 		if snap, err = b.loadTags(ctx, snap); err != nil {
 			klog.FromContext(ctx).V(2).Info("Bulk tag read failed; reading this VM's tags directly", "vcenter", b.sessions.opts.Config.Name, "err", err)
 			return nil, false
 		}
-		if !covers(snap, order) {
+		if !covers(snap, ancestries) {
 			return nil, false
 		}
 	} else if time.Since(snap.loaded) > b.bulkTags.refresh {
@@ -93,13 +89,17 @@ func (b *Backend) cachedTags(ctx context.Context, vm *backends.VM, categories []
 	return out, true
 }
 
-func covers(snap *tagSnapshot, order []types.ManagedObjectReference) bool {
+// covers reports whether snap holds the tags of every object of the
+// ancestries.
+func covers(snap *tagSnapshot, ancestries [][]types.ManagedObjectReference) bool {
 	if snap == nil {
 		return false
 	}
-	for _, r := range order {
-		if _, ok := snap.attached[r]; !ok {
-			return false
+	for _, a := range ancestries {
+		for _, r := range a {
+			if _, ok := snap.attached[r]; !ok {
+				return false
+			}
 		}
 	}
 	return true

@@ -128,3 +128,33 @@ func TestBothReadsRequestEveryTableProperty(t *testing.T) {
 		seen[p.path] = true
 	}
 }
+
+// A VM record's every field (vmFields) reaches the VM placed hands out,
+// under the same name.
+func TestPlacedCopiesEveryRecordField(t *testing.T) {
+	var rec vmRecord
+	f := reflect.ValueOf(&rec.vm).Elem()
+	for i := range f.NumField() {
+		switch v := f.Field(i); v.Kind() {
+		case reflect.String:
+			v.SetString(f.Type().Field(i).Name)
+		case reflect.Int32:
+			v.SetInt(int64(i + 1))
+		case reflect.Slice:
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		default:
+			t.Fatalf("vmFields.%s: kind %s not handled by this test", f.Type().Field(i).Name, v.Kind())
+		}
+	}
+	vm := reflect.ValueOf(newInvState().placed(&rec))
+	for i := range f.NumField() {
+		name := f.Type().Field(i).Name
+		got := vm.FieldByName(name)
+		if name == "ID" {
+			got = vm.FieldByName("Ref").FieldByName("ID")
+		}
+		if !got.IsValid() || !reflect.DeepEqual(got.Interface(), f.Field(i).Interface()) {
+			t.Errorf("vmFields.%s = %v is not copied to backends.VM.%s", name, f.Field(i).Interface(), name)
+		}
+	}
+}
