@@ -17,7 +17,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 )
 
-
 // registered returns metrics registered in a registry of their own, and
 // the registry.
 func registered() (*cloud.Metrics, metrics.KubeRegistry) {
