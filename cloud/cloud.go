@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -73,6 +74,14 @@ type Options struct {
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
+	// UnmanagedNodeSelector marks, besides the label LabelUnmanaged=true,
+	// the Nodes this CCM leaves alone (--unmanaged-node-selector); nil:
+	// the label only.
+	UnmanagedNodeSelector labels.Selector
+	// UninitializedAfter is how long a Node may carry the uninitialized
+	// taint before its NodeUninitialized Event; default
+	// DefaultUninitializedAfter.
+	UninitializedAfter time.Duration
 }
 
 // Cloud is the vsphere cloud provider. It only puts its owners together:
@@ -125,15 +134,20 @@ func New(cfg *config.Config, opts Options) *Cloud {
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
+	if opts.UninitializedAfter == 0 {
+		opts.UninitializedAfter = DefaultUninitializedAfter
+	}
 	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}}
 	c.nodes = newNodes(c.events, opts.RecoveryPoll)
+	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
 	}
 	c.fleet = newFleet(cfg, opts, c.events)
 	c.nodes.discovery = c.fleet.discovery
+	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
-		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located}
+		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks}
 	if opts.ReadOnly {
 		// Nothing labels a read-only provider's Nodes: nothing to keep.
 		c.instances.located = func(*v1.Node, map[string]string) {}

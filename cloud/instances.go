@@ -36,6 +36,9 @@ type instances struct {
 	nodeLabels       map[string]string
 	skipNodeDeletion bool
 	located          func(node *v1.Node, location map[string]string)
+	// checks know the unmanaged Nodes and keep why InstanceMetadata
+	// failed (unmanaged.go, uninitialized.go).
+	checks *nodeChecks
 }
 
 // Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
@@ -65,6 +68,9 @@ func (in *instances) recordLookupError(node *v1.Node, err error) {
 // answered that it does not, with every guard applied (discovery.Exists).
 func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
+	if in.checks.unmanaged.ask(node) {
+		return true, nil
+	}
 	res, err := in.fleet.discovery.Exists(ctx, nodeKeys(node))
 	if err == nil && res == nil && in.skipNodeDeletion {
 		err = errSkipNodeDeletion
@@ -103,6 +109,9 @@ func locationLabels(res *discovery.Result) map[string]string {
 // found in any power state but poweredOn (suspended too), as CPI answers.
 func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
+	if in.checks.unmanaged.ask(node) {
+		return false, nil
+	}
 	res, err := in.Locate(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -111,8 +120,12 @@ func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool,
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2.
-func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cloudprovider.InstanceMetadata, err error) {
 	const op = "cloud.InstanceMetadata"
+	if in.checks.unmanaged.ask(node) {
+		return unmanagedMetadata(node), nil
+	}
+	defer func() { in.checks.metadataAnswered(node, err) }()
 	cfg := in.fleet.config() // one config for the whole answer, even if a reload lands meanwhile
 	res, err := in.Locate(ctx, node)
 	if err != nil {

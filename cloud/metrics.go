@@ -28,6 +28,7 @@ type Metrics struct {
 	credentials     *metrics.CounterVec
 	buildInfo       *buildInfoCollector
 	inventory       *inventoryCollector
+	health          *healthCollector // metrics_health.go
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -106,6 +107,7 @@ func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
 func NewMetrics(build BuildInfo) *Metrics {
 	const ns = "cloudprovider_vsphere"
 	m := &Metrics{
+		health: newHealthCollector(ns),
 		buildInfo: &buildInfoCollector{build: build, desc: metrics.NewDesc(ns+"_build_info",
 			"1, labelled with the running binary's version, commit and Go version.",
 			[]string{"version", "commit", "go_version"}, nil, metrics.ALPHA, "")},
@@ -171,7 +173,7 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory, m.buildInfo}
+	return []metrics.StableCollector{m.inventory, m.buildInfo, m.health}
 }
 
 // setHealthSource tells the vcenter_up metric where to read from.

@@ -20,6 +20,7 @@ type nodes struct {
 	events    *eventLog
 	discovery *discovery.Discoverer // for its vCenters' health
 	poll      time.Duration         // Options.RecoveryPoll
+	checks    *nodeChecks           // unmanaged.go, uninitialized.go
 	// wake tells run that relabel has work (coalesced).
 	wake chan struct{}
 
@@ -137,6 +138,7 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface) {
 		case <-tick.C:
 			n.reportDuplicates(lister)
 			n.requeueOnRecovery(ctx, client, lister, healthy)
+			n.checks.tick(lister, n.discovery.Health(), time.Now())
 		}
 	}
 }

@@ -46,7 +46,7 @@ func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interfa
 	log := klog.FromContext(ctx).WithValues("vcenters", back)
 	touched := 0
 	for _, node := range all {
-		if !uninitialized(node) {
+		if !uninitialized(node) || n.unmanaged(node) {
 			continue
 		}
 		if err := touch(ctx, client, node.Name); err != nil {
@@ -101,6 +101,9 @@ func (n *nodes) reportDuplicates(lister corelisters.NodeLister) {
 		return
 	}
 	for _, node := range all {
+		if n.unmanaged(node) {
+			continue
+		}
 		for _, u := range nodeUUIDs(node) {
 			if vcs, ok := pending[u]; ok {
 				n.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID,

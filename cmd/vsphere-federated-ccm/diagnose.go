@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -42,6 +43,7 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; in-cluster (the Pod's ServiceAccount) when empty")
 	output := fs.StringP("output", "o", "text", "text or json")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	unmanaged := fs.String(unmanagedSelectorFlag, "", "the CCM's --"+unmanagedSelectorFlag+" (Nodes it leaves alone, besides the label "+cloud.LabelUnmanaged+"=true)")
 	fs.Usage = func() { fmt.Fprint(stderr, diagnoseUsageText+fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -66,7 +68,12 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, build)
+	selector, err := parseUnmanagedSelector(*unmanaged)
+	if err != nil {
+		fmt.Fprintf(stderr, "diagnose: %v\n", err)
+		return exitUsage
+	}
+	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, selector, build)
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: %v\n", err)
 		return exitUsage
@@ -125,7 +132,9 @@ func (d *diagnoser) diagnoseNodes(ctx context.Context, asJSON bool, stdout, stde
 		fmt.Fprintf(tw, "NODE\tTAINTED\tVCENTER\tPROBLEM\n")
 		for _, s := range lines {
 			problem := s.Problem
-			if problem == "" {
+			if s.Unmanaged != "" {
+				problem = "unmanaged (" + s.Unmanaged + "): this CCM leaves it alone"
+			} else if problem == "" {
 				problem = "none now: the cloud-node controller initializes it at its next retry"
 			}
 			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
@@ -160,7 +169,7 @@ type diagnoser struct {
 	settled  bool // the record of vCenters served was read
 }
 
-func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build cloud.BuildInfo) (*diagnoser, error) {
+func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged labels.Selector, build cloud.BuildInfo) (*diagnoser, error) {
 	const op = "main.newDiagnoser"
 	client, err := kubeClient(kubeconfig, build.UserAgent()+" (diagnose)")
 	if err != nil {
@@ -168,6 +177,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, build clo
 	}
 	opts := providerOptions(build)
 	opts.ReadOnly = true
+	opts.UnmanagedNodeSelector = unmanaged
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
@@ -212,6 +222,9 @@ type nodeReport struct {
 	Events        []eventSummary        `json:"events"`
 	EventsError   string                `json:"eventsError,omitempty"`
 	VCenters      []cloud.VCenterStatus `json:"vcenters"`
+	// Unmanaged says why the CCM leaves the Node alone (then nothing is
+	// looked up).
+	Unmanaged string `json:"unmanaged,omitempty"`
 	// WouldInitialize: InstanceMetadata succeeds now.
 	WouldInitialize bool     `json:"wouldInitialize"`
 	Why             []string `json:"why"`
@@ -281,6 +294,9 @@ type eventSummary struct {
 // InstanceShutdown.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node), Events: []eventSummary{}}
+	if why := d.provider.Unmanaged(node); why != "" {
+		return d.unmanagedNode(ctx, r, why)
+	}
 	if searches, err := d.provider.Searches(node); err != nil {
 		r.Keys.Used = "none: " + err.Error()
 	} else {
@@ -350,6 +366,31 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 	}
 	return r
 }
+
+// unmanagedNode is the report on a Node the CCM leaves alone: nothing is
+// looked up; its Events and the vCenters are shown as for any Node.
+func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string) *nodeReport {
+	r.Unmanaged = why
+	r.Lookup = []vcenterAnswer{}
+	r.WouldInitialize = true // nothing of this CCM's holds it back
+	yes, no := true, false
+	r.Exists = instanceAnswer{Value: &yes, Reason: "unmanaged: reported present without asking vCenter, never deleted"}
+	r.Shutdown = instanceAnswer{Value: &no, Reason: "unmanaged: reported running without asking vCenter"}
+	if r.Tainted {
+		if r.Keys.ProviderID == "" {
+			r.TaintReason = "unmanaged, without a providerID: the cloud-node controller initializes no Node without one; set kubelet --provider-id, or register it without --cloud-provider=external's taint"
+		} else {
+			r.TaintReason = "unmanaged: the cloud-node controller removes it at its next retry, keeping the Node's providerID and addresses"
+		}
+	}
+	r.Events, r.EventsError = d.events(ctx, nodeRef(r.Node))
+	r.VCenters = d.provider.VCenterStatuses()
+	r.Why = []string{"unmanaged (" + why + "): this CCM leaves it alone"}
+	return r
+}
+
+// nodeRef is a reference to the Node name, for listing its Events.
+func nodeRef(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 
 // explain says, in words, what each vCenter's answer means for the Node,
 // from the errors' types (never their text).
@@ -508,10 +549,15 @@ type nodeSummary struct {
 	Tainted bool   `json:"uninitializedTaint"`
 	VCenter string `json:"vcenter,omitempty"`
 	Problem string `json:"problem,omitempty"`
+	// Unmanaged says why the CCM leaves the Node alone.
+	Unmanaged string `json:"unmanaged,omitempty"`
 }
 
 func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
 	s := nodeSummary{Node: node.Name, Tainted: tainted(node)}
+	if s.Unmanaged = d.provider.Unmanaged(node); s.Unmanaged != "" {
+		return s
+	}
 	meta, err := d.provider.InstanceMetadata(ctx, node)
 	if err != nil {
 		s.Problem = err.Error()
@@ -537,6 +583,63 @@ func (r *nodeReport) write(w io.Writer) {
 	p("Node %s", r.Node)
 	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s", orDash(r.Keys.ProviderID), orDash(r.Keys.SystemUUID),
 		orDash(r.Keys.SystemUUIDSwapped), r.Keys.Name, orDash(strings.Join(r.Keys.IPs, " ")))
+	if r.Unmanaged != "" {
+		p("  unmanaged (%s): this CCM leaves it alone: no lookup, no write, no error", r.Unmanaged)
+	} else {
+		r.writeLookup(w, p, short)
+	}
+	p("  InstanceExists:   %s", short(r.Exists.text()))
+	p("  InstanceShutdown: %s", short(r.Shutdown.text()))
+	if r.Tainted {
+		p("  tainted %s: %s", cloudproviderapi.TaintExternalCloudProvider, short(r.TaintReason))
+	} else {
+		p("  not tainted %s (initialized)", cloudproviderapi.TaintExternalCloudProvider)
+	}
+	switch {
+	case r.EventsError != "":
+		p("  events: cannot list: %s", r.EventsError)
+	case len(r.Events) == 0:
+		p("  events: none from this CCM")
+	default:
+		p("  recent events from this CCM:")
+		for _, e := range r.Events {
+			p("    %s  %s %s (x%d, %s): %s", e.Last.Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Source, e.Message)
+		}
+	}
+	p("  vCenters now:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "    VCENTER\tCONNECTION\tBREAKER\tSESSION\tINVENTORY\tLAST ERROR\n")
+	for _, v := range r.VCenters {
+		session, inv := "-", "off"
+		if v.Session != nil {
+			session = fmt.Sprintf("%.0fs (%s)", v.Session.AgeSeconds, v.Session.Credentials)
+		}
+		for _, rc := range v.RefusedCredentials {
+			session += fmt.Sprintf(" [%s refused %d time(s)", rc.Source, rc.Refusals)
+			if rc.Retry.IsZero() {
+				session += ", not sent again until it changes]"
+			} else {
+				session += ", sent again unchanged at " + rc.Retry.Format(time.RFC3339) + "]"
+			}
+		}
+		if v.Inventory != nil {
+			inv = "out of service"
+			if v.Inventory.InService {
+				inv = fmt.Sprintf("%d VMs", v.Inventory.VMs)
+			}
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, orDash(v.LastError))
+	}
+	_ = tw.Flush()
+	p("  verdict:")
+	for _, s := range r.Why {
+		p("    - %s", short(s))
+	}
+}
+
+// writeLookup prints the lookup's part of the report: the keys used, each
+// vCenter's answer, the VM, what InstanceMetadata would set.
+func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func(string) string) {
 	p("  looked up by: %s", r.Keys.Used)
 	if r.Claim != "" {
 		p("  its labels place it in: %s", r.Claim)
@@ -575,53 +678,6 @@ func (r *nodeReport) write(w io.Writer) {
 		p("    labels         %s", strings.Join(labels, ", "))
 	} else {
 		p("  InstanceMetadata: error: %s", short(r.MetadataError))
-	}
-	p("  InstanceExists:   %s", short(r.Exists.text()))
-	p("  InstanceShutdown: %s", short(r.Shutdown.text()))
-	if r.Tainted {
-		p("  tainted %s: %s", cloudproviderapi.TaintExternalCloudProvider, short(r.TaintReason))
-	} else {
-		p("  not tainted %s (initialized)", cloudproviderapi.TaintExternalCloudProvider)
-	}
-	switch {
-	case r.EventsError != "":
-		p("  events: cannot list: %s", r.EventsError)
-	case len(r.Events) == 0:
-		p("  events: none from this CCM")
-	default:
-		p("  recent events from this CCM:")
-		for _, e := range r.Events {
-			p("    %s  %s %s (x%d, %s): %s", e.Last.Format(time.RFC3339), e.Type, e.Reason, e.Count, e.Source, e.Message)
-		}
-	}
-	p("  vCenters now:")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "    VCENTER\tCONNECTION\tBREAKER\tSESSION\tINVENTORY\tLAST ERROR\n")
-	for _, v := range r.VCenters {
-		session, inv := "-", "off"
-		if v.Session != nil {
-			session = fmt.Sprintf("%.0fs (%s)", v.Session.AgeSeconds, v.Session.Credentials)
-		}
-		for _, rc := range v.RefusedCredentials {
-			session += fmt.Sprintf(" [%s refused %d time(s)", rc.Source, rc.Refusals)
-			if rc.Retry.IsZero() {
-				session += ", not sent again until it changes]"
-			} else {
-				session += ", sent again unchanged at " + rc.Retry.Format(time.RFC3339) + "]"
-			}
-		}
-		if v.Inventory != nil {
-			inv = "out of service"
-			if v.Inventory.InService {
-				inv = fmt.Sprintf("%d VMs", v.Inventory.VMs)
-			}
-		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, orDash(v.LastError))
-	}
-	_ = tw.Flush()
-	p("  verdict:")
-	for _, s := range r.Why {
-		p("    - %s", short(s))
 	}
 }
 

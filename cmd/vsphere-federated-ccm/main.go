@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
@@ -110,10 +111,17 @@ func main() {
 	}
 	var nodeLabels map[string]string
 	var vcentersPort int
+	var unmanagedSelector string
+	uninitializedAfter := cloud.DefaultUninitializedAfter
 	refusedRetry := credentials.DefaultRetry.After
 	extra := cliflag.NamedFlagSets{}
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
+	extra.FlagSet("cloud-node-controller").StringVar(&unmanagedSelector, unmanagedSelectorFlag, "",
+		"Label selector of the Nodes this CCM leaves alone (bare-metal or another cloud's machines), besides those labelled "+cloud.LabelUnmanaged+"=true: "+
+			"never looked up in vCenter, never written, never an error; reported present and running, never deleted. E.g. --"+unmanagedSelectorFlag+"=node.example.com/metal=true")
+	extra.FlagSet("cloud-node-controller").DurationVar(&uninitializedAfter, "uninitialized-node-event-after", uninitializedAfter,
+		"How long a Node may carry node.cloudprovider.kubernetes.io/uninitialized before a Warning Event "+cloud.ReasonNodeUninitialized+" says why (again when the reason changes)")
 	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
 		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
 	extra.FlagSet("vcenter").DurationVar(&refusedRetry, "refused-credentials-retry", refusedRetry,
@@ -121,7 +129,7 @@ func main() {
 			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
-			provider := initCloud(c, nodeLabels, refusedRetry, build)
+			provider := initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
 			// Fatal, not logged: a port asked for and not served would
 			// only show as a /vcenters that never answers.
 			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
@@ -146,7 +154,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, refusedRetry time.Duration, build cloud.BuildInfo) *cloud.Cloud {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unmanagedSelector string, uninitializedAfter, refusedRetry time.Duration, build cloud.BuildInfo) *cloud.Cloud {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -159,6 +167,13 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, refus
 			klog.Fatalf("--node-labels %s=%s: %s", k, v, strings.Join(errs, "; "))
 		}
 	}
+	unmanaged, err := parseUnmanagedSelector(unmanagedSelector)
+	if err != nil {
+		klog.Fatal(err)
+	}
+	if uninitializedAfter <= 0 {
+		klog.Fatalf("--uninitialized-node-event-after=%s: want more than 0", uninitializedAfter)
+	}
 	klog.Background().Info("Starting", "version", build.Version, "commit", build.Commit, "go", build.GoVersion)
 	metrics := cloud.NewMetrics(build)
 	legacyregistry.MustRegister(metrics.Collectors()...)
@@ -167,7 +182,8 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, refus
 		klog.Fatalf("--refused-credentials-retry=%s: want 0 or more", refusedRetry)
 	}
 	opts := providerOptions(build)
-	opts.Metrics, opts.EventObject, opts.NodeLabels = metrics, podReference(), nodeLabels
+	opts.Metrics, opts.EventObject, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, podReference(), nodeLabels, unmanaged
+	opts.UninitializedAfter = uninitializedAfter
 	opts.NewBackend = vsphereBackends(build.UserAgent(), &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
@@ -175,6 +191,22 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, refus
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
 	}
 	return provider
+}
+
+// unmanagedSelectorFlag selects the Nodes the CCM leaves alone.
+const unmanagedSelectorFlag = "unmanaged-node-selector"
+
+// parseUnmanagedSelector parses --unmanaged-node-selector; empty: nil
+// (only the label cloud.LabelUnmanaged marks Nodes unmanaged).
+func parseUnmanagedSelector(s string) (labels.Selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--%s=%q: %w", unmanagedSelectorFlag, s, err)
+	}
+	return sel, nil
 }
 
 // providerOptions are the provider's options from the process's

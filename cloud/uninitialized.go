@@ -1,0 +1,218 @@
+package cloud
+
+// What the CCM already knows, shown all the time rather than when asked
+// (`diagnose`): Nodes stuck uninitialized and why, vCenters going down and
+// coming back. Computed from memory — the informer's Nodes, the reasons
+// lookups failed, discovery's health — never from an extra vCenter call.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// Event reasons of the periodic checks.
+const (
+	// ReasonNodeUninitialized: a Warning on a Node still carrying the
+	// uninitialized taint after Options.UninitializedAfter, naming why
+	// (an UninitializedReason value) and the last lookup error; recorded
+	// again when the reason changes.
+	ReasonNodeUninitialized = "NodeUninitialized"
+	// ReasonVCenterDown and ReasonVCenterUp, on the CCM's event object
+	// (Options.EventObject): a vCenter's connection went down (the
+	// vcenter_up metric goes 0), and came back.
+	ReasonVCenterDown = "VCenterDown"
+	ReasonVCenterUp   = "VCenterUp"
+)
+
+// Why a Node is still uninitialized, as the nodes_uninitialized metric's
+// reason label and the NodeUninitialized Event say it: the Event reason
+// its last failed InstanceMetadata recorded, VMNotFound when every vCenter
+// answered that its VM is not there, UninitializedPending when no
+// InstanceMetadata has failed for it in this process (not asked yet, or
+// asked and about to be initialized).
+const (
+	UninitializedPending = "Pending"
+	UninitializedNoVM    = "VMNotFound"
+)
+
+// uninitializedReasons is the fixed set of the metric's reason values.
+var uninitializedReasons = []string{
+	UninitializedPending, ReasonLookupFailed, UninitializedNoVM, ReasonDuplicateUUID, ReasonZoneTagMissing, ReasonNoNodeAddress,
+}
+
+// DefaultUninitializedAfter is how long a Node may stay uninitialized
+// before its NodeUninitialized Event.
+const DefaultUninitializedAfter = 2 * time.Minute
+
+// nodeChecks holds what the periodic checks need between ticks: each
+// Node's last InstanceMetadata failure, the Events already recorded, each
+// vCenter's last connection state. Lookups write it, the nodes owner's
+// tick reads it.
+type nodeChecks struct {
+	events      *eventLog
+	metrics     *Metrics
+	eventObject *v1.ObjectReference
+	after       time.Duration // Options.UninitializedAfter
+	unmanaged   *unmanagedNodes
+
+	mu sync.Mutex
+	// failures are the Nodes' last InstanceMetadata failures, by name; a
+	// success forgets it.
+	failures map[string]lookupFailure
+	// warned is the reason of each Node's last NodeUninitialized Event.
+	warned map[string]string
+	// up is each vCenter's connection state at the last tick (up or down;
+	// a vCenter still connecting is not in it).
+	up map[string]bool
+}
+
+type lookupFailure struct {
+	reason, message string
+}
+
+func newNodeChecks(events *eventLog, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
+	return &nodeChecks{events: events, metrics: m, eventObject: eventObject, after: after, unmanaged: unmanaged,
+		failures: map[string]lookupFailure{}, warned: map[string]string{}, up: map[string]bool{}}
+}
+
+// metadataAnswered notes how InstanceMetadata ended for node: why it
+// failed (err's kind), or that it succeeded.
+func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.failures, node.Name)
+		return
+	}
+	f := lookupFailure{reason: failureReason(err), message: err.Error()}
+	if f.reason == UninitializedNoVM {
+		f.message = "every vCenter that could hold its VM answered that it is not there: " + f.message
+	}
+	c.failures[node.Name] = f
+}
+
+// failureReason is the reason value of an InstanceMetadata error: the Event
+// reason its lookup recorded, by the error's kind, never its text.
+func failureReason(err error) string {
+	var dup *discovery.DuplicateError
+	var zone *ZoneTagError
+	switch {
+	case errors.As(err, &dup):
+		return ReasonDuplicateUUID
+	case errors.As(err, &zone):
+		return ReasonZoneTagMissing
+	case errors.Is(err, ErrGuestHostNameEmpty), errors.Is(err, ErrGuestNICsEmpty), errors.Is(err, ErrNoSuitableIP), errors.Is(err, ErrGuestInfoMetadata):
+		return ReasonNoNodeAddress
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return UninitializedNoVM
+	}
+	return ReasonLookupFailed
+}
+
+// tick runs the periodic checks over the informer's Nodes and discovery's
+// health (nodes.run, every poll): the nodes gauges, NodeUninitialized
+// Events, VCenterDown and VCenterUp Events.
+func (c *nodeChecks) tick(lister corelisters.NodeLister, health []discovery.VCenterHealth, now time.Time) {
+	c.checkVCenters(health)
+	all, err := lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	byReason := make(map[string]int, len(uninitializedReasons))
+	for _, r := range uninitializedReasons {
+		byReason[r] = 0
+	}
+	unmanaged := 0
+	type warning struct {
+		node            *v1.Node
+		reason, message string
+	}
+	var warnings []warning
+	c.mu.Lock()
+	present := make(map[string]bool, len(all))
+	for _, node := range all {
+		present[node.Name] = true
+		if c.unmanaged.unmanaged(node) {
+			unmanaged++
+			continue
+		}
+		if !uninitialized(node) {
+			delete(c.failures, node.Name)
+			delete(c.warned, node.Name)
+			continue
+		}
+		f, ok := c.failures[node.Name]
+		if !ok {
+			f = lookupFailure{reason: UninitializedPending, message: "no lookup of it has failed yet: the cloud-node controller has not asked, or is about to initialize it"}
+		}
+		byReason[f.reason]++
+		if now.Sub(node.CreationTimestamp.Time) >= c.after && c.warned[node.Name] != f.reason {
+			c.warned[node.Name] = f.reason
+			warnings = append(warnings, warning{node, f.reason, f.message})
+		}
+	}
+	for name := range c.failures {
+		if !present[name] {
+			delete(c.failures, name)
+		}
+	}
+	for name := range c.warned {
+		if !present[name] {
+			delete(c.warned, name)
+		}
+	}
+	c.mu.Unlock()
+	c.metrics.health.setNodes(unmanaged, byReason)
+	for _, w := range warnings {
+		c.events.record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
+			"still uninitialized after %s (%s): %s", c.after, w.reason, w.message))
+	}
+}
+
+// checkVCenters records VCenterDown when a vCenter's connection goes down
+// and VCenterUp when it comes back, as the vcenter_up metric reads it.
+func (c *nodeChecks) checkVCenters(health []discovery.VCenterHealth) {
+	configured := make(map[string]bool, len(health))
+	for _, h := range health {
+		configured[h.Name] = true
+		var up bool
+		switch h.Reachability.State {
+		case backends.ConnUp:
+			up = true
+		case backends.ConnDown:
+		default:
+			continue // still connecting: neither
+		}
+		c.mu.Lock()
+		was, seen := c.up[h.Name]
+		c.up[h.Name] = up
+		c.mu.Unlock()
+		switch {
+		case !up && (!seen || was):
+			msg := fmt.Sprintf("vcenter %s is down: lookups of its VMs fail, and its Nodes are kept, until it is back", h.Name)
+			if h.Reachability.Err != nil {
+				msg += ": " + h.Reachability.Err.Error()
+			}
+			c.events.record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
+		case up && seen && !was:
+			c.events.record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.up {
+		if !configured[name] {
+			delete(c.up, name)
+		}
+	}
+}
