@@ -28,6 +28,7 @@ type Metrics struct {
 	credentials     *metrics.CounterVec
 	buildInfo       *buildInfoCollector
 	inventory       *inventoryCollector
+	vcenters        *vcenterCollector // metrics_vcenter.go
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -160,6 +161,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
 	}
+	m.vcenters = newVCenterCollector(ns)
 	return m
 }
 
@@ -171,7 +173,7 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory, m.buildInfo}
+	return []metrics.StableCollector{m.inventory, m.buildInfo, m.vcenters}
 }
 
 // setHealthSource tells the vcenter_up metric where to read from.

@@ -17,8 +17,11 @@ var _ backends.RequestBudget = (*Backend)(nil)
 // (those the inventory does not answer; never the inventory's watch, whose
 // long poll is one request, nor logins and keep-alives) take tokens from a
 // bucket refilled at requestsPerSecond and holding requestBurst. A call
-// waits for its tokens under its own deadline; one that would wait past
-// it is refused at once with backends.ErrBudget, before anything is sent.
+// waits for its tokens under its own deadline, at most half the time left
+// to it (the rest is the request's: a call that waited until its deadline
+// would then time out, and a breaker count that as vCenter's failure);
+// one whose turn comes later is refused at once with backends.ErrBudget,
+// before anything is sent.
 // So a status pass or a burst of lookups while the inventory is out of
 // service reaches vCenter at the configured pace, not all at once.
 type budget struct {
@@ -33,9 +36,9 @@ func newBudget(name string, perSecond float64, burst int) *budget {
 }
 
 // take waits for n tokens under ctx: at once when the bucket holds them,
-// after the refill otherwise; when that would pass ctx's deadline, it
-// fails at once with ErrBudget (the caller sends nothing). A ctx ended
-// while waiting is ctx's error.
+// after the refill otherwise; when that would take more than half the
+// time left to ctx's deadline, it fails at once with ErrBudget (the
+// caller sends nothing). A ctx ended while waiting is ctx's error.
 func (b *budget) take(ctx context.Context, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -51,7 +54,7 @@ func (b *budget) take(ctx context.Context, n int) error {
 	if delay == 0 {
 		return nil
 	}
-	if deadline, ok := ctx.Deadline(); ok && now.Add(delay).After(deadline) {
+	if deadline, ok := ctx.Deadline(); ok && delay > deadline.Sub(now)/2 {
 		r.CancelAt(now) // the tokens go back to the calls that can wait
 		b.rejections.Add(1)
 		return b.refused(delay)
@@ -68,11 +71,11 @@ func (b *budget) take(ctx context.Context, n int) error {
 	}
 }
 
-// refused is ErrBudget naming the vCenter and the keys that set it; it
+// refused is ErrBudget naming the keys that set it (and so the vCenter); it
 // wraps no context error (it is not a deadline reached, nor vCenter's).
 func (b *budget) refused(wait time.Duration) error {
-	return fmt.Errorf("vcenter %s: %w: the call would wait %s for its turn, past its deadline (vcenter.%s.requestsPerSecond %g, requestBurst %d)",
-		b.name, backends.ErrBudget, wait.Round(time.Millisecond), b.name, float64(b.lim.Limit()), b.lim.Burst())
+	return fmt.Errorf("%w: the call would wait %s for its turn, more than half the time to its deadline (vcenter.%s.requestsPerSecond %g, requestBurst %d)",
+		backends.ErrBudget, wait.Round(time.Millisecond), b.name, float64(b.lim.Limit()), b.lim.Burst())
 }
 
 func (b *budget) status() backends.BudgetStatus {

@@ -67,7 +67,7 @@ func TestBudgetPacesDirectCalls(t *testing.T) {
 		if errors.Is(err, backends.ErrNotFound) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, backends.ErrUnreachable) {
 			t.Fatalf("a refusal reads as another kind: %v", err)
 		}
-		for _, want := range []string{"vcenter " + vc.Name, "vcenter." + vc.Name + ".requestsPerSecond", "requestBurst 2"} {
+		for _, want := range []string{"vcenter." + vc.Name + ".requestsPerSecond", "requestBurst 2"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("error %q does not name %q", err, want)
 			}
@@ -244,5 +244,26 @@ func TestCertificateReported(t *testing.T) {
 				t.Fatalf("Certificate() = %+v, %v; want NotAfter %s, SHA-256 %s", got, ok, cert.NotAfter, soap.ThumbprintSHA256(cert))
 			}
 		})
+	}
+}
+
+// A call waits for its turn at most half the time left to its deadline:
+// one that waited longer would leave its request too little time, and a
+// request cut by the deadline reads as vCenter's failure (a breaker counts
+// it), where the budget's refusal does not.
+func TestBudgetLeavesTheRequestItsTime(t *testing.T) {
+	f := startFederation(t, 1)
+	vc := f.VCenters[0]
+	b := budgetBackend(t, vc, 1, 1, false, nil)
+	ref := backends.VMRef{Datacenter: vc.VMs[0].Datacenter, ID: vc.VMs[0].Ref}
+	if _, err := b.Get(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	// The next turn is about a second away: within a 1.5s deadline, but
+	// more than half of it.
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	if _, err := b.Get(ctx, ref); !errors.Is(err, backends.ErrBudget) {
+		t.Fatalf("a call whose turn takes most of its deadline: %v, want ErrBudget", err)
 	}
 }
