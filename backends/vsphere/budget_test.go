@@ -43,17 +43,17 @@ func TestBudgetPacesDirectCalls(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
 	var requests atomic.Int64
-	// A token a second, two in the bucket: the third call's turn is a
-	// second away, far beyond a 50ms deadline.
-	b := budgetBackend(t, vc, 1, 2, false, &requests)
+	// A token every 2 seconds, two in the bucket: the third call's turn
+	// is 2s away, far beyond a 50ms deadline (however slow the machine).
+	b := budgetBackend(t, vc, 0.5, 2, false, &requests)
 	ref := backends.VMRef{Datacenter: vc.VMs[0].Datacenter, ID: vc.VMs[0].Ref}
 	for i := range 2 {
 		if _, err := b.Get(t.Context(), ref); err != nil {
 			t.Fatalf("call %d within the burst: %v", i, err)
 		}
 	}
-	if st := b.Budget(); st.Waits != 0 || st.Rejections != 0 || st.PerSecond != 1 || st.Burst != 2 {
-		t.Fatalf("after the burst: %+v, want 1/s burst 2, nothing waited or refused", st)
+	if st := b.Budget(); st.Waits != 0 || st.Rejections != 0 || st.PerSecond != 0.5 || st.Burst != 2 {
+		t.Fatalf("after the burst: %+v, want 0.5/s burst 2, nothing waited or refused", st)
 	}
 	before := requests.Load()
 	const refused = 5
@@ -254,14 +254,14 @@ func TestCertificateReported(t *testing.T) {
 func TestBudgetLeavesTheRequestItsTime(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
-	b := budgetBackend(t, vc, 1, 1, false, nil)
+	b := budgetBackend(t, vc, 0.1, 1, false, nil)
 	ref := backends.VMRef{Datacenter: vc.VMs[0].Datacenter, ID: vc.VMs[0].Ref}
 	if _, err := b.Get(t.Context(), ref); err != nil {
 		t.Fatal(err)
 	}
-	// The next turn is about a second away: within a 1.5s deadline, but
-	// more than half of it.
-	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	// The next turn is about 10s away: within a 15s deadline, but more
+	// than half of it.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 	if _, err := b.Get(ctx, ref); !errors.Is(err, backends.ErrBudget) {
 		t.Fatalf("a call whose turn takes most of its deadline: %v, want ErrBudget", err)
