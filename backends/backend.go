@@ -147,6 +147,53 @@ type Session struct {
 // ErrClosed is every call of a backend after Close.
 var ErrClosed = errors.New("backend closed")
 
+// ErrBudget is a call refused before it was sent: its vCenter's request
+// budget (config requestsPerSecond, requestBurst) would have made it wait
+// past its deadline. It is neither an answer about a VM nor a failure of
+// the vCenter: a breaker must not count it.
+var ErrBudget = errors.New("vCenter request budget exhausted")
+
+// RequestBudget is a Backend whose direct calls to vCenter (those its
+// inventory does not answer) draw on a request budget (backends/vsphere's),
+// for status pages and metrics, and for a config edit to apply in place.
+type RequestBudget interface {
+	// Budget is the budget and how often calls waited for it or were
+	// refused (ErrBudget) since the backend was made.
+	Budget() BudgetStatus
+	// SetBudget changes the rate and the burst; calls waiting keep
+	// their turn.
+	SetBudget(perSecond float64, burst int)
+}
+
+// BudgetStatus is a backend's request budget.
+type BudgetStatus struct {
+	PerSecond float64
+	Burst     int
+	// Waits counts the calls that waited for a token; Rejections those
+	// refused with ErrBudget.
+	Waits, Rejections uint64
+}
+
+// CertificateReporter is a Backend that talks TLS to its vCenter
+// (backends/vsphere's): it shows the certificate the server presented.
+type CertificateReporter interface {
+	// Certificate is the leaf certificate of the last TLS handshake;
+	// ok is false before the first one.
+	Certificate() (c Certificate, ok bool)
+}
+
+// Certificate is what a backend shows of its vCenter's certificate: all
+// of it public.
+type Certificate struct {
+	NotAfter        time.Time
+	Subject, Issuer string
+	// SHA256 is its thumbprint as vSphere writes it (colon-separated
+	// hex): what the thumbprint key pins.
+	SHA256 string
+	// Seen is when a handshake last presented it.
+	Seen time.Time
+}
+
 // The kinds of failure a backend sorts its errors into, for callers to
 // test with errors.Is (metrics, Events, diagnostics) without knowing the
 // protocol. A deadline is context.DeadlineExceeded. Neither kind is ever

@@ -28,7 +28,8 @@ type Metrics struct {
 	credentials     *metrics.CounterVec
 	buildInfo       *buildInfoCollector
 	inventory       *inventoryCollector
-	health          *healthCollector // metrics_health.go
+	health          *healthCollector  // metrics_health.go
+	vcenters        *vcenterCollector // metrics_vcenter.go
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -162,6 +163,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
 	}
+	m.vcenters = newVCenterCollector(ns)
 	return m
 }
 
@@ -173,7 +175,7 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory, m.buildInfo, m.health}
+	return []metrics.StableCollector{m.inventory, m.buildInfo, m.health, m.vcenters}
 }
 
 // setHealthSource tells the vcenter_up metric where to read from.

@@ -50,6 +50,9 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 			// so each starts at once.
 			b = &builtBackend{Backend: f.opts.NewBackend(vc, f.credentialSource(cfg, vc)), key: key}
 			b.Start()
+		} else if rb, ok := b.Backend.(backends.RequestBudget); ok {
+			// Kept: an edited budget applies to it in place.
+			rb.SetBudget(vc.RequestsPerSecond, vc.RequestBurst)
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
@@ -177,7 +180,7 @@ func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Ba
 
 func (f *fleet) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
 	return connectionKey{
-		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: vc.Thumbprint,
+		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: strings.Join(vc.Thumbprints, ","),
 		roundTrips: vc.RoundTripCount, credentials: credentialsKey(f.credentialSource(cfg, vc)), inventory: vc.Inventory,
 	}
 }

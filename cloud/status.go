@@ -39,6 +39,10 @@ type VCenterStatus struct {
 	// this vCenter refused: sent again only when they change or at their
 	// retry time.
 	RefusedCredentials []RefusedCredentials `json:"refusedCredentials,omitempty"`
+	// Budget is its request budget (metrics_vcenter.go).
+	Budget *BudgetStatus `json:"budget,omitempty"`
+	// Certificate is the one it presented at the last TLS handshake.
+	Certificate *CertificateStatus `json:"certificate,omitempty"`
 }
 
 // RefusedCredentials is a credential source a vCenter refused (its name,
@@ -88,6 +92,7 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 			}
 		}
 		if b, ok := bs[vc.Name]; ok {
+			budgetAndCertificate(&st, b, now)
 			st.InstanceUUID = b.InstanceUUID()
 			if inv, ok := b.Inventory(); ok {
 				st.Inventory = &InventorySummary{InService: inv.InService, VMs: inv.VMs, Updates: inv.Updates}

@@ -123,6 +123,9 @@ func defaults(name, server string) VCenter {
 		RequestTimeout: DefaultRequestTimeout,
 		Breaker:        Breaker{ConsecutiveFailures: DefaultConsecutiveFailures, OpenTimeout: DefaultOpenTimeout},
 		Inventory:      true,
+
+		RequestsPerSecond: DefaultRequestsPerSecond,
+		RequestBurst:      DefaultRequestBurst,
 	}
 }
 
@@ -201,7 +204,7 @@ func TestParseCPIExamples(t *testing.T) {
 			want: []VCenter{with(defaults("10.0.0.1", "10.0.0.1"), func(v *VCenter) {
 				v.Datacenters = []string{"SDDC-Datacenter"}
 				v.InsecureFlag = true
-				v.Thumbprint = "AA:BB:CC"
+				v.Thumbprints = []string{"AA:BB:CC"}
 				v.CredentialsFrom = FromDirectory
 				v.User = "viadmin@vmware.local"
 				v.Password = "my-secure-password"
@@ -306,6 +309,8 @@ global:
     consecutiveFailures: 9
     openTimeout: 1m
   inventory: false
+  requestsPerSecond: 2.5
+  requestBurst: 7
 vcenter:
   inherit:
     server: inherit.example.com
@@ -317,7 +322,6 @@ vcenter:
     datacenters: [vdc1, vdc2]
     insecureFlag: false
     caFile: VCA
-    thumbprint: "VV:VV"
     secretName: vsecret
     secretNamespace: vns
     ipFamily: [IPv4, ipv6]
@@ -327,6 +331,9 @@ vcenter:
       consecutiveFailures: 2
       openTimeout: 5s
     inventory: true
+    thumbprint: ["VV:VV", "WW:WW"]
+    requestsPerSecond: 40
+    requestBurst: 3
   zfailures:
     server: failures.example.com
     breaker:
@@ -344,13 +351,16 @@ vcenter:
 		Datacenters:     []string{"gdc"},
 		InsecureFlag:    true,
 		CAFile:          gca,
-		Thumbprint:      "GG:GG",
+		Thumbprints:     []string{"GG:GG"},
 		SecretName:      "gsecret",
 		SecretNamespace: "gns",
 		IPFamily:        []string{IPv6},
 		RoundTripCount:  7,
 		RequestTimeout:  20 * time.Second,
 		Breaker:         Breaker{ConsecutiveFailures: 9, OpenTimeout: time.Minute},
+
+		RequestsPerSecond: 2.5,
+		RequestBurst:      7,
 	}
 	named := func(name, server string, f func(*VCenter)) VCenter {
 		v := inherited
@@ -375,7 +385,7 @@ vcenter:
 			InsecureFlag:    true, // CPI's rule: vCenter's or global's
 			CredentialsFrom: FromSecret,
 			CAFile:          vca,
-			Thumbprint:      "VV:VV",
+			Thumbprints:     []string{"VV:VV", "WW:WW"},
 			SecretName:      "vsecret",
 			SecretNamespace: "vns",
 			IPFamily:        []string{IPv4, IPv6},
@@ -383,6 +393,9 @@ vcenter:
 			RequestTimeout:  3 * time.Second,
 			Breaker:         Breaker{ConsecutiveFailures: 2, OpenTimeout: 5 * time.Second},
 			Inventory:       true,
+
+			RequestsPerSecond: 40,
+			RequestBurst:      3,
 		},
 		named("zfailures", "failures.example.com", func(v *VCenter) { v.Breaker.ConsecutiveFailures = 3 }),
 		named("zopen", "open.example.com", func(v *VCenter) { v.Breaker.OpenTimeout = 2 * time.Second }),
@@ -403,7 +416,8 @@ func TestWithDefaultsIsParses(t *testing.T) {
 	hand := VCenter{Name: "only", Server: "vc", User: "u", Password: "p", RoundTripCount: DefaultRoundTripCount, Inventory: true}
 	checkVCenters(t, []VCenter{hand.WithDefaults()}, cfg.VCenters)
 
-	set := VCenter{Port: 8443, RequestTimeout: time.Second, Breaker: Breaker{ConsecutiveFailures: 2, OpenTimeout: time.Minute}, IPFamily: []string{IPv6}}
+	set := VCenter{Port: 8443, RequestTimeout: time.Second, Breaker: Breaker{ConsecutiveFailures: 2, OpenTimeout: time.Minute}, IPFamily: []string{IPv6},
+		RequestsPerSecond: 0.5, RequestBurst: 1}
 	if got := set.WithDefaults(); !reflect.DeepEqual(got, set) {
 		t.Errorf("WithDefaults changed set values: %+v, want %+v", got, set)
 	}

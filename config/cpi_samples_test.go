@@ -123,9 +123,9 @@ func compareWithCPI(t *testing.T, cfg *Config, want *cpiView) {
 			continue
 		}
 		if vc.Server != w.Server || strconv.Itoa(vc.Port) != w.Port || vc.InsecureFlag != w.InsecureFlag ||
-			vc.CAFile != w.CAFile || vc.Thumbprint != w.Thumbprint || vc.RoundTripCount != w.RoundTripperCount {
+			vc.CAFile != w.CAFile || strings.Join(vc.Thumbprints, ",") != w.Thumbprint || vc.RoundTripCount != w.RoundTripperCount {
 			t.Errorf("vCenter %q: server %s port %d insecure %v caFile %q thumbprint %q roundtrips %d; CPI: %s %s %v %q %q %d",
-				name, vc.Server, vc.Port, vc.InsecureFlag, vc.CAFile, vc.Thumbprint, vc.RoundTripCount,
+				name, vc.Server, vc.Port, vc.InsecureFlag, vc.CAFile, vc.Thumbprints, vc.RoundTripCount,
 				w.Server, w.Port, w.InsecureFlag, w.CAFile, w.Thumbprint, w.RoundTripperCount)
 		}
 		if !slices.Equal(vc.Datacenters, w.Datacenters) && (len(vc.Datacenters) != 0 || len(w.Datacenters) != 0) {

@@ -68,7 +68,7 @@ labels:
 	}
 	// As CPI's YAML reader, a kebab-case or differently cased key does
 	// nothing (CPI would not read the CA file either), with a hint.
-	if vc := cfg.VCenters[0]; vc.CAFile != "" || vc.InsecureFlag || vc.Thumbprint != "" {
+	if vc := cfg.VCenters[0]; vc.CAFile != "" || vc.InsecureFlag || len(vc.Thumbprints) > 0 {
 		t.Errorf("vCenter = %+v, want no CA file, no thumbprint, not insecure", vc)
 	}
 	if r := got["global.ca-file"].Reason; !strings.Contains(r, "did you mean caFile") {

@@ -58,7 +58,7 @@ func TestCPIINILoads(t *testing.T) {
 	// An empty thumbprint in the section does not clear global's (CPI).
 	if vc.Name != "192.0.2.10" || vc.Server != "192.0.2.10" || vc.Port != 443 || !vc.InsecureFlag ||
 		vc.User != "ccm@vsphere.local" || vc.Password.Reveal() != "section-password" ||
-		strings.Join(vc.Datacenters, ",") != "dc-east" || vc.RoundTripCount != 1 || vc.Thumbprint != "AA:BB:CC" {
+		strings.Join(vc.Datacenters, ",") != "dc-east" || vc.RoundTripCount != 1 || strings.Join(vc.Thumbprints, ",") != "AA:BB:CC" {
 		t.Fatalf("vCenter = %+v", vc)
 	}
 	if cfg.Labels.Zone != "zone-category" || cfg.Labels.Region != "region-category" {

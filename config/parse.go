@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -273,6 +274,8 @@ func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 		want = "want a whole number"
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		want = "want a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		want = "want a number"
 	case reflect.String:
 		want = "want a single value"
 	case reflect.Slice:
@@ -284,7 +287,7 @@ func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 		return "", true
 	}
 	got := describe(n)
-	if got == "a number" && t.Kind() != reflect.String && t.Kind() != reflect.Bool && t.Kind() != reflect.Slice {
+	if got == "a number" && t.Kind() != reflect.String && t.Kind() != reflect.Bool && t.Kind() != reflect.Slice && t.Kind() != reflect.Float32 && t.Kind() != reflect.Float64 {
 		// A number that does not fit a number's field.
 		switch {
 		case n.ShortTag() == "!!float":
@@ -432,6 +435,7 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	defaults.timeout, _ = parseDuration(g.RequestTimeout, 0, "global.requestTimeout", add)
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
 	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
+	defaults.perSecond, defaults.burst = resolveBudget(&g, 0, 0, "global", add)
 
 	// Several entries may name one server (CPI's tenants): each is its
 	// own target, with its own credentials and datacenters.
@@ -514,6 +518,9 @@ func (f *fileSchema) sections() map[string]*vcenterSection {
 type vcenterDefaults struct {
 	timeout time.Duration
 	breaker Breaker
+	// perSecond and burst: the request budget.
+	perSecond float64
+	burst     int
 }
 
 // resolveVCenter resolves section v of vCenter name over global's values.
@@ -528,7 +535,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 		// override a global true).
 		InsecureFlag:   derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false),
 		CAFile:         or(v.CAFile, g.CAFile),
-		Thumbprint:     or(v.Thumbprint, g.Thumbprint),
+		Thumbprints:    pick(v.Thumbprint, g.Thumbprint),
 		IPFamily:       pick(v.IPFamily, g.IPFamily),
 		RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
 		Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
@@ -572,6 +579,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 	// nothing else.
 	vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
 	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
+	vc.RequestsPerSecond, vc.RequestBurst = resolveBudget(v, defaults.perSecond, defaults.burst, p, add)
 	return vc.WithDefaults()
 }
 
@@ -611,6 +619,27 @@ func resolveBreaker(b *breakerSection, parent Breaker, path string, add func(str
 	}
 	out.OpenTimeout, _ = parseDuration(b.OpenTimeout, parent.OpenTimeout, path+".openTimeout", add)
 	return out
+}
+
+// resolveBudget is section v's request budget (requestsPerSecond,
+// requestBurst) over its parent's; zero where neither sets one.
+func resolveBudget(v *vcenterSection, perSecond float64, burst int, path string, add func(string, string, ...any)) (float64, int) {
+	if r := v.RequestsPerSecond; r != nil {
+		// NaN fails every comparison: !(r > 0) refuses it too.
+		if !(*r > 0) || math.IsInf(*r, 0) {
+			add(path+".requestsPerSecond", "must be a number > 0 (requests a second; 0.5 is one every 2 seconds)")
+		} else {
+			perSecond = *r
+		}
+	}
+	if b := v.RequestBurst; b != nil {
+		if *b < 1 {
+			add(path+".requestBurst", "must be a whole number > 0")
+		} else {
+			burst = *b
+		}
+	}
+	return perSecond, burst
 }
 
 func parseDuration(s string, def time.Duration, path string, add func(string, string, ...any)) (time.Duration, bool) {

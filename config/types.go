@@ -34,7 +34,7 @@ type vcenterSection struct {
 	InsecureFlag       *bool      `yaml:"insecureFlag"`
 	Datacenters        StringList `yaml:"datacenters"`
 	CAFile             string     `yaml:"caFile"`
-	Thumbprint         string     `yaml:"thumbprint"`
+	Thumbprint         StringList `yaml:"thumbprint"` // one or several: old and new while a certificate is replaced
 	SecretName         string     `yaml:"secretName"`
 	SecretNamespace    string     `yaml:"secretNamespace"`
 	IPFamily           StringList `yaml:"ipFamily"`
@@ -45,6 +45,10 @@ type vcenterSection struct {
 	// Inventory keeps the vCenter's VMs in memory, fed by a watch (default
 	// true); false sends every lookup to vCenter.
 	Inventory *bool `yaml:"inventory"`
+	// RequestsPerSecond and RequestBurst are the budget of the requests
+	// sent to vCenter directly (not answered from the inventory).
+	RequestsPerSecond *float64 `yaml:"requestsPerSecond"`
+	RequestBurst      *int     `yaml:"requestBurst"`
 }
 
 // globalSection is the global section: every vCenter key plus the process-wide ones.
@@ -180,7 +184,10 @@ type VCenter struct {
 	Datacenters  []string
 	InsecureFlag bool
 	CAFile       string
-	Thumbprint   string
+	// Thumbprints pin the certificate: it must match one of them
+	// (SHA-256 or SHA-1, colon-separated hex); several while a
+	// certificate is replaced.
+	Thumbprints []string
 	// CredentialsFrom picks the login's source as CPI does; User and
 	// Password are what CPI would try first (in Secret and directory mode
 	// only the vCenter section's own).
@@ -194,6 +201,11 @@ type VCenter struct {
 	RequestTimeout  time.Duration
 	Breaker         Breaker
 	Inventory       bool
+	// RequestsPerSecond and RequestBurst are the request budget of the
+	// lookups sent to vCenter directly: a token bucket refilled at
+	// RequestsPerSecond, holding RequestBurst.
+	RequestsPerSecond float64
+	RequestBurst      int
 }
 
 // Breaker is a resolved Breaker.
@@ -224,9 +236,22 @@ const (
 	IPv6                       = "ipv6"
 )
 
+// The request budget's defaults (RequestsPerSecond, RequestBurst): a
+// direct lookup is a read (a SearchIndex search, a property read, a tag
+// list) that costs vCenter milliseconds; 20 a second is the load of a
+// few vSphere Client users, which a vCenter bears even when loaded, and
+// still initializes a thousand Nodes (a few reads each) in a few minutes
+// with no inventory. A burst of 100 lets an idle vCenter answer a
+// reload's or a status pass's first lookups unslowed.
+const (
+	DefaultRequestsPerSecond = 20.0
+	DefaultRequestBurst      = 100
+)
+
 // WithDefaults is v with each field that no value of the config leaves
 // zero set as Parse sets it when neither global nor the vCenter gives one:
-// Port, RequestTimeout, the Breaker's settings and IPFamily. Parse resolves
+// Port, RequestTimeout, the Breaker's settings, IPFamily and the request
+// budget (RequestsPerSecond, RequestBurst). Parse resolves
 // every vCenter through it, so a VCenter built by hand (a test's) carries
 // the same defaults; consumers use the values as given. RoundTripCount
 // and Inventory, whose zero is a value of its own, are left as they are.
@@ -238,6 +263,8 @@ func (v VCenter) WithDefaults() VCenter {
 	if len(v.IPFamily) == 0 {
 		v.IPFamily = []string{IPv4}
 	}
+	v.RequestsPerSecond = cmp.Or(v.RequestsPerSecond, DefaultRequestsPerSecond)
+	v.RequestBurst = cmp.Or(v.RequestBurst, DefaultRequestBurst)
 	return v
 }
 

@@ -227,8 +227,9 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		// An answer about the VM is a healthy vCenter.
 		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, backends.ErrNotFound) },
-		// The caller giving up says nothing about the vCenter.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		// The caller giving up says nothing about the vCenter, nor does a
+		// call its request budget refused before sending it.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, backends.ErrBudget) },
 		OnStateChange: func(name string, from, to gobreaker.State) {
 			klog.Background().Info("vCenter circuit breaker changed state", "vcenter", name, "from", from.String(), "to", to.String())
 			d.opts.Observer.BreakerState(name, to)

@@ -39,6 +39,8 @@ const tagTTL = 10 * time.Minute
 // Backend talks to one vCenter.
 type Backend struct {
 	sessions *sessions
+	// budget paces the calls sent to vCenter directly (see budget).
+	budget *budget
 	// names remembers tag and category names by ID for tagTTL, for every
 	// read of attached tags (direct, and the bulk cache's loads): a tag's
 	// ID -> tagName{name, its category's ID}, a category's ID ->
@@ -64,12 +66,13 @@ type Backend struct {
 func New(opts Options) *Backend {
 	b := &Backend{
 		sessions: newSessions(opts),
+		budget:   newBudget(opts.Config.Name, opts.Config.RequestsPerSecond, opts.Config.RequestBurst),
 		names:    cache.NewExpiring(),
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
-	if c := opts.Config; c.InsecureFlag && (c.Thumbprint != "" || c.CAFile != "") {
+	if c := opts.Config; c.InsecureFlag && (len(c.Thumbprints) > 0 || c.CAFile != "") {
 		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
 	}
 	if !opts.Inventory {
@@ -133,6 +136,9 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 			return vms, nil
 		}
 	}
+	if err := b.budget.take(ctx, searches(q)); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -147,8 +153,10 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 	vms, err := b.load(ctx, vc, refs)
 	if isNotFound(err) {
 		// A VM vanished between search and read: search again, once.
-		if refs, err = b.search(ctx, vc, q); err == nil {
-			vms, err = b.load(ctx, vc, refs)
+		if err = b.budget.take(ctx, searches(q)); err == nil {
+			if refs, err = b.search(ctx, vc, q); err == nil {
+				vms, err = b.load(ctx, vc, refs)
+			}
 		}
 	}
 	if err != nil {
@@ -259,6 +267,9 @@ func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, 
 			return vm, nil
 		}
 	}
+	if err := b.budget.take(ctx, 1); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -289,6 +300,9 @@ func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err e
 		if dcs, ok := b.inv.datacenters(); ok {
 			return dcs, nil
 		}
+	}
+	if err := b.budget.take(ctx, 2); err != nil { // the list, then their folders
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
@@ -443,6 +457,10 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 		if out, ok := b.cachedTags(ctx, vm, categories); ok {
 			return out, nil
 		}
+	}
+	// The ancestries, then the tags on them (their names are cached).
+	if err := b.budget.take(ctx, 2); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	vc, err := b.sessions.client(ctx)
 	if err != nil {
@@ -702,6 +720,10 @@ func (b *Backend) Reachability() backends.Reachability { return b.sessions.reach
 func (b *Backend) Probe(ctx context.Context) (err error) {
 	const op = "vsphere.Probe"
 	defer sortFailure(&err)
+	if err := b.budget.take(ctx, 1); err != nil {
+		// Refused before anything was sent: nothing learned of vCenter.
+		return fmt.Errorf("%s: %w", op, err)
+	}
 	vc, err := b.sessions.client(ctx)
 	if err == nil {
 		_, err = methods.GetCurrentTime(ctx, vc)

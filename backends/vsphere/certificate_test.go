@@ -138,7 +138,7 @@ func newCertificateLogin(t *testing.T, lifetime time.Duration, src func(cert, ke
 		creds = src(cert, key)
 	}
 	fx.b = vsphere.New(vsphere.Options{
-		Config:        config.VCenter{Name: fx.vc.Name, Server: fx.vc.Host, Port: fx.vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second},
+		Config:        config.VCenter{Name: fx.vc.Name, Server: fx.vc.Host, Port: fx.vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second}.WithDefaults(),
 		Credentials:   creds,
 		WrapTransport: fx.traffic.wrap,
 		TokenLifetime: lifetime,

@@ -28,7 +28,7 @@ func TestClosedBackendNeverConnects(t *testing.T) {
 			b := vsphere.New(vsphere.Options{
 				Config: config.VCenter{
 					Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second,
-				},
+				}.WithDefaults(),
 				Credentials:   credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 				WrapTransport: vcsim.CountRequests(&requests),
 				Inventory:     inventory,

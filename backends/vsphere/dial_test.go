@@ -48,7 +48,7 @@ func TestHungTLSHandshakesAreAbandoned(t *testing.T) {
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	p, _ := strconv.Atoi(port)
 	b := New(Options{
-		Config:      config.VCenter{Name: "hung", Server: host, Port: p, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 200 * time.Millisecond},
+		Config:      config.VCenter{Name: "hung", Server: host, Port: p, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 200 * time.Millisecond}.WithDefaults(),
 		Credentials: credentials.Static{User: "u", Password: "p"},
 	})
 	b.Start()

@@ -27,7 +27,7 @@ func TestGuestInfoMetadataIsRead(t *testing.T) {
 	creds := credentials.Static{User: vc.User, Password: config.Password(vc.Password)}
 	direct := newBackend(t, vc, creds, nil)
 	inventoried := vsphere.New(vsphere.Options{
-		Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second},
+		Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second}.WithDefaults(),
 		Credentials: creds, Inventory: true,
 	})
 	inventoried.Start()

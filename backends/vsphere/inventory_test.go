@@ -73,7 +73,7 @@ func optionsVia(vc *vcsim.VCenter, host string, port int, timeout time.Duration)
 	return Options{
 		Config: config.VCenter{
 			Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: timeout,
-		},
+		}.WithDefaults(),
 		Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 	}
 }

@@ -68,7 +68,7 @@ func newLockoutFixture(t *testing.T) *lockoutFixture {
 	fx.secret = secrets.Source("kube-system", "vsphere-creds", fx.vc.Host)
 	chain := credentials.NewChain(credentials.Static{User: fx.vc.User, Password: inlineRefused}, fx.secret)
 	fx.b = vsphere.New(vsphere.Options{
-		Config:        config.VCenter{Name: fx.vc.Name, Server: fx.vc.Host, Port: fx.vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second},
+		Config:        config.VCenter{Name: fx.vc.Name, Server: fx.vc.Host, Port: fx.vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second}.WithDefaults(),
 		Credentials:   chain,
 		WrapTransport: fx.refused.wrap,
 	})
@@ -231,7 +231,7 @@ func TestRefusedCredentialsRetriedOnSchedule(t *testing.T) {
 	vc := f.VCenters[0]
 	retry := credentials.Retry{After: 250 * time.Millisecond, Max: 500 * time.Millisecond}
 	b := vsphere.New(vsphere.Options{
-		Config:       config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second},
+		Config:       config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second}.WithDefaults(),
 		Credentials:  credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 		RefusedRetry: &retry,
 	})

@@ -58,6 +58,9 @@ type sessions struct {
 	reachMu sync.Mutex
 	reach   backends.Reachability
 
+	// peerCert is the certificate of the last TLS handshake (servercert.go).
+	peerCert serverCertificate
+
 	// servedBy is the credential source of the last login, under mu: a
 	// change is logged.
 	servedBy string
@@ -72,6 +75,10 @@ func newSessions(opts Options) *sessions {
 		missing = "Port"
 	case opts.Config.RequestTimeout <= 0:
 		missing = "RequestTimeout"
+	case opts.Config.RequestsPerSecond <= 0:
+		missing = "RequestsPerSecond"
+	case opts.Config.RequestBurst <= 0:
+		missing = "RequestBurst"
 	}
 	if missing != "" {
 		panic("vsphere: vCenter " + opts.Config.Name + " has no " + missing + ": resolve its config.VCenter with config.Parse or WithDefaults")
@@ -201,7 +208,7 @@ func (s *sessions) url() *url.URL {
 // password would go to whoever answers.
 func (s *sessions) insecure() bool {
 	c := s.opts.Config
-	return c.InsecureFlag && c.Thumbprint == "" && c.CAFile == ""
+	return c.InsecureFlag && len(c.Thumbprints) == 0 && c.CAFile == ""
 }
 
 // client returns a logged-in SOAP client, connecting on first use.
@@ -295,19 +302,20 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	if ua := s.opts.UserAgent; ua != "" {
 		sc.UserAgent = ua // the tags client derives from sc and keeps it
 	}
-	// A thumbprint is the only thing that vouches for a pinned vCenter;
-	// otherwise a caFile is its only root (system roots not consulted),
-	// else the system's roots are. Unlike govmomi (and CPI), a certificate
-	// a CA vouches for does not pass with a thumbprint that does not match.
-	switch tp, ca := s.opts.Config.Thumbprint, s.opts.Config.CAFile; {
-	case tp != "":
+	// A thumbprint (any one listed) is the only thing that vouches for a
+	// pinned vCenter; otherwise a caFile is its only root (system roots
+	// not consulted), else the system's roots are. Unlike govmomi (and
+	// CPI), a certificate a CA vouches for does not pass with a thumbprint
+	// that does not match.
+	switch tp, ca := s.opts.Config.Thumbprints, s.opts.Config.CAFile; {
+	case len(tp) > 0:
 		sc.DefaultTransport().TLSClientConfig = pinned(u.Host, tp)
 	case ca != "":
 		if err := sc.SetRootCAs(ca); err != nil {
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake))
+	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record)
 	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)

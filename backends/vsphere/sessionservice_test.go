@@ -244,7 +244,7 @@ func newServiceFixture(t *testing.T) *serviceFixture {
 		credentials.SessionServiceTokenKey(host): serviceToken,
 	})
 	fx.opts = vsphere.Options{
-		Config:                config.VCenter{Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second},
+		Config:                config.VCenter{Name: vc.Name, Server: host, Port: port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 5 * time.Second}.WithDefaults(),
 		Credentials:           credentials.Directory{Dir: fx.dir, Server: host},
 		SessionServiceRootCAs: fx.service.roots(),
 	}

@@ -21,7 +21,7 @@ func TestNewStartsNothing(t *testing.T) {
 	vc := f.VCenters[0]
 	backend := func(requests *atomic.Int64) *vsphere.Backend {
 		return vsphere.New(vsphere.Options{
-			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second},
+			Config:      config.VCenter{Name: vc.Name, Server: vc.Host, Port: vc.Port, InsecureFlag: true, RoundTripCount: 1, RequestTimeout: 10 * time.Second}.WithDefaults(),
 			Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)},
 			Inventory:   true,
 			WrapTransport: func(next http.RoundTripper) http.RoundTripper {

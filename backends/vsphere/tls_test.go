@@ -50,8 +50,8 @@ func TestPinnedCertificateOverridesInsecureFlag(t *testing.T) {
 		cfg  config.VCenter
 		ok   bool
 	}{
-		{"wrong thumbprint", config.VCenter{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
-		{"right thumbprint", config.VCenter{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
+		{"wrong thumbprint", config.VCenter{Thumbprints: []string{"AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}}, false},
+		{"right thumbprint", config.VCenter{Thumbprints: []string{soap.ThumbprintSHA256(cert)}}, true},
 		{"CA file that did not sign the certificate", config.VCenter{CAFile: otherCA}, false},
 		{"CA file that signed it", config.VCenter{CAFile: caFile}, true},
 	} {
@@ -59,6 +59,7 @@ func TestPinnedCertificateOverridesInsecureFlag(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Name, cfg.Server, cfg.Port, cfg.InsecureFlag = vc.Name, vc.Host, vc.Port, true
 			cfg.RequestTimeout = 10 * time.Second
+			cfg = cfg.WithDefaults()
 			b := vsphere.New(vsphere.Options{Config: cfg, Credentials: creds})
 			b.Start()
 			defer func() { _ = b.Close(context.Background()) }()
@@ -171,10 +172,10 @@ func TestThumbprintIsAPin(t *testing.T) {
 		cfg  config.VCenter
 		ok   bool
 	}{
-		{"CA file trusts it, thumbprint does not match", named, config.VCenter{CAFile: caFile, Thumbprint: wrong}, false},
-		{"CA file trusts it, thumbprint matches", named, config.VCenter{CAFile: caFile, Thumbprint: soap.ThumbprintSHA256(named.Server.Certificate())}, true},
-		{"CA file that did not sign it, thumbprint matches", named, config.VCenter{CAFile: writeUnrelatedCA(t), Thumbprint: soap.ThumbprintSHA256(named.Server.Certificate())}, true},
-		{"name not in the certificate, thumbprint matches (lower case)", unnamed, config.VCenter{Thumbprint: strings.ToLower(soap.ThumbprintSHA1(unnamed.Server.Certificate()))}, true},
+		{"CA file trusts it, thumbprint does not match", named, config.VCenter{CAFile: caFile, Thumbprints: []string{wrong}}, false},
+		{"CA file trusts it, thumbprint matches", named, config.VCenter{CAFile: caFile, Thumbprints: []string{soap.ThumbprintSHA256(named.Server.Certificate())}}, true},
+		{"CA file that did not sign it, thumbprint matches", named, config.VCenter{CAFile: writeUnrelatedCA(t), Thumbprints: []string{soap.ThumbprintSHA256(named.Server.Certificate())}}, true},
+		{"name not in the certificate, thumbprint matches (lower case)", unnamed, config.VCenter{Thumbprints: []string{strings.ToLower(soap.ThumbprintSHA1(unnamed.Server.Certificate()))}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -230,8 +231,8 @@ func TestPinIgnoresSystemRoots(t *testing.T) {
 	}{
 		// Without it the other cases would prove nothing.
 		{"system roots trust it", config.VCenter{}, true},
-		{"thumbprint does not match", config.VCenter{Thumbprint: strings.Repeat("AB:", 31) + "AB"}, false},
-		{"thumbprint matches", config.VCenter{Thumbprint: soap.ThumbprintSHA256(vc.Server.Certificate())}, true},
+		{"thumbprint does not match", config.VCenter{Thumbprints: []string{strings.Repeat("AB:", 31) + "AB"}}, false},
+		{"thumbprint matches", config.VCenter{Thumbprints: []string{soap.ThumbprintSHA256(vc.Server.Certificate())}}, true},
 		{"CA file that did not sign it", config.VCenter{CAFile: writeUnrelatedCA(t)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +247,7 @@ func TestPinIgnoresSystemRoots(t *testing.T) {
 // it must be found (ok), or refused before any SOAP call reached vc.
 func findOrRefuse(t *testing.T, vc *vcsim.VCenter, cfg config.VCenter, ok bool) {
 	t.Helper()
+	cfg = cfg.WithDefaults()
 	b := vsphere.New(vsphere.Options{Config: cfg, Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
 	b.Start()
 	defer func() { _ = b.Close(context.Background()) }()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,28 +55,42 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // request context, bounded by timeout (net/http detaches dials from their
 // request). What it verifies is the transport's TLS config alone (see
 // pinned): govmomi's fallback from a failed verification to a thumbprint is
-// not kept, and neither is its trust in any CA beside a pin.
-func boundTLSDial(t *http.Transport, timeout time.Duration) {
+// not kept, and neither is its trust in any CA beside a pin. Each
+// handshake that succeeds hands the server's leaf certificate to seen
+// (its expiry is shown), whatever verified it (pin, CA, or nothing with
+// insecureFlag).
+func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Certificate)) {
 	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return (&tls.Dialer{Config: t.TLSClientConfig}).DialContext(ctx, network, addr)
+		conn, err := (&tls.Dialer{Config: t.TLSClientConfig}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if tc, ok := conn.(*tls.Conn); ok && seen != nil {
+			if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+				seen(certs[0])
+			}
+		}
+		return conn, nil
 	}
 }
 
-// pinned is the TLS config of a vCenter pinned by thumbprint: the leaf
-// certificate it presents must have that SHA-256 or SHA-1 thumbprint, and
-// nothing else vouches for it — no CA, however trusted, and no name (the
-// pin is the identity). The check is part of the handshake, so a server
-// that does not match never sees a request, let alone a password.
-func pinned(host, thumbprint string) *tls.Config {
+// pinned is the TLS config of a vCenter pinned by thumbprints: the leaf
+// certificate it presents must have one of them as its SHA-256 or SHA-1
+// thumbprint (several while a certificate is replaced: the old one and
+// the new), and nothing else vouches for it — no CA, however trusted, and
+// no name (the pin is the identity). The check is part of the handshake,
+// so a server that does not match never sees a request, let alone a
+// password.
+func pinned(host string, thumbprints []string) *tls.Config {
 	return &tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // replaced by VerifyConnection's thumbprint check
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) > 0 && thumbprintMatches(thumbprint, cs.PeerCertificates[0]) {
+			if len(cs.PeerCertificates) > 0 && slices.ContainsFunc(thumbprints, func(tp string) bool { return thumbprintMatches(tp, cs.PeerCertificates[0]) }) {
 				return nil
 			}
-			return &thumbprintMismatch{host: host, thumbprint: thumbprint}
+			return &thumbprintMismatch{host: host, thumbprints: thumbprints}
 		},
 	}
 }
@@ -87,10 +102,16 @@ func thumbprintMatches(thumbprint string, cert *x509.Certificate) bool {
 		strings.EqualFold(thumbprint, soap.ThumbprintSHA1(cert))
 }
 
-// thumbprintMismatch is a server whose certificate is not the pinned one.
-// The message is govmomi's.
-type thumbprintMismatch struct{ host, thumbprint string }
+// thumbprintMismatch is a server whose certificate is none of the pinned
+// ones. The message is govmomi's (for one).
+type thumbprintMismatch struct {
+	host        string
+	thumbprints []string
+}
 
 func (e *thumbprintMismatch) Error() string {
-	return fmt.Sprintf("host %q thumbprint does not match %q", e.host, e.thumbprint)
+	if len(e.thumbprints) == 1 {
+		return fmt.Sprintf("host %q thumbprint does not match %q", e.host, e.thumbprints[0])
+	}
+	return fmt.Sprintf("host %q thumbprint does not match any of %q", e.host, e.thumbprints)
 }

@@ -23,6 +23,8 @@ func TestNewRefusesUnresolvedConfig(t *testing.T) {
 	}{
 		{"no requestTimeout", "RequestTimeout", func(v *config.VCenter) { v.RequestTimeout = 0 }},
 		{"no port", "Port", func(v *config.VCenter) { v.Port = 0 }},
+		{"no requestsPerSecond", "RequestsPerSecond", func(v *config.VCenter) { v.RequestsPerSecond = 0 }},
+		{"no requestBurst", "RequestBurst", func(v *config.VCenter) { v.RequestBurst = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := resolved

@@ -44,12 +44,19 @@ const (
 type Verdict string
 
 // The verdicts: passed, failed, not run (an earlier check failed, or
-// nothing to check).
+// nothing to check), passed with a warning (something to act on soon,
+// nothing that stops the CCM now).
 const (
 	Passed  Verdict = "pass"
 	Failed  Verdict = "fail"
 	Skipped Verdict = "skip"
+	Warned  Verdict = "warn"
 )
+
+// CertificateWarning is how long before its certificate expires the TLS
+// check warns: time to plan the rollover (a thumbprint pin lists the new
+// certificate's beside the old one's).
+const CertificateWarning = 30 * 24 * time.Hour
 
 // Check is one verdict of Validate, with its reason in words; it never
 // holds a credential.
@@ -175,7 +182,8 @@ func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr str
 		r.skip(CheckLogin)
 		return loggedIn{}, false
 	}
-	r.checks = append(r.checks, Check{Name: CheckTLS, Verdict: Passed, Detail: verification(cfg.Thumbprint, cfg.CAFile, cfg.InsecureFlag)})
+	tlsVerdict, expiry := certificateExpiry(b.sessions.peerCert.get())
+	r.checks = append(r.checks, Check{Name: CheckTLS, Verdict: tlsVerdict, Detail: verification(cfg.Thumbprints, cfg.CAFile, cfg.InsecureFlag) + expiry})
 	if loginErr != nil {
 		r.checks = append(r.checks, Check{Name: CheckLogin, Verdict: Failed, Detail: loginErr.Error(), Took: took})
 		return loggedIn{}, false
@@ -323,10 +331,32 @@ func checkLatency(ctx context.Context, vc *vim25.Client, limit time.Duration) (V
 	return Passed, detail
 }
 
-// verification says how the server's certificate was verified.
-func verification(thumbprint, caFile string, insecure bool) string {
+// certificateExpiry is the TLS check's verdict by the expiry of the
+// certificate the session's handshake accepted (Warned within
+// CertificateWarning of it, or past it: a pin accepts an expired one),
+// and "; expires …" for its detail.
+func certificateExpiry(c backends.Certificate, ok bool) (Verdict, string) {
+	if !ok {
+		return Passed, ""
+	}
+	left := time.Until(c.NotAfter)
+	when := c.NotAfter.UTC().Format(time.RFC3339)
+	days := int(left.Hours() / 24)
 	switch {
-	case thumbprint != "":
+	case left <= 0:
+		return Warned, fmt.Sprintf("; the certificate EXPIRED on %s (%d days ago; subject %s, issuer %s)", when, -days, c.Subject, c.Issuer)
+	case left < CertificateWarning:
+		return Warned, fmt.Sprintf("; the certificate expires on %s, in %d days: plan its replacement (subject %s, issuer %s)", when, days, c.Subject, c.Issuer)
+	}
+	return Passed, fmt.Sprintf("; the certificate expires on %s, in %d days", when, days)
+}
+
+// verification says how the server's certificate was verified.
+func verification(thumbprints []string, caFile string, insecure bool) string {
+	switch {
+	case len(thumbprints) > 1:
+		return fmt.Sprintf("certificate matches one of the %d configured thumbprints", len(thumbprints))
+	case len(thumbprints) == 1:
 		return "certificate matches the configured thumbprint"
 	case caFile != "":
 		return "certificate verified against caFile " + caFile

@@ -162,13 +162,13 @@ func TestValidateThumbprint(t *testing.T) {
 	right := colonHex(sum[:])
 	o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
 	o.Config.InsecureFlag = false
-	o.Config.Thumbprint = strings.Repeat("AB:", 19) + "AB"
+	o.Config.Thumbprints = []string{strings.Repeat("AB:", 19) + "AB"}
 	checks, _ := validateVia(t, o, withLabels, 30*time.Second)
 	expectVerdicts(t, checks, "tcp=pass", "tls=fail", "login=skip", "datacenters=skip", "tag categories=skip", "privileges=skip", "vms=skip", "latency=skip")
 	if d := detailOf(checks, CheckTLS); !strings.Contains(d, "SHA-1 thumbprint "+right) || !strings.Contains(d, "SHA-256 ") {
 		t.Fatalf("tls detail %q: want the server's thumbprints (SHA-1 %s)", d, right)
 	}
-	o.Config.Thumbprint = right
+	o.Config.Thumbprints = []string{right}
 	checks, _ = validateVia(t, o, withLabels, 30*time.Second)
 	if v := verdicts(checks); v[1] != "tls=pass" || v[2] != "login=pass" {
 		t.Fatalf("with the server's thumbprint: %v: %s", v, detailOf(checks, CheckTLS))

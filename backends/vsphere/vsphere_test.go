@@ -324,9 +324,9 @@ func TestTLSVerification(t *testing.T) {
 		{"no CA, not insecure", config.VCenter{}, false},
 		{"insecureFlag", config.VCenter{InsecureFlag: true}, true},
 		{"CA file", config.VCenter{CAFile: caFile}, true},
-		{"SHA-1 thumbprint", config.VCenter{Thumbprint: soap.ThumbprintSHA1(cert)}, true},
-		{"SHA-256 thumbprint", config.VCenter{Thumbprint: soap.ThumbprintSHA256(cert)}, true},
-		{"wrong thumbprint", config.VCenter{Thumbprint: "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}, false},
+		{"SHA-1 thumbprint", config.VCenter{Thumbprints: []string{soap.ThumbprintSHA1(cert)}}, true},
+		{"SHA-256 thumbprint", config.VCenter{Thumbprints: []string{soap.ThumbprintSHA256(cert)}}, true},
+		{"wrong thumbprint", config.VCenter{Thumbprints: []string{"AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg.WithDefaults()

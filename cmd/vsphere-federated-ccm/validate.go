@@ -204,6 +204,8 @@ func mark(v vsphere.Verdict) string {
 		return "✓"
 	case vsphere.Failed:
 		return "✗"
+	case vsphere.Warned:
+		return "!"
 	}
 	return "–"
 }
