@@ -123,6 +123,7 @@ func defaults(name, server string) VCenter {
 		RequestTimeout: DefaultRequestTimeout,
 		Breaker:        Breaker{ConsecutiveFailures: DefaultConsecutiveFailures, OpenTimeout: DefaultOpenTimeout},
 		Inventory:      true,
+		NodeDeletion:   NodeDeletion{MinAbsence: DefaultMinAbsence},
 	}
 }
 
@@ -306,6 +307,7 @@ global:
     consecutiveFailures: 9
     openTimeout: 1m
   inventory: false
+  nodeDeletion: {minAbsence: 45s}
 vcenter:
   inherit:
     server: inherit.example.com
@@ -327,6 +329,7 @@ vcenter:
       consecutiveFailures: 2
       openTimeout: 5s
     inventory: true
+    nodeDeletion: frozen
   zfailures:
     server: failures.example.com
     breaker:
@@ -351,6 +354,7 @@ vcenter:
 		RoundTripCount:  7,
 		RequestTimeout:  20 * time.Second,
 		Breaker:         Breaker{ConsecutiveFailures: 9, OpenTimeout: time.Minute},
+		NodeDeletion:    NodeDeletion{MinAbsence: 45 * time.Second},
 	}
 	named := func(name, server string, f func(*VCenter)) VCenter {
 		v := inherited
@@ -383,6 +387,7 @@ vcenter:
 			RequestTimeout:  3 * time.Second,
 			Breaker:         Breaker{ConsecutiveFailures: 2, OpenTimeout: 5 * time.Second},
 			Inventory:       true,
+			NodeDeletion:    NodeDeletion{MinAbsence: 45 * time.Second, Frozen: true, FrozenBy: "vcenter.override.nodeDeletion"},
 		},
 		named("zfailures", "failures.example.com", func(v *VCenter) { v.Breaker.ConsecutiveFailures = 3 }),
 		named("zopen", "open.example.com", func(v *VCenter) { v.Breaker.OpenTimeout = 2 * time.Second }),
@@ -400,7 +405,8 @@ vcenter:
 // vCenter that sets nothing, and keeps what it sets.
 func TestWithDefaultsIsParses(t *testing.T) {
 	cfg := mustParse(t, "vcenter:\n  only:\n    server: vc\n    user: u\n    password: p\n")
-	hand := VCenter{Name: "only", Server: "vc", User: "u", Password: "p", RoundTripCount: DefaultRoundTripCount, Inventory: true}
+	hand := VCenter{Name: "only", Server: "vc", User: "u", Password: "p", RoundTripCount: DefaultRoundTripCount, Inventory: true,
+		NodeDeletion: NodeDeletion{MinAbsence: DefaultMinAbsence}}
 	checkVCenters(t, []VCenter{hand.WithDefaults()}, cfg.VCenters)
 
 	set := VCenter{Port: 8443, RequestTimeout: time.Second, Breaker: Breaker{ConsecutiveFailures: 2, OpenTimeout: time.Minute}, IPFamily: []string{IPv6}}

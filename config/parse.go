@@ -205,6 +205,15 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 		}
 		w.seen[aliasVisit{n, t}] = true
 	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
+		if sh, ok := reflect.New(t).Interface().(shorthandSection); ok {
+			// A section one scalar may stand for (nodeDeletion: frozen).
+			if decode(n, sh) != nil {
+				w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s, got %s (line %d)", path, sh.accepts(), describe(n), n.Line))
+			}
+			return
+		}
+	}
 	if problem, leaf := checkLeaf(n, t); leaf {
 		if problem != "" {
 			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
@@ -432,6 +441,7 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	defaults.timeout, _ = parseDuration(g.RequestTimeout, 0, "global.requestTimeout", add)
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
 	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
+	defaults.nodeDeletion = resolveNodeDeletion(g.NodeDeletion, NodeDeletion{MinAbsence: DefaultMinAbsence}, "global.nodeDeletion", add)
 
 	// Several entries may name one server (CPI's tenants): each is its
 	// own target, with its own credentials and datacenters.
@@ -512,8 +522,9 @@ func (f *fileSchema) sections() map[string]*vcenterSection {
 // vcenterDefaults are global's resolved values a vCenter inherits; zero
 // where global sets none (VCenter.WithDefaults fills those).
 type vcenterDefaults struct {
-	timeout time.Duration
-	breaker Breaker
+	timeout      time.Duration
+	breaker      Breaker
+	nodeDeletion NodeDeletion
 }
 
 // resolveVCenter resolves section v of vCenter name over global's values.
@@ -572,6 +583,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 	// nothing else.
 	vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
 	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
+	vc.NodeDeletion = resolveNodeDeletion(v.NodeDeletion, defaults.nodeDeletion, p+".nodeDeletion", add)
 	return vc.WithDefaults()
 }
 

@@ -45,6 +45,9 @@ type vcenterSection struct {
 	// Inventory keeps the vCenter's VMs in memory, fed by a watch (default
 	// true); false sends every lookup to vCenter.
 	Inventory *bool `yaml:"inventory"`
+	// NodeDeletion is the deletion policy of the Nodes whose VMs this
+	// vCenter could hold: a mapping, or the scalar frozen (nodedeletion.go).
+	NodeDeletion *nodeDeletionSection `yaml:"nodeDeletion"`
 }
 
 // globalSection is the global section: every vCenter key plus the process-wide ones.
@@ -194,6 +197,11 @@ type VCenter struct {
 	RequestTimeout  time.Duration
 	Breaker         Breaker
 	Inventory       bool
+	// NodeDeletion is the policy for Nodes whose VMs this vCenter could
+	// hold (nodedeletion.go). WithDefaults leaves it as it is: its zero
+	// (no grace, not frozen) is a value of its own; Parse sets
+	// DefaultMinAbsence when no key gives one.
+	NodeDeletion NodeDeletion
 }
 
 // Breaker is a resolved Breaker.
@@ -220,16 +228,19 @@ const (
 	DefaultOpenTimeout         = 30 * time.Second
 	DefaultRoundTripCount      = 3
 	DefaultRetiredRetention    = 7 * 24 * time.Hour
-	IPv4                       = "ipv4"
-	IPv6                       = "ipv6"
+	// DefaultMinAbsence: see NodeDeletion.MinAbsence for why 30s.
+	DefaultMinAbsence = 30 * time.Second
+	IPv4              = "ipv4"
+	IPv6              = "ipv6"
 )
 
 // WithDefaults is v with each field that no value of the config leaves
 // zero set as Parse sets it when neither global nor the vCenter gives one:
 // Port, RequestTimeout, the Breaker's settings and IPFamily. Parse resolves
 // every vCenter through it, so a VCenter built by hand (a test's) carries
-// the same defaults; consumers use the values as given. RoundTripCount
-// and Inventory, whose zero is a value of its own, are left as they are.
+// the same defaults; consumers use the values as given. RoundTripCount,
+// Inventory and NodeDeletion, whose zero is a value of its own, are left
+// as they are.
 func (v VCenter) WithDefaults() VCenter {
 	v.Port = cmp.Or(v.Port, DefaultPort)
 	v.RequestTimeout = cmp.Or(v.RequestTimeout, DefaultRequestTimeout)
