@@ -90,6 +90,7 @@ func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
 	f.cfg.Store(cfg)
 	opts.Metrics.setInventorySource(f.inventoryStatuses)
 	opts.Metrics.setHealthSource(f.discovery.Health)
+	opts.Metrics.setDeletionHeldSource(f.discovery.Held)
 	return f
 }
 

@@ -28,6 +28,7 @@ type Metrics struct {
 	credentials     *metrics.CounterVec
 	buildInfo       *buildInfoCollector
 	inventory       *inventoryCollector
+	deletionHeld    *deletionHeldCollector
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -159,6 +160,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 			Help:           "Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
+		deletionHeld: newDeletionHeldCollector(ns),
 	}
 	return m
 }
@@ -171,7 +173,7 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory, m.buildInfo}
+	return []metrics.StableCollector{m.inventory, m.buildInfo, m.deletionHeld}
 }
 
 // setHealthSource tells the vcenter_up metric where to read from.
