@@ -94,6 +94,8 @@ type holds struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	by    map[string]*hold
+	// pruned is when pruneLocked last looked at every entry.
+	pruned time.Time
 }
 
 type hold struct{ since, last time.Time }
@@ -166,8 +168,14 @@ func (h *holds) absent(key, what string, vcs []*targetState) error {
 }
 
 // pruneLocked drops the entries no answer of absence refreshed for
-// holdsForget or 10× the longest grace of vcs, whichever is longer.
+// holdsForget or 10× the longest grace of vcs, whichever is longer. It
+// looks at most once a minute: every NotReady Node is asked about each
+// few seconds.
 func (h *holds) pruneLocked(now time.Time, vcs []*targetState) {
+	if now.Sub(h.pruned) < time.Minute {
+		return
+	}
+	h.pruned = now
 	after := holdsForget
 	for _, v := range vcs {
 		after = max(after, 10*v.NodeDeletion.MinAbsence)
