@@ -61,7 +61,7 @@ func (w *world) waitInventory(t *testing.T, vc, name string, cond func(*backends
 // section per simulator, credentials inline, zone/region categories.
 func configYAML(fed *vcsim.Federation, proxies map[string]*vcsim.Proxy, extraGlobal string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "global:\n  insecureFlag: true\n  requestTimeout: 2s\n  breaker:\n    consecutiveFailures: 2\n    openTimeout: 1m\n%s", extraGlobal)
+	fmt.Fprintf(&b, "global:\n  insecureFlag: true\n  requestTimeout: 2s\n  nodeDeletion: {minAbsence: 0s}\n  breaker:\n    consecutiveFailures: 2\n    openTimeout: 1m\n%s", extraGlobal)
 	b.WriteString("labels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n")
 	for _, vc := range fed.VCenters {
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    user: %q\n    password: %q\n    datacenters: [DC0, DC1]\n",

@@ -18,6 +18,10 @@ const (
 	// CPI's rules (no host name, no NICs, a listed IP family without an
 	// address, the named VM networks absent); the Node stays tainted.
 	ReasonNoNodeAddress = "NoSuitableNodeAddress"
+	// ReasonNodeDeletionHeld: its VM is confirmed absent, but the deletion
+	// policy (nodeDeletion: a freeze, or minAbsence not yet spanned) keeps
+	// the Node for now.
+	ReasonNodeDeletionHeld = "NodeDeletionHeld"
 )
 
 // Event reasons about configuration and credentials.

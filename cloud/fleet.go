@@ -91,6 +91,7 @@ func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
 	opts.Metrics.setInventorySource(f.inventoryStatuses)
 	opts.Metrics.setHealthSource(f.discovery.Health)
 	opts.Metrics.setVCenterSource(f.vcenterBackends)
+	opts.Metrics.setDeletionHeldSource(f.discovery.Held)
 	return f
 }
 

@@ -47,7 +47,7 @@ func (session) Close(context.Context) error { return nil }
 // config names each vCenter by name → server.
 func (servers) config(extraGlobal string, names ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "global:\n  user: ccm\n  password: pw\n  requestTimeout: 2s\n%svcenter:\n", extraGlobal)
+	fmt.Fprintf(&b, "global:\n  user: ccm\n  password: pw\n  requestTimeout: 2s\n%s  nodeDeletion: {minAbsence: 0s}\nvcenter:\n", extraGlobal)
 	for _, n := range names {
 		name, server, _ := strings.Cut(n, "=")
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n", name, server)

@@ -57,6 +57,10 @@ func (in *instances) recordLookupError(node *v1.Node, err error) {
 		in.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error())
 		return
 	}
+	if errors.As(err, new(*discovery.DeletionHeldError)) {
+		in.events.record(node, v1.EventTypeWarning, ReasonNodeDeletionHeld, err.Error())
+		return
+	}
 	// Vcenters that could not answer, a VM outside the configured
 	// datacenters or last seen in a removed vCenter: the Node is kept and
 	// the Event says why.

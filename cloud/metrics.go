@@ -30,6 +30,7 @@ type Metrics struct {
 	inventory       *inventoryCollector
 	health          *healthCollector  // metrics_health.go
 	vcenters        *vcenterCollector // metrics_vcenter.go
+	deletionHeld    *deletionHeldCollector
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -162,6 +163,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 			Help:           "Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
+		deletionHeld: newDeletionHeldCollector(ns),
 	}
 	m.vcenters = newVCenterCollector(ns)
 	return m
@@ -175,7 +177,7 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory, m.buildInfo, m.health, m.vcenters}
+	return []metrics.StableCollector{m.inventory, m.buildInfo, m.health, m.vcenters, m.deletionHeld}
 }
 
 // setHealthSource tells the vcenter_up metric where to read from.

@@ -58,6 +58,8 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		vcs = append(vcs, discovery.Target{
 			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.DatacenterSpecs(), RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
+			// Not in the connectionKey: an edit of it keeps the backend.
+			NodeDeletion: vc.NodeDeletion,
 		})
 	}
 	old := f.cfg.Load()

@@ -98,6 +98,7 @@ type modelVCenter struct {
 	name, server string
 	datacenters  []string // empty: all
 	inventory    bool
+	frozen       bool // nodeDeletion: frozen — no Node is deleted while it is
 }
 
 // modelNode is what the model remembers of a Node it created; the Node
@@ -271,11 +272,14 @@ func (m *rule1Model) at(address string) *appliance {
 // renderModelConfig is cfg as the config file says it.
 func renderModelConfig(cfg []modelVCenter) string {
 	var b strings.Builder
-	b.WriteString("global:\n  user: ccm\n  password: pw\n  requestTimeout: 50ms\n  breaker:\n    consecutiveFailures: 3\n    openTimeout: 1ms\nvcenter:\n")
+	b.WriteString("global:\n  user: ccm\n  password: pw\n  requestTimeout: 50ms\n  nodeDeletion: {minAbsence: 0s}\n  breaker:\n    consecutiveFailures: 3\n    openTimeout: 1ms\nvcenter:\n")
 	for _, vc := range cfg {
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n    inventory: %t\n", vc.name, vc.server, vc.inventory)
 		if len(vc.datacenters) > 0 {
 			fmt.Fprintf(&b, "    datacenters: [%s]\n", strings.Join(vc.datacenters, ", "))
+		}
+		if vc.frozen {
+			b.WriteString("    nodeDeletion: frozen\n")
 		}
 	}
 	return b.String()
@@ -287,6 +291,9 @@ func describeModelConfig(cfg []modelVCenter) string {
 		dcs := "all datacenters"
 		if len(vc.datacenters) > 0 {
 			dcs = strings.Join(vc.datacenters, ",")
+		}
+		if vc.frozen {
+			dcs += ",frozen"
 		}
 		parts = append(parts, fmt.Sprintf("%s=%s[%s]", vc.name, vc.server, dcs))
 	}
@@ -502,6 +509,7 @@ func (m *rule1Model) actions(only []string) map[string]func(*rapid.T) {
 		"EditRepoint":     m.editRepoint,
 		"EditDatacenters": m.editDatacenters,
 		"EditInventory":   m.editInventory,
+		"EditFreeze":      m.editFreeze,
 		"EditInvalid":     m.editInvalid,
 
 		"Restart":      func(t *rapid.T) { m.restart(t) },
@@ -607,6 +615,14 @@ func (m *rule1Model) editInventory(t *rapid.T) {
 	i := m.pickVCenter(t)
 	cfg := slices.Clone(m.cfg)
 	cfg[i].inventory = !cfg[i].inventory
+	m.edit(t, cfg)
+}
+
+// editFreeze freezes or thaws a vCenter's Node deletion.
+func (m *rule1Model) editFreeze(t *rapid.T) {
+	i := m.pickVCenter(t)
+	cfg := slices.Clone(m.cfg)
+	cfg[i].frozen = !cfg[i].frozen
 	m.edit(t, cfg)
 }
 
@@ -972,6 +988,10 @@ func (m *rule1Model) check(t rapid.TB) {
 			alive = append(alive, n)
 			continue
 		}
+		if i := slices.IndexFunc(m.cfg, func(vc modelVCenter) bool { return vc.frozen }); i >= 0 {
+			t.Fatalf("Rule 1 broken: InstanceExists(%s) = false, nil while vcenter %s is frozen (nodeDeletion: frozen)\n%s\nthe sequence (%d steps into the run):\n  %s",
+				n.Name, m.cfg[i].name, m.describeNode(n), m.steps.Load(), strings.Join(m.story, "\n  "))
+		}
 		if why, class := m.wrongAbsence(n); why != "" {
 			if tolerated(class) {
 				t.Logf("tolerated (%s): InstanceExists(%s) = false, nil, but %s", class, n.Name, why)
@@ -1326,4 +1346,25 @@ func TestRule1ReimagedServerKeepsTheOldVCentersNodes(t *testing.T) {
 	m.check(t)
 	m.do("Reimage", func() { m.reimage(east.server); m.markConfigured() })
 	m.check(t)
+}
+
+// A frozen vCenter (nodeDeletion: frozen) keeps the Node of a VM destroyed
+// anywhere while it is frozen; thawed, the Node goes at the next check.
+func TestRule1FrozenVCenterKeepsTheNode(t *testing.T) {
+	frozenWest := west
+	frozenWest.frozen = true
+	m := fixedModel(t, east, frozenWest)
+	var vm *modelVM
+	m.do("VMCreate", func() { vm = m.placeVM(east.server); m.createNodeShaped(t, vm, nodeShapes[0]) })
+	m.check(t)
+	m.do("VMDestroy", func() { m.removeVM(m.at(east.server), vm) })
+	m.check(t)
+	if _, ok := m.nodes[vm.name]; !ok {
+		t.Fatal("the Node was deleted while west was frozen")
+	}
+	m.do("EditFreeze", func() { m.edit(t, []modelVCenter{east, west}) })
+	m.check(t)
+	if _, ok := m.nodes[vm.name]; ok {
+		t.Error("thawed: the Node of the destroyed VM was kept")
+	}
 }

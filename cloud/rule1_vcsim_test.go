@@ -198,7 +198,7 @@ func (m *simModel) freeServers(cfg []simVCenter) []int {
 
 func (m *simModel) render(cfg []simVCenter) string {
 	var b strings.Builder
-	b.WriteString("global:\n  insecureFlag: true\n  requestTimeout: 1s\n  breaker:\n    consecutiveFailures: 2\n    openTimeout: 100ms\nvcenter:\n")
+	b.WriteString("global:\n  insecureFlag: true\n  requestTimeout: 1s\n  nodeDeletion: {minAbsence: 0s}\n  breaker:\n    consecutiveFailures: 2\n    openTimeout: 100ms\nvcenter:\n")
 	for _, vc := range cfg {
 		sim := m.w.fed.VCenters[vc.server]
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    user: %q\n    password: %q\n    inventory: %t\n",

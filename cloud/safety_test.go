@@ -43,7 +43,7 @@ func newFakeFleet(names ...string) fakeFleet {
 // credentials, short deadline) plus extra global keys.
 func (f fakeFleet) yaml(extraGlobal string, names ...string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "global:\n  user: ccm\n  password: pw\n  requestTimeout: 2s\n%s", extraGlobal)
+	fmt.Fprintf(&b, "global:\n  user: ccm\n  password: pw\n  requestTimeout: 2s\n%s  nodeDeletion: {minAbsence: 0s}\n", extraGlobal)
 	b.WriteString("vcenter:\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %s:\n    server: %s.example.com\n", n, n)

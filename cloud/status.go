@@ -43,6 +43,19 @@ type VCenterStatus struct {
 	Budget *BudgetStatus `json:"budget,omitempty"`
 	// Certificate is the one it presented at the last TLS handshake.
 	Certificate *CertificateStatus `json:"certificate,omitempty"`
+	// NodeDeletion is its deletion policy and the Nodes it holds back.
+	NodeDeletion NodeDeletionStatus `json:"nodeDeletion"`
+}
+
+// NodeDeletionStatus is a vCenter's deletion policy (config
+// nodeDeletion) and the Nodes whose VMs were confirmed absent that it
+// holds back now (discovery.Discoverer.Held).
+type NodeDeletionStatus struct {
+	MinAbsence string `json:"minAbsence"` // a Go duration
+	Frozen     bool   `json:"frozen"`
+	// FrozenBy is the key that froze it.
+	FrozenBy  string `json:"frozenBy,omitempty"`
+	HeldNodes int    `json:"heldNodes"`
 }
 
 // RefusedCredentials is a credential source a vCenter refused (its name,
@@ -74,6 +87,7 @@ type InventorySummary struct {
 func (f *fleet) vcenterStatuses() []VCenterStatus {
 	cfg := f.cfg.Load()
 	health := f.discovery.Health()
+	held := f.discovery.Held()
 	f.mu.Lock()
 	bs := make(map[string]backends.Backend, len(f.backends))
 	for name, b := range f.backends {
@@ -83,7 +97,11 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 	now := time.Now()
 	out := make([]VCenterStatus, 0, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
-		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String()}
+		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String(),
+			NodeDeletion: NodeDeletionStatus{MinAbsence: vc.NodeDeletion.MinAbsence.String(), Frozen: vc.NodeDeletion.Frozen, FrozenBy: vc.NodeDeletion.FrozenBy}}
+		if i := slices.IndexFunc(held, func(h discovery.HeldNodes) bool { return h.VCenter == vc.Name }); i >= 0 {
+			st.NodeDeletion.HeldNodes = held[i].Nodes()
+		}
 		if i := slices.IndexFunc(health, func(h discovery.VCenterHealth) bool { return h.Name == vc.Name }); i >= 0 {
 			h := health[i]
 			st.Reachability, st.Since, st.Breaker, st.TwinsIndexed = h.Reachability.State.String(), h.Reachability.Since.UTC(), h.Breaker, h.Indexed

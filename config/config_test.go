@@ -126,6 +126,7 @@ func defaults(name, server string) VCenter {
 
 		RequestsPerSecond: DefaultRequestsPerSecond,
 		RequestBurst:      DefaultRequestBurst,
+		NodeDeletion:      NodeDeletion{MinAbsence: DefaultMinAbsence},
 	}
 }
 
@@ -311,6 +312,7 @@ global:
   inventory: false
   requestsPerSecond: 2.5
   requestBurst: 7
+  nodeDeletion: {minAbsence: 45s}
 vcenter:
   inherit:
     server: inherit.example.com
@@ -334,6 +336,7 @@ vcenter:
     thumbprint: ["VV:VV", "WW:WW"]
     requestsPerSecond: 40
     requestBurst: 3
+    nodeDeletion: frozen
   zfailures:
     server: failures.example.com
     breaker:
@@ -361,6 +364,7 @@ vcenter:
 
 		RequestsPerSecond: 2.5,
 		RequestBurst:      7,
+		NodeDeletion:      NodeDeletion{MinAbsence: 45 * time.Second},
 	}
 	named := func(name, server string, f func(*VCenter)) VCenter {
 		v := inherited
@@ -396,6 +400,7 @@ vcenter:
 
 			RequestsPerSecond: 40,
 			RequestBurst:      3,
+			NodeDeletion:      NodeDeletion{MinAbsence: 45 * time.Second, Frozen: true, FrozenBy: "vcenter.override.nodeDeletion"},
 		},
 		named("zfailures", "failures.example.com", func(v *VCenter) { v.Breaker.ConsecutiveFailures = 3 }),
 		named("zopen", "open.example.com", func(v *VCenter) { v.Breaker.OpenTimeout = 2 * time.Second }),
@@ -413,7 +418,8 @@ vcenter:
 // vCenter that sets nothing, and keeps what it sets.
 func TestWithDefaultsIsParses(t *testing.T) {
 	cfg := mustParse(t, "vcenter:\n  only:\n    server: vc\n    user: u\n    password: p\n")
-	hand := VCenter{Name: "only", Server: "vc", User: "u", Password: "p", RoundTripCount: DefaultRoundTripCount, Inventory: true}
+	hand := VCenter{Name: "only", Server: "vc", User: "u", Password: "p", RoundTripCount: DefaultRoundTripCount, Inventory: true,
+		NodeDeletion: NodeDeletion{MinAbsence: DefaultMinAbsence}}
 	checkVCenters(t, []VCenter{hand.WithDefaults()}, cfg.VCenters)
 
 	set := VCenter{Port: 8443, RequestTimeout: time.Second, Breaker: Breaker{ConsecutiveFailures: 2, OpenTimeout: time.Minute}, IPFamily: []string{IPv6},

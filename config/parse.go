@@ -206,6 +206,15 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 		}
 		w.seen[aliasVisit{n, t}] = true
 	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
+		if sh, ok := reflect.New(t).Interface().(shorthandSection); ok {
+			// A section one scalar may stand for (nodeDeletion: frozen).
+			if decode(n, sh) != nil {
+				w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s, got %s (line %d)", path, sh.accepts(), describe(n), n.Line))
+			}
+			return
+		}
+	}
 	if problem, leaf := checkLeaf(n, t); leaf {
 		if problem != "" {
 			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
@@ -436,6 +445,7 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
 	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
 	defaults.perSecond, defaults.burst = resolveBudget(&g, 0, 0, "global", add)
+	defaults.nodeDeletion = resolveNodeDeletion(g.NodeDeletion, NodeDeletion{MinAbsence: DefaultMinAbsence}, "global.nodeDeletion", add)
 
 	// Several entries may name one server (CPI's tenants): each is its
 	// own target, with its own credentials and datacenters.
@@ -516,8 +526,9 @@ func (f *fileSchema) sections() map[string]*vcenterSection {
 // vcenterDefaults are global's resolved values a vCenter inherits; zero
 // where global sets none (VCenter.WithDefaults fills those).
 type vcenterDefaults struct {
-	timeout time.Duration
-	breaker Breaker
+	timeout      time.Duration
+	breaker      Breaker
+	nodeDeletion NodeDeletion
 	// perSecond and burst: the request budget.
 	perSecond float64
 	burst     int
@@ -580,6 +591,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 	vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
 	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
 	vc.RequestsPerSecond, vc.RequestBurst = resolveBudget(v, defaults.perSecond, defaults.burst, p, add)
+	vc.NodeDeletion = resolveNodeDeletion(v.NodeDeletion, defaults.nodeDeletion, p+".nodeDeletion", add)
 	return vc.WithDefaults()
 }
 

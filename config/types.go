@@ -49,6 +49,9 @@ type vcenterSection struct {
 	// sent to vCenter directly (not answered from the inventory).
 	RequestsPerSecond *float64 `yaml:"requestsPerSecond"`
 	RequestBurst      *int     `yaml:"requestBurst"`
+	// NodeDeletion is the deletion policy of the Nodes whose VMs this
+	// vCenter could hold: a mapping, or the scalar frozen (nodedeletion.go).
+	NodeDeletion *nodeDeletionSection `yaml:"nodeDeletion"`
 }
 
 // globalSection is the global section: every vCenter key plus the process-wide ones.
@@ -206,6 +209,11 @@ type VCenter struct {
 	// RequestsPerSecond, holding RequestBurst.
 	RequestsPerSecond float64
 	RequestBurst      int
+	// NodeDeletion is the policy for Nodes whose VMs this vCenter could
+	// hold (nodedeletion.go). WithDefaults leaves it as it is: its zero
+	// (no grace, not frozen) is a value of its own; Parse sets
+	// DefaultMinAbsence when no key gives one.
+	NodeDeletion NodeDeletion
 }
 
 // Breaker is a resolved Breaker.
@@ -232,8 +240,10 @@ const (
 	DefaultOpenTimeout         = 30 * time.Second
 	DefaultRoundTripCount      = 3
 	DefaultRetiredRetention    = 7 * 24 * time.Hour
-	IPv4                       = "ipv4"
-	IPv6                       = "ipv6"
+	// DefaultMinAbsence: see NodeDeletion.MinAbsence for why 30s.
+	DefaultMinAbsence = 30 * time.Second
+	IPv4              = "ipv4"
+	IPv6              = "ipv6"
 )
 
 // The request budget's defaults (RequestsPerSecond, RequestBurst): a
@@ -253,8 +263,9 @@ const (
 // Port, RequestTimeout, the Breaker's settings, IPFamily and the request
 // budget (RequestsPerSecond, RequestBurst). Parse resolves
 // every vCenter through it, so a VCenter built by hand (a test's) carries
-// the same defaults; consumers use the values as given. RoundTripCount
-// and Inventory, whose zero is a value of its own, are left as they are.
+// the same defaults; consumers use the values as given. RoundTripCount,
+// Inventory and NodeDeletion, whose zero is a value of its own, are left
+// as they are.
 func (v VCenter) WithDefaults() VCenter {
 	v.Port = cmp.Or(v.Port, DefaultPort)
 	v.RequestTimeout = cmp.Or(v.RequestTimeout, DefaultRequestTimeout)

@@ -154,6 +154,13 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 //     (inaccessible, orphaned), asked of every vCenter itself: any one
 //     that does not answer makes it an error.
 //
+// Then the deletion policy of the vCenters that could hold it
+// (Target.NodeDeletion, deletion.go): a frozen one makes it a
+// DeletionHeldError naming the freeze; so does a VM confirmed absent for
+// less than the longest minAbsence, counted from the first of an unbroken
+// run of such answers (an answer that finds it starts over; an error
+// does not).
+//
 // This is the only place absence is concluded.
 func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err error) {
 	const op = "discovery.Exists"
@@ -195,6 +202,10 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 		return nil, err
 	}
 	if err := d.checkNamesake(ctx, vcs, k.Name); err != nil {
+		return nil, err
+	}
+	if err := d.holds.absent(l.key, l.what, vcs); err != nil {
+		klog.FromContext(ctx).V(2).Info("VM confirmed absent in every vCenter; the deletion policy holds its Node back", "node", k.Name, "lookup", l.what, "err", err)
 		return nil, err
 	}
 	klog.FromContext(ctx).Info("VM confirmed absent in every vCenter", "node", k.Name, "lookup", l.what)

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/sony/gobreaker/v2"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -37,6 +38,9 @@ type Target struct {
 	// OpenTimeout. Both required: the config resolves their defaults.
 	ConsecutiveFailures uint32
 	OpenTimeout         time.Duration
+	// NodeDeletion is its deletion policy (deletion.go); zero: none. A
+	// change keeps the breaker, the backend and what is held.
+	NodeDeletion config.NodeDeletion
 }
 
 // Result is a located VM.
@@ -78,6 +82,9 @@ type Options struct {
 	// instance UUID the History does not record for its server, so that
 	// the record can be brought up to date. It must not block.
 	OnIdentity func()
+	// Clock times the deletion grace (NodeDeletion.MinAbsence); default
+	// the real one.
+	Clock clock.PassiveClock
 }
 
 // Observer receives what a Discoverer does, for metrics.
@@ -103,6 +110,8 @@ type Discoverer struct {
 	vcenters  atomic.Pointer[[]*targetState]
 	locations *locationCache
 	history   atomic.Pointer[History]
+	// holds are the Nodes whose absence the deletion policy holds back.
+	holds *holds
 	// duplicates is fed by the inventories (watchDuplicates).
 	duplicates *duplicateIndex
 
@@ -150,8 +159,11 @@ func New(vcs []Target, opts Options) *Discoverer {
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), holds: newHolds(opts.Clock)}
 	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
 	return d
@@ -417,7 +429,7 @@ func outcome(res *Result, err error) string {
 	switch {
 	case err == nil && res != nil:
 		return outcomeFound
-	case err == nil, errors.Is(err, ErrNameOnly), errors.Is(err, ErrNoProviderID):
+	case err == nil, errors.Is(err, ErrNameOnly), errors.Is(err, ErrNoProviderID), errors.As(err, new(*DeletionHeldError)):
 		return outcomeNotFound
 	case errors.As(err, &dup):
 		return outcomeDuplicate
@@ -443,7 +455,17 @@ func (d *Discoverer) searched(what string) ([]*targetState, error) {
 	return vcs, nil
 }
 
+// find searches every vCenter for l; an answer that a VM of l's key
+// exists starts its deletion grace over.
 func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
+	res, err := d.search(ctx, l)
+	if vmSeen(res, err) {
+		d.holds.seen(l.key)
+	}
+	return res, err
+}
+
+func (d *Discoverer) search(ctx context.Context, l lookup) (*Result, error) {
 	vcs, err := d.searched(l.what)
 	if err != nil {
 		return nil, err

@@ -35,7 +35,23 @@
 //   - an inaccessible or orphaned VM of the Node's name (its UUID unreadable,
 //     so a UUID search misses it), looked for in every vCenter itself: a
 //     vCenter that does not answer that search makes it an error too,
-//     whatever the others found.
+//     whatever the others found;
+//   - the deletion policy (config nodeDeletion, Target.NodeDeletion),
+//     applied last, once every guard above concluded absence: while any
+//     vCenter that could hold the VM is frozen (vcenter.<name>.nodeDeletion:
+//     frozen, or global's), a DeletionHeldError naming the freeze and its
+//     key; and until the answers of absence span the longest minAbsence of
+//     those vCenters (default 30s), a DeletionHeldError saying how long the
+//     VM has been absent. The span counts from the first absence after the
+//     VM was last found: any answer that a VM of the Node's key exists
+//     (found, a duplicate, outside the configured datacenters, or found
+//     while another vCenter could not answer) starts it over; an error does
+//     not. Reported once, the next absence starts a new span. What is held
+//     is kept by the Node's lookup key, in memory (a restart starts every
+//     span over, which only delays), and forgotten when not asked about
+//     for 10 minutes (or 10× the grace). Held counts it per vCenter, for
+//     /vcenters and the nodes_deletion_held gauge; cloud records the error
+//     as a NodeDeletionHeld Event.
 //
 // InstanceShutdown is true only for a VM found powered off.
 //

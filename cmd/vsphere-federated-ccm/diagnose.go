@@ -213,15 +213,18 @@ type nodeReport struct {
 	Problem string          `json:"lookupError,omitempty"`
 	// WouldSet is what InstanceMetadata returns now (the cloud-node
 	// controller writes it); MetadataError why it fails.
-	WouldSet      *wouldSet             `json:"wouldSet,omitempty"`
-	MetadataError string                `json:"metadataError,omitempty"`
-	Exists        instanceAnswer        `json:"instanceExists"`
-	Shutdown      instanceAnswer        `json:"instanceShutdown"`
-	Tainted       bool                  `json:"uninitializedTaint"`
-	TaintReason   string                `json:"taintReason,omitempty"`
-	Events        []eventSummary        `json:"events"`
-	EventsError   string                `json:"eventsError,omitempty"`
-	VCenters      []cloud.VCenterStatus `json:"vcenters"`
+	WouldSet      *wouldSet      `json:"wouldSet,omitempty"`
+	MetadataError string         `json:"metadataError,omitempty"`
+	Exists        instanceAnswer `json:"instanceExists"`
+	// DeletionHeld says why a Node whose VM every vCenter answered absent
+	// is not deleted: held back by the grace or the freeze (nodeDeletion).
+	DeletionHeld string                `json:"deletionHeld,omitempty"`
+	Shutdown     instanceAnswer        `json:"instanceShutdown"`
+	Tainted      bool                  `json:"uninitializedTaint"`
+	TaintReason  string                `json:"taintReason,omitempty"`
+	Events       []eventSummary        `json:"events"`
+	EventsError  string                `json:"eventsError,omitempty"`
+	VCenters     []cloud.VCenterStatus `json:"vcenters"`
 	// Unmanaged says why the CCM leaves the Node alone (then nothing is
 	// looked up).
 	Unmanaged string `json:"unmanaged,omitempty"`
@@ -335,7 +338,11 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 
 	exists, err := d.provider.InstanceExists(ctx, node)
 	r.Exists = instanceAnswerOf(exists, err)
+	var held *discovery.DeletionHeldError
 	switch {
+	case errors.As(err, &held):
+		r.DeletionHeld = heldBack(held)
+		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
 	case err != nil:
 		r.Exists.Reason = "cannot be decided: the Node is kept (never deleted on an error) and asked again"
 	case exists:
@@ -429,6 +436,9 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	if lookupErr == nil && r.VM == nil {
 		why = append(why, "no vCenter has its VM (see instanceExists for whether that is confirmed absence)")
 	}
+	if r.DeletionHeld != "" {
+		why = append(why, "not deleted: "+r.DeletionHeld)
+	}
 	if !d.settled {
 		why = append(why, "the record of the vCenters served before (ConfigMap "+d.provider.HistoryObject().String()+") could not be read: until it is, no VM is reported gone")
 	}
@@ -443,6 +453,19 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 		why = append(why, "initialized, but its status refresh fails: "+metaErr.Error())
 	}
 	return why
+}
+
+// heldBack says what holds a Node back from deletion, and until when.
+func heldBack(e *discovery.DeletionHeldError) string {
+	if e.Reason == discovery.HeldFrozen {
+		keys := make([]string, len(e.Keys))
+		for i, k := range e.Keys {
+			keys[i] = k + ": frozen"
+		}
+		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted", strings.Join(e.VCenters, ", "), strings.Join(keys, ", "))
+	}
+	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
+		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
 }
 
 func resultNames(rs []*discovery.Result) []string {
@@ -608,7 +631,7 @@ func (r *nodeReport) write(w io.Writer) {
 	}
 	p("  vCenters now:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "    VCENTER\tCONNECTION\tBREAKER\tSESSION\tINVENTORY\tLAST ERROR\n")
+	fmt.Fprintf(tw, "    VCENTER\tCONNECTION\tBREAKER\tSESSION\tINVENTORY\tNODE DELETION\tLAST ERROR\n")
 	for _, v := range r.VCenters {
 		session, inv := "-", "off"
 		if v.Session != nil {
@@ -628,7 +651,7 @@ func (r *nodeReport) write(w io.Writer) {
 				inv = fmt.Sprintf("%d VMs", v.Inventory.VMs)
 			}
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, orDash(v.LastError))
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, deletionPolicy(v.NodeDeletion), orDash(v.LastError))
 	}
 	_ = tw.Flush()
 	p("  verdict:")
@@ -679,6 +702,18 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 	} else {
 		p("  InstanceMetadata: error: %s", short(r.MetadataError))
 	}
+}
+
+// deletionPolicy is a vCenter's nodeDeletion as the table shows it.
+func deletionPolicy(p cloud.NodeDeletionStatus) string {
+	out := "after " + p.MinAbsence + " of absence"
+	if p.Frozen {
+		out = "frozen (" + p.FrozenBy + ")"
+	}
+	if p.HeldNodes > 0 {
+		out += fmt.Sprintf(", %d held", p.HeldNodes)
+	}
+	return out
 }
 
 func (v instanceAnswer) text() string {

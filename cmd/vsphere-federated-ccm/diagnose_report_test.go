@@ -49,7 +49,13 @@ func diagVM(id, name, uuid string) backends.VM {
 // as newDiagnoser builds it but for the backends.
 func testDiagnoser(t *testing.T, fleet map[string]*backendtest.Backend, client *fake.Clientset, tune ...func(*cloud.Options)) *diagnoser {
 	t.Helper()
-	cfg, err := config.Parse([]byte(diagConfig))
+	return testDiagnoserOf(t, diagConfig, fleet, client, tune...)
+}
+
+// testDiagnoserOf is testDiagnoser with the config file text yaml.
+func testDiagnoserOf(t *testing.T, yaml string, fleet map[string]*backendtest.Backend, client *fake.Clientset, tune ...func(*cloud.Options)) *diagnoser {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,4 +168,38 @@ func TestDiagnoseNamesTheConfiguredHistoryConfigMap(t *testing.T) {
 	if !strings.Contains(r.Why[i], "ccm-system/ccm-record") || strings.Contains(r.Why[i], cloud.DefaultHistoryObject) {
 		t.Errorf("%q; want the configured ConfigMap ccm-system/ccm-record named", r.Why[i])
 	}
+}
+
+// A Node whose VM every vCenter answered absent, kept by the deletion
+// policy: the report says which (the grace or the freeze, with its key)
+// and the vCenters' table shows each one's policy.
+func TestDiagnoseSaysWhatHoldsADeletionBack(t *testing.T) {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + diagUUID}}
+	t.Run("the grace", func(t *testing.T) {
+		r, text := report(t, testDiagnoser(t, newDiagFleet(), fake.NewClientset(node)), node)
+		if !strings.Contains(r.DeletionHeld, "held back by the grace") || !strings.Contains(r.DeletionHeld, "absent for 30s (nodeDeletion.minAbsence of vcA, vcB)") {
+			t.Errorf("deletionHeld = %q; want the grace of 30s named", r.DeletionHeld)
+		}
+		if !slices.ContainsFunc(r.Why, func(s string) bool { return strings.HasPrefix(s, "not deleted: held back by the grace") }) {
+			t.Errorf("why = %q; want the grace named as why the Node is not deleted", r.Why)
+		}
+		_, table, _ := strings.Cut(text, "vCenters now:")
+		if line := lineWith(table, "vcA"); !strings.Contains(line, "after 30s of absence") {
+			t.Errorf("vCenters table row %q; want vcA's minAbsence", line)
+		}
+	})
+	t.Run("the freeze", func(t *testing.T) {
+		frozen := strings.Replace(diagConfig, "    server: b.example.com\n", "    server: b.example.com\n    nodeDeletion: frozen\n", 1)
+		r, text := report(t, testDiagnoserOf(t, frozen, newDiagFleet(), fake.NewClientset(node)), node)
+		if want := "held back by the freeze of vcB (vcenter.vcB.nodeDeletion: frozen)"; !strings.Contains(r.DeletionHeld, want) {
+			t.Errorf("deletionHeld = %q; want %q", r.DeletionHeld, want)
+		}
+		if !strings.Contains(r.Exists.Reason, "held back by the freeze") {
+			t.Errorf("instanceExists reason = %q; want the freeze", r.Exists.Reason)
+		}
+		_, table, _ := strings.Cut(text, "vCenters now:")
+		if line := lineWith(table, "vcB"); !strings.Contains(line, "frozen (vcenter.vcB.nodeDeletion), 1 held") {
+			t.Errorf("vCenters table row %q; want vcB frozen, holding this Node", line)
+		}
+	})
 }

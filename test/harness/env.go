@@ -44,6 +44,11 @@ type Options struct {
 	RequestTimeout      string
 	ConsecutiveFailures int
 	OpenTimeout         string
+	// MinAbsence is global.nodeDeletion.minAbsence; default 0s: a
+	// destroyed VM's Node goes at its first confirmed absence, as the
+	// scenarios that are not about the grace expect (the CCM's own
+	// default is 30s).
+	MinAbsence string
 	// Logf, when set, narrates what the Env does.
 	Logf func(format string, args ...any)
 }
@@ -92,6 +97,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	if opts.OpenTimeout == "" {
 		opts.OpenTimeout = "5s"
+	}
+	if opts.MinAbsence == "" {
+		opts.MinAbsence = "0s"
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -199,6 +207,7 @@ func (e *Env) writeSecret(ctx context.Context) error {
 func (e *Env) cloudConfig() string {
 	var b strings.Builder
 	b.WriteString("# Written by test/harness: one section per simulated vCenter, reached through its proxy.\n")
+	fmt.Fprintf(&b, "global:\n  nodeDeletion: {minAbsence: %s}\n", e.Opts.MinAbsence)
 	b.WriteString("labels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n")
 	for _, vc := range e.Fed.VCenters {
 		fmt.Fprintf(&b, "  %s:\n", vc.Name)
