@@ -73,6 +73,9 @@ type Options struct {
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
+	// NodeResync is how often every Node is compared with its VM even
+	// when no inventory changed (drift.go); default DefaultNodeResync.
+	NodeResync time.Duration
 }
 
 // Cloud is the vsphere cloud provider. It only puts its owners together:
@@ -120,18 +123,22 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.RecoveryPoll == 0 {
 		opts.RecoveryPoll = time.Second
 	}
+	if opts.NodeResync == 0 {
+		opts.NodeResync = DefaultNodeResync
+	}
 	if opts.EventObject == nil {
 		opts.EventObject = &v1.ObjectReference{
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
 	}
 	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}}
-	c.nodes = newNodes(c.events, opts.RecoveryPoll)
+	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
 	}
 	c.fleet = newFleet(cfg, opts, c.events)
 	c.nodes.discovery = c.fleet.discovery
+	c.nodes.config = c.fleet.config
 	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
 		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located}
 	if opts.ReadOnly {

@@ -28,6 +28,7 @@ type Metrics struct {
 	credentials     *metrics.CounterVec
 	buildInfo       *buildInfoCollector
 	inventory       *inventoryCollector
+	nodes           *nodeMetrics
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -159,13 +160,14 @@ func NewMetrics(build BuildInfo) *Metrics {
 			Help:           "Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
+		nodes: newNodeMetrics(ns),
 	}
 	return m
 }
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}
+	return append([]metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}, m.nodes.collectors()...)
 }
 
 // CustomCollectors lists the metrics computed at scrape time, for
