@@ -233,7 +233,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			reconciled = append(reconciled, change)
 		}
-	} else if prev != nil {
+	} else if s.categories != nil && prev != nil {
 		// Tags not in memory yet: what was reported of them stands.
 		next.drift, next.missing = prev.drift, prev.missing
 	}
