@@ -128,10 +128,12 @@ func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, list
 		return
 	}
 	s := settingsOf(cfg)
+	start := time.Now()
 	for _, node := range list {
 		n.follow(ctx, client, s, node)
 	}
 	n.setGauges()
+	klog.FromContext(ctx).V(4).Info("Nodes compared with their VMs", "full", full, "nodes", len(list), "took", time.Since(start))
 }
 
 // takeChanged takes the names of the Nodes the informer saw change.
@@ -154,11 +156,12 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		n.setReport(node.Name, nil)
 		return
 	}
+	log := klog.FromContext(ctx).WithValues("node", node.Name)
 	placed, ok := n.discovery.Placed(uuid, s.categories)
 	if !ok {
+		log.V(5).Info("The inventories cannot place the Node's VM alone; nothing concluded", "uuid", uuid)
 		return // nothing concluded: the report stands
 	}
-	log := klog.FromContext(ctx).WithValues("node", node.Name)
 	prev := n.report(node.Name)
 	next := &nodeReport{drift: map[string]string{}, diskUUIDOff: !placed.VM.DiskUUIDEnabled()}
 	patch := map[string]*string{}
@@ -320,6 +323,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
+	log.V(5).Info("Node compared with its VM", "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch), "drift", next.drift, "missing", next.missing, "diskUUIDOff", next.diskUUIDOff)
 	n.setReport(node.Name, next)
 }
 

@@ -150,7 +150,11 @@ func (f *Federation) Move(ctx context.Context, vm *VM, to *VCenter, dc, host str
 	to.Model.Map().AtomicUpdate(to.Model.Service.Context, clone, []types.PropertyChange{
 		{Name: "config.uuid", Val: vm.UUID},
 		{Name: "summary.config.uuid", Val: vm.UUID},
-		{Name: "guest", Val: &guest},
+		// Path by path, as watches ask for them: a change of "guest"
+		// whole is not reported to a watch of guest.hostName.
+		{Name: "guest.hostName", Val: guest.HostName},
+		{Name: "guest.ipAddress", Val: guest.IpAddress},
+		{Name: "guest.net", Val: guest.Net},
 	})
 	if err := from.Destroy(ctx, vm); err != nil {
 		return fmt.Errorf("vcsim: destroying %s in %s: %w", vm.Name, from.Name, err)

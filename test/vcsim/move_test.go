@@ -43,7 +43,7 @@ func TestRelocateAndMove(t *testing.T) {
 	if moved.Config.Uuid != uuid || moved.Name != name || vm.VCenter != "vc2" || vm.Datacenter != "DC1" || vm.Region != "region-vc2-dc1" || vm.Zone == "" {
 		t.Fatalf("moved: uuid %s name %s, vm %+v", moved.Config.Uuid, moved.Name, vm)
 	}
-	if moved.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || moved.Guest.IpAddress != vm.IP {
+	if moved.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || moved.Guest.IpAddress != vm.IP || moved.Guest.HostName != vm.HostName || len(moved.Guest.Net) != 1 {
 		t.Fatalf("moved: power %s, guest ip %s; want on, %s", moved.Runtime.PowerState, moved.Guest.IpAddress, vm.IP)
 	}
 	if vc1.Model.Map().Get(types.ManagedObjectReference{Type: "VirtualMachine", Value: oldRef}) != nil {
