@@ -156,10 +156,14 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		n.setReport(node.Name, nil)
 		return
 	}
-	log := klog.FromContext(ctx).WithValues("node", node.Name)
+	// Built per Node only when something is logged: the pass runs over
+	// every Node at every inventory change.
+	log := func() klog.Logger { return klog.FromContext(ctx).WithValues("node", node.Name) }
 	placed, ok := n.discovery.Placed(uuid, s.categories)
 	if !ok {
-		log.V(5).Info("The inventories cannot place the Node's VM alone; nothing concluded", "uuid", uuid)
+		if v := klog.FromContext(ctx).V(5); v.Enabled() {
+			v.Info("The inventories cannot place the Node's VM alone; nothing concluded", "node", node.Name, "uuid", uuid)
+		}
 		return // nothing concluded: the report stands
 	}
 	prev := n.report(node.Name)
@@ -245,7 +249,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	if len(patch) > 0 {
 		if err := patchNodeLabels(ctx, client, node.Name, patch); err != nil {
 			// Retried at the next pass, which sees the same differences.
-			log.Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", patchKeys(patch))
+			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", patchKeys(patch))
 			written = false
 			for _, c := range reconciled {
 				kind, _, _ := strings.Cut(c, " ")
@@ -273,7 +277,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 				name, _, _ := strings.Cut(strings.TrimPrefix(p, "vsphere-federated-ccm.io/"), " ")
 				n.metrics.labelUpdates.WithLabelValues(name).Inc()
 			}
-			log.V(2).Info("Placement labels follow the VM", "vm", placed.String(), "changes", placement)
+			log().V(2).Info("Placement labels follow the VM", "vm", placed.String(), "changes", placement)
 			n.events.record(node, v1.EventTypeNormal, ReasonPlacementLabelsUpdated,
 				fmt.Sprintf("Placement labels follow %s: %s", placed.String(), strings.Join(placement, ", ")))
 		}
@@ -301,7 +305,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if len(next.drift) > 0 {
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
 		}
-		log.Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
+		log().Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
 		n.events.record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
 	}
 	if len(prevDrift) > 0 && len(next.drift) == 0 {
@@ -323,7 +327,10 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
-	log.V(5).Info("Node compared with its VM", "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch), "drift", next.drift, "missing", next.missing, "diskUUIDOff", next.diskUUIDOff)
+	if v := klog.FromContext(ctx).V(5); v.Enabled() {
+		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch),
+			"drift", next.drift, "missing", next.missing, "diskUUIDOff", next.diskUUIDOff)
+	}
 	n.setReport(node.Name, next)
 }
 
