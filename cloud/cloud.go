@@ -82,6 +82,9 @@ type Options struct {
 	// taint before its NodeUninitialized Event; default
 	// DefaultUninitializedAfter.
 	UninitializedAfter time.Duration
+	// NodeResync is how often every Node is compared with its VM even
+	// when no inventory changed (drift.go); default DefaultNodeResync.
+	NodeResync time.Duration
 }
 
 // Cloud is the vsphere cloud provider. It only puts its owners together:
@@ -129,6 +132,9 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.RecoveryPoll == 0 {
 		opts.RecoveryPoll = time.Second
 	}
+	if opts.NodeResync == 0 {
+		opts.NodeResync = DefaultNodeResync
+	}
 	if opts.EventObject == nil {
 		opts.EventObject = &v1.ObjectReference{
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
@@ -138,7 +144,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		opts.UninitializedAfter = DefaultUninitializedAfter
 	}
 	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}}
-	c.nodes = newNodes(c.events, opts.RecoveryPoll)
+	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
 	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
@@ -146,6 +152,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	c.fleet = newFleet(cfg, opts, c.events)
 	c.nodes.discovery = c.fleet.discovery
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
+	c.nodes.config = c.fleet.config
 	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
 		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks}
 	if opts.ReadOnly {

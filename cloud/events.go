@@ -22,6 +22,22 @@ const (
 	// policy (nodeDeletion: a freeze, or minAbsence not yet spanned) keeps
 	// the Node for now.
 	ReasonNodeDeletionHeld = "NodeDeletionHeld"
+	// ReasonTopologyDrift: a Node's VM moved to another vCenter or
+	// datacenter (the location labels follow), or its zone or region tag
+	// differs from the Node's label; once per change. Warning.
+	ReasonTopologyDrift = "TopologyDrift"
+	// ReasonTopologyDriftCleared: a drifted Node's zone and region labels
+	// match its VM again.
+	ReasonTopologyDriftCleared = "TopologyDriftCleared"
+	// ReasonTopologyReconciled: the zone and region labels were rewritten
+	// to the VM's (nodes.reconcileTopology).
+	ReasonTopologyReconciled = "TopologyReconciled"
+	// ReasonPlacementLabelsUpdated: the host, cluster or resource-pool
+	// labels (nodes.placementLabels) were rewritten as the VM moved.
+	ReasonPlacementLabelsUpdated = "PlacementLabelsUpdated"
+	// ReasonDiskUUIDDisabled: the VM lacks disk.EnableUUID=TRUE, which
+	// vSphere CSI needs; once per change. Warning.
+	ReasonDiskUUIDDisabled = "DiskUUIDDisabled"
 )
 
 // Event reasons about configuration and credentials.

@@ -166,6 +166,13 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	for k, v := range location {
 		meta.AdditionalLabels[k] = v
 	}
+	// The labels below the zone asked for (nodes.placementLabels); the
+	// nodes owner keeps them current (drift.go).
+	for k, v := range placementLabels(vm, cfg.PlacementLabels) {
+		if v != "" {
+			meta.AdditionalLabels[k] = v
+		}
+	}
 	meta.Zone, meta.Region, err = in.topology(ctx, node, res, cfg.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)

@@ -31,6 +31,7 @@ type Metrics struct {
 	health          *healthCollector  // metrics_health.go
 	vcenters        *vcenterCollector // metrics_vcenter.go
 	deletionHeld    *deletionHeldCollector
+	nodes           *nodeMetrics
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -164,6 +165,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "result"}),
 		deletionHeld: newDeletionHeldCollector(ns),
+		nodes:        newNodeMetrics(ns),
 	}
 	m.vcenters = newVCenterCollector(ns)
 	return m
@@ -171,7 +173,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}
+	return append([]metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}, m.nodes.collectors()...)
 }
 
 // CustomCollectors lists the metrics computed at scrape time, for

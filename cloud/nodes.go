@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -21,6 +22,11 @@ type nodes struct {
 	discovery *discovery.Discoverer // for its vCenters' health
 	poll      time.Duration         // Options.RecoveryPoll
 	checks    *nodeChecks           // unmanaged.go, uninitialized.go
+	// config is the config served now (fleet.config), read at each pass
+	// of followVMs (drift.go); resync is Options.NodeResync.
+	config  func() *config.Config
+	metrics *nodeMetrics
+	resync  time.Duration
 	// wake tells run that relabel has work (coalesced).
 	wake chan struct{}
 
@@ -34,10 +40,22 @@ type nodes struct {
 	// pendingDuplicates are BIOS UUIDs newly held in several vCenters,
 	// to report on their Nodes.
 	pendingDuplicates map[string][]string
+	// changed are the Nodes the informer saw added or changed since the
+	// last pass of followVMs; reports what it last reported of each
+	// Node. A Node deleted is forgotten.
+	changed map[string]bool
+	reports map[string]*nodeReport
+
+	// run's own, for followVMs: the config and inventory version of its
+	// last pass over every Node, and when that was.
+	passConfig  *config.Config
+	passVersion uint64
+	lastFull    time.Time
 }
 
-func newNodes(events *eventLog, poll time.Duration) *nodes {
-	return &nodes{events: events, poll: poll, wake: make(chan struct{}, 1), relabel: map[string]map[string]string{}}
+func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nodes {
+	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1), relabel: map[string]map[string]string{},
+		changed: map[string]bool{}, reports: map[string]*nodeReport{}}
 }
 
 // located is told where a lookup found node's VM: an initialized Node
@@ -63,6 +81,7 @@ func (n *nodes) seen(obj any) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.changed[node.Name] = true
 	if _, ok := n.relabel[node.Name]; ok {
 		n.wakeUp()
 	}
@@ -80,6 +99,8 @@ func (n *nodes) gone(obj any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.relabel, node.Name)
+	delete(n.changed, node.Name)
+	delete(n.reports, node.Name)
 }
 
 // wakeUp asks run to look at relabel.
@@ -111,8 +132,9 @@ func (n *nodes) waitForCache(name string, location map[string]string) {
 
 // run is every write to Nodes, from one Node informer, until ctx ends:
 // location labels as lookups report them, and, every poll, the
-// duplicate-UUID Events and the re-queue of uninitialized Nodes when a
-// vCenter comes back (recovery.go).
+// duplicate-UUID Events, the re-queue of uninitialized Nodes when a
+// vCenter comes back (recovery.go) and the Nodes following their VMs
+// (drift.go).
 func (n *nodes) run(ctx context.Context, client kubernetes.Interface) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Nodes()
@@ -135,10 +157,13 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface) {
 			return
 		case <-n.wake:
 			n.labelNodes(ctx, client, lister)
-		case <-tick.C:
+		case now := <-tick.C:
 			n.reportDuplicates(lister)
 			n.requeueOnRecovery(ctx, client, lister, healthy)
 			n.checks.tick(lister, n.discovery.Health(), time.Now())
+			if informer.Informer().HasSynced() {
+				n.followVMs(ctx, client, lister, now)
+			}
 		}
 	}
 }

@@ -892,3 +892,25 @@ func TestValidationProblemsNameTheirLine(t *testing.T) {
 		}
 	}
 }
+
+func TestNodesFollowTheirVMsKeys(t *testing.T) {
+	base := "vcenter:\n  a:\n    server: vc.example.com\n    user: u\n    password: p\n"
+	cfg, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ReconcileTopology || len(cfg.PlacementLabels) != 0 {
+		t.Fatalf("defaults: reconcileTopology %v, placementLabels %v; want off, none", cfg.ReconcileTopology, cfg.PlacementLabels)
+	}
+	cfg, err = Parse([]byte(base + "nodes:\n  reconcileTopology: true\n  placementLabels: [host, resourcePool, host]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.ReconcileTopology || fmt.Sprint(cfg.PlacementLabels) != "[host resourcePool]" {
+		t.Fatalf("reconcileTopology %v, placementLabels %v; want true, [host resourcePool]", cfg.ReconcileTopology, cfg.PlacementLabels)
+	}
+	_, err = Parse([]byte(base + "nodes:\n  placementLabels: host, rack\n"))
+	if err == nil || !strings.Contains(err.Error(), "nodes.placementLabels: entry 2 is not a placement label: want any of host, cluster, resourcePool") {
+		t.Fatalf("unknown placement label: err %v; want it named with the allowed values", err)
+	}
+}

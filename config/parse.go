@@ -475,6 +475,8 @@ func (f *fileSchema) resolve() (*Config, []error) {
 			Reason: "zone and region are used only together (CPI's rule): no zone or region label is set"})
 	}
 	cfg.Nodes = f.Nodes.resolve(add)
+	cfg.ReconcileTopology = derefOr(f.Nodes.ReconcileTopology, false)
+	cfg.PlacementLabels = resolvePlacementLabels(f.Nodes.PlacementLabels, add)
 	return cfg, errs
 }
 
@@ -605,6 +607,25 @@ func (n Nodes) resolve(add func(string, string, ...any)) AddressRules {
 		InternalNetworkName:    strings.TrimSpace(n.InternalVMNetworkName),
 		ExternalNetworkName:    strings.TrimSpace(n.ExternalVMNetworkName),
 	}
+}
+
+// resolvePlacementLabels checks nodes.placementLabels: each a known
+// label, once.
+func resolvePlacementLabels(names []string, add func(string, string, ...any)) []PlacementLabel {
+	var out []PlacementLabel
+	all := AllPlacementLabels()
+	for i, n := range names {
+		l := PlacementLabel(n)
+		if !slices.Contains(all, l) {
+			// The value is not quoted: a misplaced password must not show.
+			add("nodes.placementLabels", "%snot a placement label: want any of %s, %s, %s", entry(i, len(names)), all[0], all[1], all[2])
+			continue
+		}
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // hasServer reports whether a vcenter section names server.

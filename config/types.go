@@ -85,6 +85,13 @@ type Nodes struct {
 	ExternalVMNetworkName            string `yaml:"externalVmNetworkName"`
 	ExcludeInternalNetworkSubnetCIDR string `yaml:"excludeInternalNetworkSubnetCidr"`
 	ExcludeExternalNetworkSubnetCIDR string `yaml:"excludeExternalNetworkSubnetCidr"`
+	// ReconcileTopology (ours) rewrites a Node's zone and region labels
+	// when its VM moves to another zone or region; off by default (a
+	// volume with zonal node affinity stays where it was created).
+	ReconcileTopology *bool `yaml:"reconcileTopology"`
+	// PlacementLabels (ours) are the labels below the zone a Node
+	// carries: any of host, cluster, resourcePool.
+	PlacementLabels StringList `yaml:"placementLabels"`
 }
 
 // Config is a validated configuration with every inheritance resolved.
@@ -94,6 +101,10 @@ type Config struct {
 	SecretsDirectory string
 	Labels           Labels
 	Nodes            AddressRules
+	// ReconcileTopology and PlacementLabels: see Nodes (the file's
+	// nodes.reconcileTopology and nodes.placementLabels).
+	ReconcileTopology bool
+	PlacementLabels   []PlacementLabel
 	// RetiredRetention: see Global.RetiredVCenterRetention.
 	RetiredRetention time.Duration
 	// Notices are the keys that have no effect, or not the one they seem
@@ -220,6 +231,23 @@ type VCenter struct {
 type Breaker struct {
 	ConsecutiveFailures uint32
 	OpenTimeout         time.Duration
+}
+
+// PlacementLabel names one of the labels below the zone
+// (nodes.placementLabels).
+type PlacementLabel string
+
+// The placement labels a config may ask for.
+const (
+	PlacementHost         PlacementLabel = "host"
+	PlacementCluster      PlacementLabel = "cluster"
+	PlacementResourcePool PlacementLabel = "resourcePool"
+)
+
+// AllPlacementLabels lists every placement label, in the order they are
+// documented.
+func AllPlacementLabels() []PlacementLabel {
+	return []PlacementLabel{PlacementHost, PlacementCluster, PlacementResourcePool}
 }
 
 // AddressRules are the parsed Nodes rules.

@@ -111,11 +111,20 @@ func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
 	if !b.inventoried {
 		return backends.InventoryStatus{}, false
 	}
-	st := backends.InventoryStatus{InService: b.err == nil && !b.hang && !b.closed && !b.noUUIDs}
+	st := backends.InventoryStatus{InService: b.err == nil && !b.hang && !b.closed && !b.noUUIDs, Updates: b.version}
 	if st.InService {
 		st.VMs = len(b.vms)
 	}
 	return st, true
+}
+
+// Inventoried makes the backend report an inventory (Inventory), as Lag
+// does, without leaving any VM out of it: its Updates count every Add and
+// Remove.
+func (b *Backend) Inventoried() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inventoried = true
 }
 
 // FailDirect makes Find calls without AllowCached return err (nil heals),

@@ -1,0 +1,410 @@
+package cloud
+
+// Nodes that follow their VMs: the nodes owner's pass over the
+// initialized Nodes, from the inventories' memory alone
+// (discovery.Placed), never a vCenter request. A VM moves (vMotion, a
+// cross-vCenter vMotion, a failover, DRS) while the cloud-node controller
+// labels a Node only at initialization: the pass rewrites our location
+// and placement labels, reports zone and region drift (and rewrites them
+// when nodes.reconcileTopology is set), and reports what CSI and the
+// scheduler need that the VM lacks (disk.EnableUUID, a zone tag).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// The labels below the zone (nodes.placementLabels): the ESXi host's
+// name, the compute cluster's name and the resource pool's inventory
+// path, as discovery.LabelValue encodes them (a value that is no valid
+// label value becomes "sha256-" and 40 hex digits). A VM without one (a
+// standalone host has no cluster) has the label removed, never set to "".
+const (
+	LabelHost         = "vsphere-federated-ccm.io/host"
+	LabelCluster      = "vsphere-federated-ccm.io/cluster"
+	LabelResourcePool = "vsphere-federated-ccm.io/resource-pool"
+)
+
+// DefaultNodeResync is how often every Node is looked at even when no
+// inventory changed: tags are re-read into memory without an inventory
+// update.
+const DefaultNodeResync = 30 * time.Second
+
+// placementLabels are vm's labels below the zone as asked: each label
+// key to its value, "" for one to remove (not asked for, or the VM has no
+// value: they are ours).
+func placementLabels(vm *backends.VM, asked []config.PlacementLabel) map[string]string {
+	out := map[string]string{LabelHost: "", LabelCluster: "", LabelResourcePool: ""}
+	value := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return discovery.LabelValue(s)
+	}
+	for _, l := range asked {
+		switch l {
+		case config.PlacementHost:
+			out[LabelHost] = value(vm.HostName)
+		case config.PlacementCluster:
+			out[LabelCluster] = value(vm.Cluster)
+		case config.PlacementResourcePool:
+			out[LabelResourcePool] = value(vm.ResourcePoolPath)
+		}
+	}
+	return out
+}
+
+// nodeReport is what the pass last reported of one Node, so that each
+// Event is recorded once per change, and the gauges count it.
+type nodeReport struct {
+	// drift is each kind (zone, region) whose label differs from the
+	// VM's tag, to "old → new".
+	drift map[string]string
+	// diskUUIDOff: the VM lacks disk.EnableUUID=TRUE.
+	diskUUIDOff bool
+	// missing are the categories (zone, region) the VM has no tag of.
+	missing []string
+}
+
+// passSettings are the config's settings a pass applies, read once.
+type passSettings struct {
+	cfg        *config.Config
+	categories []string // zone and region, when both are configured
+}
+
+func settingsOf(cfg *config.Config) passSettings {
+	s := passSettings{cfg: cfg}
+	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
+		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
+	}
+	return s
+}
+
+// followVMs is the pass, run by run every poll: every initialized Node
+// when the inventories or the config changed or every resync, else only
+// the Nodes the informer saw change.
+func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, now time.Time) {
+	cfg := n.config()
+	version := n.discovery.InventoryVersion()
+	full := cfg != n.passConfig || version != n.passVersion || now.Sub(n.lastFull) >= n.resync
+	changed := n.takeChanged()
+	var list []*v1.Node
+	if full {
+		n.passConfig, n.passVersion, n.lastFull = cfg, version, now
+		all, err := lister.List(labels.Everything())
+		if err != nil {
+			return
+		}
+		list = all
+	} else {
+		for name := range changed {
+			if node, err := lister.Get(name); err == nil {
+				list = append(list, node)
+			}
+		}
+	}
+	if len(list) == 0 {
+		return
+	}
+	s := settingsOf(cfg)
+	start := time.Now()
+	for _, node := range list {
+		n.follow(ctx, client, s, node)
+	}
+	n.setGauges()
+	klog.FromContext(ctx).V(4).Info("Nodes compared with their VMs", "full", full, "nodes", len(list), "took", time.Since(start))
+}
+
+// takeChanged takes the names of the Nodes the informer saw change.
+func (n *nodes) takeChanged() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.changed
+	n.changed = map[string]bool{}
+	return out
+}
+
+// follow brings one Node's labels after its VM and reports what changed.
+func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passSettings, node *v1.Node) {
+	if uninitialized(node) || n.unmanaged(node) {
+		n.setReport(node.Name, nil)
+		return
+	}
+	uuid, err := discovery.ParseProviderID(node.Spec.ProviderID)
+	if err != nil {
+		n.setReport(node.Name, nil)
+		return
+	}
+	// Built per Node only when something is logged: the pass runs over
+	// every Node at every inventory change.
+	log := func() klog.Logger { return klog.FromContext(ctx).WithValues("node", node.Name) }
+	placed, ok := n.discovery.Placed(uuid, s.categories)
+	if !ok {
+		if v := klog.FromContext(ctx).V(5); v.Enabled() {
+			v.Info("The inventories cannot place the Node's VM alone; nothing concluded", "node", node.Name, "uuid", uuid)
+		}
+		return // nothing concluded: the report stands
+	}
+	prev := n.report(node.Name)
+	next := &nodeReport{drift: map[string]string{}, diskUUIDOff: !placed.VM.DiskUUIDEnabled()}
+	patch := map[string]*string{}
+	set := func(k, v string) {
+		if v == "" {
+			if _, ok := node.Labels[k]; ok {
+				patch[k] = nil
+			}
+			return
+		}
+		if cur, ok := node.Labels[k]; !ok || cur != v {
+			patch[k] = &v
+		}
+	}
+
+	// Where the VM is: our location labels always follow it.
+	location := locationLabels(&placed.Result)
+	var moves []string
+	var moved []string
+	if old := node.Labels[LabelServer]; old != "" && !strings.EqualFold(old, location[LabelServer]) {
+		moves = append(moves, fmt.Sprintf("vcenter %s → %s", or(node.Labels[LabelVCenter], old), location[LabelVCenter]))
+		moved = append(moved, "vcenter")
+	}
+	if old, now := node.Labels[LabelDatacenter], location[LabelDatacenter]; old != "" && now != "" && old != now {
+		moves = append(moves, fmt.Sprintf("datacenter %s → %s", old, now))
+		moved = append(moved, "datacenter")
+	}
+	for k, v := range location {
+		set(k, v)
+	}
+	locationPatched := len(patch) > 0
+
+	// The labels below the zone: ours, they follow too.
+	var placement []string
+	below := placementLabels(&placed.VM, s.cfg.PlacementLabels)
+	for _, k := range []string{LabelHost, LabelCluster, LabelResourcePool} {
+		v := below[k]
+		before := len(patch)
+		set(k, v)
+		if len(patch) > before {
+			placement = append(placement, fmt.Sprintf("%s %s → %s", k, orNone(node.Labels[k]), orNone(v)))
+		}
+	}
+
+	// Zone and region: reported; rewritten only when asked.
+	var reconciled []string
+	if s.categories != nil && placed.TagsKnown {
+		for _, t := range []struct{ kind, category, ga, beta string }{
+			{"region", s.cfg.Labels.Region, v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
+			{"zone", s.cfg.Labels.Zone, v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
+		} {
+			want := placed.Tags[t.category]
+			if want == "" {
+				next.missing = append(next.missing, t.kind)
+				continue
+			}
+			have, ok := node.Labels[t.ga]
+			if !ok {
+				have = node.Labels[t.beta]
+			}
+			if have == want {
+				continue
+			}
+			change := fmt.Sprintf("%s %s → %s", t.kind, orNone(have), want)
+			if !s.cfg.ReconcileTopology {
+				next.drift[t.kind] = change
+				continue
+			}
+			set(t.ga, want)
+			if _, ok := node.Labels[t.beta]; ok {
+				set(t.beta, want)
+			}
+			reconciled = append(reconciled, change)
+		}
+	} else if s.categories != nil && prev != nil {
+		// Tags not in memory yet: what was reported of them stands.
+		next.drift, next.missing = prev.drift, prev.missing
+	}
+
+	written := true
+	if len(patch) > 0 {
+		if err := patchNodeLabels(ctx, client, node.Name, patch); err != nil {
+			// Retried at the next pass, which sees the same differences.
+			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", patchKeys(patch))
+			written = false
+			for _, c := range reconciled {
+				kind, _, _ := strings.Cut(c, " ")
+				next.drift[kind] = c
+			}
+		}
+	}
+	if written {
+		if locationPatched {
+			n.metrics.labelUpdates.WithLabelValues("location").Inc()
+		}
+		for _, kind := range moved {
+			n.metrics.moves.WithLabelValues(kind).Inc()
+		}
+		for _, c := range reconciled {
+			kind, _, _ := strings.Cut(c, " ")
+			n.metrics.labelUpdates.WithLabelValues(kind).Inc()
+		}
+		if len(reconciled) > 0 {
+			n.events.record(node, v1.EventTypeNormal, ReasonTopologyReconciled,
+				fmt.Sprintf("Zone and region labels follow %s: %s (nodes.reconcileTopology)", placed.String(), strings.Join(reconciled, ", ")))
+		}
+		if len(placement) > 0 {
+			for _, p := range placement {
+				name, _, _ := strings.Cut(strings.TrimPrefix(p, "vsphere-federated-ccm.io/"), " ")
+				n.metrics.labelUpdates.WithLabelValues(name).Inc()
+			}
+			log().V(2).Info("Placement labels follow the VM", "vm", placed.String(), "changes", placement)
+			n.events.record(node, v1.EventTypeNormal, ReasonPlacementLabelsUpdated,
+				fmt.Sprintf("Placement labels follow %s: %s", placed.String(), strings.Join(placement, ", ")))
+		}
+	} else {
+		moves = nil // reported once written
+	}
+
+	// Drift: once per change.
+	var prevDrift map[string]string
+	if prev != nil {
+		prevDrift = prev.drift
+	}
+	driftChanged := len(next.drift) > 0 && !maps.Equal(prevDrift, next.drift)
+	if len(moves) > 0 || driftChanged {
+		parts := moves
+		for _, kind := range []string{"region", "zone"} {
+			if c, ok := next.drift[kind]; ok {
+				parts = append(parts, c)
+			}
+		}
+		msg := fmt.Sprintf("VM now at %s: %s", placed.String(), strings.Join(parts, ", "))
+		if len(moves) > 0 {
+			msg += "; the location labels follow"
+		}
+		if len(next.drift) > 0 {
+			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
+		}
+		log().Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
+		n.events.record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
+	}
+	if len(prevDrift) > 0 && len(next.drift) == 0 {
+		n.events.record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
+			fmt.Sprintf("Zone and region labels match %s again", placed.String()))
+	}
+	if next.diskUUIDOff && (prev == nil || !prev.diskUUIDOff) {
+		n.events.record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
+			fmt.Sprintf("%s has no disk.EnableUUID=TRUE: vSphere CSI cannot see its disks' UUIDs", placed.String()))
+	}
+	if len(next.missing) > 0 && (prev == nil || !slices.Equal(prev.missing, next.missing)) {
+		var cats []string
+		for _, kind := range next.missing {
+			cat := s.cfg.Labels.Zone
+			if kind == "region" {
+				cat = s.cfg.Labels.Region
+			}
+			cats = append(cats, fmt.Sprintf("%s (category %q)", kind, cat))
+		}
+		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
+	}
+	if v := klog.FromContext(ctx).V(5); v.Enabled() {
+		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch),
+			"drift", next.drift, "missing", next.missing, "diskUUIDOff", next.diskUUIDOff)
+	}
+	n.setReport(node.Name, next)
+}
+
+// report is what was last reported of the Node name (nil: nothing).
+func (n *nodes) report(name string) *nodeReport {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.reports[name]
+}
+
+// setReport keeps r as what is reported of the Node name; nil forgets it.
+func (n *nodes) setReport(name string, r *nodeReport) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if r == nil {
+		delete(n.reports, name)
+		return
+	}
+	n.reports[name] = r
+}
+
+// setGauges sets the gauges from the reports.
+func (n *nodes) setGauges() {
+	n.mu.Lock()
+	drift := map[string]int{"zone": 0, "region": 0}
+	missing := map[string]int{"zone": 0, "region": 0}
+	disk := 0
+	for _, r := range n.reports {
+		for kind := range r.drift {
+			drift[kind]++
+		}
+		for _, kind := range r.missing {
+			missing[kind]++
+		}
+		if r.diskUUIDOff {
+			disk++
+		}
+	}
+	n.mu.Unlock()
+	for kind, c := range drift {
+		n.metrics.drift.WithLabelValues(kind).Set(float64(c))
+	}
+	for kind, c := range missing {
+		n.metrics.tagMissing.WithLabelValues(kind).Set(float64(c))
+	}
+	n.metrics.diskUUID.Set(float64(disk))
+}
+
+// patchNodeLabels sets each label of labels, or removes it (nil).
+func patchNodeLabels(ctx context.Context, client kubernetes.Interface, name string, labels map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+func patchKeys(patch map[string]*string) []string {
+	out := make([]string, 0, len(patch))
+	for k := range patch {
+		out = append(out, k)
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
