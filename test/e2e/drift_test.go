@@ -24,11 +24,6 @@ import (
 // nodes.reconcileTopology set by a config edit (no restart) every
 // drifted Node's zone and region labels are rewritten. Every Node is kept
 // throughout.
-//
-// The placement labels (host, cluster) and the disk.EnableUUID check read
-// VM fields that backends/vsphere fills from its inventory since the
-// h/vsinv work: those assertions are marked "needs the vSphere placement
-// fields" and report with t.Errorf, so the rest runs either way.
 func TestDrift(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t, harness.Options{VCenters: 2, Datacenters: 2, MachinesPerPool: 2})
@@ -92,11 +87,12 @@ func TestDrift(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// placementLabel: needs the vSphere placement fields (h/vsinv).
+	// placementLabel waits for a placement label (host, cluster), read from
+	// the inventory's entities.
 	placementLabel := func(vm *vcsim.VM, key, want string) {
 		t.Helper()
 		if err := label(vm, key, want, 30*time.Second); err != nil {
-			t.Errorf("needs the vSphere placement fields: %v", err)
+			t.Errorf("placement label: %v", err)
 		}
 	}
 	// event waits for an Event of reason on vm's Node whose message holds
@@ -220,8 +216,7 @@ func TestDrift(t *testing.T) {
 	metric(3, "cloudprovider_vsphere_node_label_updates_total", "label", "zone")
 	sameProcess(t, ccm, pid)
 
-	// disk.EnableUUID set on a VM: no longer reported (needs the vSphere
-	// placement fields).
+	// disk.EnableUUID set on a VM: no longer reported.
 	if err := env.Fed.VCenter(inDC1.VCenter).SetExtraConfig(ctx, inDC1, "disk.EnableUUID", "TRUE"); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +225,7 @@ func TestDrift(t *testing.T) {
 		v, _ := ss.Sum("cloudprovider_vsphere_nodes_disk_uuid_disabled")
 		return err == nil && v == 2, nil
 	}); err != nil {
-		t.Errorf("needs the vSphere placement fields: nodes_disk_uuid_disabled not 2 after disk.EnableUUID=TRUE on one VM")
+		t.Errorf("nodes_disk_uuid_disabled not 2 after disk.EnableUUID=TRUE on one VM")
 	}
 
 	if gone := deletions.Deleted(names(vms)); len(gone) > 0 {
