@@ -330,3 +330,25 @@ func TestPlacementLabelsAtInitialization(t *testing.T) {
 		t.Fatalf("AdditionalLabels %v: a cluster label for a VM of a standalone host", got)
 	}
 }
+
+// An unmanaged Node is left alone by the pass, even with a vsphere://
+// providerID whose VM moved: only its managed neighbour, moved alike, is
+// relabelled.
+func TestDriftLeavesUnmanagedNodesAlone(t *testing.T) {
+	unmanaged := initializedNode()
+	unmanaged.Labels[cloud.LabelUnmanaged] = "true"
+	managed := initializedNode()
+	managed.Name, managed.Spec.ProviderID = "node-b", "vsphere://"+uuidB
+	w := newDriftWorld(t, "", unmanaged, managed)
+	w.f["vcB"].Add(placedVM("dc1", "esx-2", "c-2"), tags("z-1", "r-1"))
+	vmB := fakeVM("dc1", "vm-2", "node-b", uuidB)
+	w.f["vcB"].Add(vmB, tags("z-1", "r-1"))
+	w.waitLabel(t, "node-b", cloud.LabelVCenter, "vcB")
+	time.Sleep(100 * time.Millisecond) // a few more passes
+	if n := w.node(t, "node-a"); n.Labels[cloud.LabelVCenter] != "vcA" || n.Labels[cloud.LabelDatacenter] != "dc0" {
+		t.Fatalf("unmanaged Node relabelled: %v", n.Labels)
+	}
+	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 1 {
+		t.Fatalf("TopologyDrift Events %q, want node-b's alone", got)
+	}
+}
