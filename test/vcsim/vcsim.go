@@ -299,56 +299,16 @@ func (vc *VCenter) currentPassword() string {
 // populate creates the VMs, with unique names, BIOS UUIDs and guest
 // networking, and tags the inventory.
 func (vc *VCenter) populate(vcIndex int, opts Options) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := vc.Client(ctx)
+	dcs, err := vc.tagInventory(opts)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
-	rc := rest.NewClient(c.Client)
-	if err := rc.Login(ctx, url.UserPassword(vc.User, vc.currentPassword())); err != nil {
-		return fmt.Errorf("rest login: %w", err)
-	}
-	tm := tags.NewManager(rc)
-	zoneCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.ZoneCategory, Cardinality: "SINGLE"})
-	if err != nil {
-		return err
-	}
-	regionCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.RegionCategory, Cardinality: "SINGLE"})
-	if err != nil {
-		return err
-	}
-	tag := func(cat, name string, obj types.ManagedObjectReference) error {
-		id, err := tm.CreateTag(ctx, &tags.Tag{Name: name, CategoryID: cat})
-		if err != nil {
-			return err
-		}
-		return tm.AttachTag(ctx, id, obj)
-	}
-
 	registry := vc.Model.Map()
-	dcs := registry.All("Datacenter")
-	slices.SortFunc(dcs, func(a, b mo.Entity) int { return strings.Compare(a.Entity().Name, b.Entity().Name) })
-	for dcIndex, dcObj := range dcs {
-		dc := dcObj.(*simulator.Datacenter)
-		region := fmt.Sprintf("region-%s-%s", vc.Name, strings.ToLower(dc.Name))
-		if err := tag(regionCat, region, dc.Self); err != nil {
-			return err
-		}
-		// VM indexes run through the compute resources by name, each
-		// with its own zone.
-		placements := computeResources(registry, dc.Self)
-		zones := make(map[types.ManagedObjectReference]string, len(placements))
-		for i, cr := range placements {
-			zones[cr.Ref] = fmt.Sprintf("zone-%s-%s-%d", vc.Name, strings.ToLower(dc.Name), i)
-			if err := tag(zoneCat, zones[cr.Ref], cr.Ref); err != nil {
-				return err
-			}
-		}
+	for dcIndex, d := range dcs {
+		dc := d.dc
 		name := func(vmIndex int) string { return fmt.Sprintf("%s-%s-vm%d", vc.Name, strings.ToLower(dc.Name), vmIndex) }
 		uuid := func(vmIndex int) string { return UUIDFor(vcIndex, dcIndex, vmIndex) }
-		vms, err := vc.createVMs(dc, placements, opts.MachinesPerPool, name, uuid)
+		vms, err := vc.createVMs(dc, d.placements, opts.MachinesPerPool, name, uuid)
 		if err != nil {
 			return fmt.Errorf("datacenter %s: %w", dc.Name, err)
 		}
@@ -358,14 +318,14 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 			v := &VM{
 				VCenter: vc.Name, Datacenter: dc.Name, DatacenterID: dc.Self.Value, DatacenterPath: dcPath,
 				Name: vm.Name, UUID: vm.Config.Uuid, Ref: vm.Self.Value,
-				Host: host.Name, Zone: zones[*host.Parent], Region: region,
+				Host: host.Name, Zone: d.zones[*host.Parent], Region: d.region,
 			}
 			ip, mac, err := guestAddress(vcIndex, dcIndex, vmIndex)
 			if err != nil {
 				return err
 			}
 			v.IP, v.HostName = ip, v.Name+".cluster.local"
-			// Set before anyone but this function has a session.
+			// Set before anyone but populate has a session.
 			vm.Guest = &types.GuestInfo{
 				HostName:  v.HostName,
 				IpAddress: v.IP,
@@ -378,6 +338,74 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// plannedDC is one datacenter of a vCenter: where its VMs go, their zones
+// (by compute resource) and region.
+type plannedDC struct {
+	dc         *simulator.Datacenter
+	placements []computeResource
+	zones      map[types.ManagedObjectReference]string
+	region     string
+}
+
+// tagInventory tags each datacenter with its region and each cluster and
+// standalone host with its zone, through the vAPI, and returns the
+// datacenters by name, the order their indexes in VM names and UUIDs
+// follow. A VM's index in its datacenter runs through the compute
+// resources by name, each with its own zone.
+func (vc *VCenter) tagInventory(opts Options) ([]plannedDC, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := vc.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
+	rc := rest.NewClient(c.Client)
+	if err := rc.Login(ctx, url.UserPassword(vc.User, vc.currentPassword())); err != nil {
+		return nil, fmt.Errorf("rest login: %w", err)
+	}
+	tm := tags.NewManager(rc)
+	zoneCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.ZoneCategory, Cardinality: "SINGLE"})
+	if err != nil {
+		return nil, err
+	}
+	regionCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.RegionCategory, Cardinality: "SINGLE"})
+	if err != nil {
+		return nil, err
+	}
+	tag := func(cat, name string, obj types.ManagedObjectReference) error {
+		id, err := tm.CreateTag(ctx, &tags.Tag{Name: name, CategoryID: cat})
+		if err != nil {
+			return err
+		}
+		return tm.AttachTag(ctx, id, obj)
+	}
+
+	registry := vc.Model.Map()
+	dcs := registry.All("Datacenter")
+	slices.SortFunc(dcs, func(a, b mo.Entity) int { return strings.Compare(a.Entity().Name, b.Entity().Name) })
+	out := make([]plannedDC, 0, len(dcs))
+	for _, dcObj := range dcs {
+		dc := dcObj.(*simulator.Datacenter)
+		d := plannedDC{
+			dc: dc, placements: computeResources(registry, dc.Self),
+			zones:  map[types.ManagedObjectReference]string{},
+			region: fmt.Sprintf("region-%s-%s", vc.Name, strings.ToLower(dc.Name)),
+		}
+		if err := tag(regionCat, d.region, dc.Self); err != nil {
+			return nil, err
+		}
+		for i, cr := range d.placements {
+			d.zones[cr.Ref] = fmt.Sprintf("zone-%s-%s-%d", vc.Name, strings.ToLower(dc.Name), i)
+			if err := tag(zoneCat, d.zones[cr.Ref], cr.Ref); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // inventoryPath is ref's path from the root folder, "/F0/DC1".
