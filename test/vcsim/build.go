@@ -141,7 +141,7 @@ const powerOnBatch = 256
 // UUID by that index. It calls the simulator's own CreateVM_Task and
 // PowerOnVM_Task methods in process, as its SOAP handler does, without the
 // round trip and the property-collector wait (some 20 ms) a client pays
-// per task: the VMs are those govmomi's model builds, ~40× faster.
+// per task: the VMs are those govmomi's model builds, 10-20× faster.
 // Creations run one after another (each holds the VM folder's lock); the
 // power-ons, each holding only its VM's lock, run in batches.
 func (vc *VCenter) createVMs(dc *simulator.Datacenter, placements []computeResource, n int, name, uuid func(vmIndex int) string) ([]*simulator.VirtualMachine, error) {
