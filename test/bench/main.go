@@ -60,10 +60,19 @@
 //   - CCM CPU: user+system time of the process during init, and in the
 //     steady window as a share of one core.
 //   - restart: after the steady window the CCM is started again over the
-//     initialized Nodes (a rollout or a leader change); from its start to
-//     the end of its first status-update pass, which asks about every Node
-//     at once while the new process loads its inventories: that time, the
-//     pass's own duration, vCenter requests per Node, new connections.
+//     initialized Nodes (a rollout or a leader change); its status-update
+//     passes ask about every Node at once while the new process loads its
+//     inventories. The restart ends with the first pass over every Node in
+//     which no lookup failed: no "Error getting instance metadata for node
+//     addresses" line (the cloud-node controller's, one per Node whose
+//     lookup returned an error) between the end of the previous pass and
+//     that pass's "Update N nodes status took" line. A pass whose lookups
+//     failed (timeouts while the inventories load, an open breaker) ends
+//     early and refreshes nothing, so it is not the end of the restart.
+//     Rows: from the start to the end of that pass, the pass's own
+//     duration, the passes before it with failed lookups and how many
+//     failed, vCenter requests per Node until then, new connections. No
+//     such pass within 5 status cycles is the run's error.
 //   - NotReady Nodes seen / shutdown taints: Nodes the watch ever saw
 //     without Ready=True or with the shutdown taint; both 0 means the
 //     cloud-node-lifecycle controller (which only asks the cloud about
@@ -93,6 +102,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
 // config is the parsed command line.
@@ -146,6 +156,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.VMsPerDatacenter < 2 || c.VMsPerDatacenter%2 != 0 {
 		return c, fmt.Errorf("-vms-per-datacenter %d: want an even number ≥ 2 (a datacenter holds 2 × MachinesPerPool VMs)", c.VMsPerDatacenter)
+	}
+	if c.VMsPerDatacenter > vcsim.MaxVMsPerDatacenter {
+		return c, fmt.Errorf("-vms-per-datacenter %d: the simulators number at most %d VMs per datacenter (guest IPs and MACs)", c.VMsPerDatacenter, vcsim.MaxVMsPerDatacenter)
 	}
 	if c.VCenters < 1 || c.Datacenters < 1 || c.Nodes < 2 || c.CreateWorkers < 1 {
 		return c, errors.New("-vcenters, -datacenters and -create-workers must be ≥ 1, -nodes ≥ 2")

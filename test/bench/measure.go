@@ -134,11 +134,43 @@ type pass struct {
 	At    time.Time // when the bench read the line (within ~200ms of it)
 	Nodes int
 	Took  time.Duration
+	// Failed counts the Nodes whose lookup failed in the pass: the
+	// controller's lookupFailed lines since the previous pass ended.
+	// Passes never overlap (the controller runs them one after another)
+	// and nothing else logs that line, so each belongs to this pass.
+	Failed int
 }
 
 // passLine is the cloud-node controller's line at the end of each periodic
 // pass (klog V(2), k8s.io/cloud-provider's UpdateNodeStatus).
 var passLine = regexp.MustCompile(`Update (\d+) nodes status took ([^ ]+?)\.?$`)
+
+// lookupFailed is the cloud-node controller's error line, during a status
+// pass, for a Node whose instance lookup (InstanceMetadata) returned an
+// error (k8s.io/cloud-provider's UpdateNodeStatus, klog.Errorf).
+const lookupFailed = "Error getting instance metadata for node addresses"
+
+// passScanner turns CCM log lines into passes.
+type passScanner struct {
+	failed int // lookupFailed lines since the last pass ended
+}
+
+// line reads one log line; at the end of a pass it returns the pass.
+func (s *passScanner) line(line string, now time.Time) (pass, bool) {
+	if strings.Contains(line, lookupFailed) {
+		s.failed++
+		return pass{}, false
+	}
+	m := passLine.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		return pass{}, false
+	}
+	n, _ := strconv.Atoi(m[1])
+	took, _ := time.ParseDuration(m[2])
+	p := pass{At: now, Nodes: n, Took: took, Failed: s.failed}
+	s.failed = 0
+	return p, true
+}
 
 // watchPasses follows the CCM log and sends each status-update pass's end;
 // the channel closes when ctx ends. A receiver that falls behind delays
@@ -149,6 +181,7 @@ func watchPasses(ctx context.Context, path string) <-chan pass {
 		defer close(out)
 		var offset int64
 		var partial string
+		var scan passScanner
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -173,14 +206,12 @@ func watchPasses(ctx context.Context, path string) <-chan pass {
 			lines := strings.Split(text, "\n")
 			partial = lines[len(lines)-1] // not yet terminated
 			for _, line := range lines[:len(lines)-1] {
-				m := passLine.FindStringSubmatch(strings.TrimSpace(line))
-				if m == nil {
+				p, ok := scan.line(line, now)
+				if !ok {
 					continue
 				}
-				n, _ := strconv.Atoi(m[1])
-				took, _ := time.ParseDuration(m[2])
 				select {
-				case out <- pass{At: now, Nodes: n, Took: took}:
+				case out <- p:
 				case <-ctx.Done():
 					return
 				}

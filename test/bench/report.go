@@ -32,6 +32,9 @@ func (r *report) markdown() string {
 		c.VCenters, c.Datacenters, c.VMsPerDatacenter, r.World.VMs, c.Nodes, nodesPerDC(r.World.NodesPerDC))
 	fmt.Fprintf(&b, "- environment (kube-apiserver + etcd, manifests, federation, config) up in %s; reused by every run: Nodes deleted and registered again, a fresh CCM each run\n",
 		r.World.EnvStart.Round(time.Second))
+	if r.World.FederationNote != "" {
+		fmt.Fprintf(&b, "- federation: %s\n", r.World.FederationNote)
+	}
 	if len(r.Runs) > 0 {
 		fmt.Fprintf(&b, "- CCM args: `%s`\n", strings.Join(r.Runs[0].Args, " "))
 	}
@@ -144,9 +147,15 @@ func (r *report) markdown() string {
 			return f(run)
 		}
 	}
-	row("restart over initialized Nodes: start → first status pass done (s) / the pass (s)", restarted(func(run *runResult) string {
-		return seconds(run.RestartTook) + " / " + seconds(run.RestartPass)
+	row("**restart over initialized Nodes: start → first status pass without a failed lookup done (s)** / the pass (s)", restarted(func(run *runResult) string {
+		return "**" + seconds(run.RestartTook) + "** / " + seconds(run.RestartPass)
 	}))
+	row("restart: passes before it with failed lookups / failed lookups in them", func(run *runResult) string {
+		if !run.RestartMeasure && run.RestartBefore == (passesBefore{}) {
+			return "–"
+		}
+		return fmt.Sprintf("%d / %d", run.RestartBefore.Failing, run.RestartBefore.Failed)
+	})
 	row("**restart: vCenter requests per Node until then (wire)**", restarted(func(run *runResult) string {
 		return fmt.Sprintf("**%.2f**", float64(run.Restart.Wire.Requests)/n(run))
 	}))

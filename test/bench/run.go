@@ -50,11 +50,13 @@ type runResult struct {
 	CPUSteady      time.Duration
 
 	// Restart: the CCM started again over the initialized Nodes, until
-	// the end of its first status-update pass (one lookup per Node).
+	// the end of its first status-update pass over every Node in which no
+	// lookup failed (one lookup per Node).
 	Restart        counters
 	RestartTook    time.Duration // start → end of that pass
 	RestartPass    time.Duration // the pass's own duration, from its log line
 	RestartMeasure bool
+	RestartBefore  passesBefore // the passes that ended before it
 
 	NotReadySeen    int // Nodes ever seen without Ready=True
 	ShutdownTainted int // Nodes ever seen with the shutdown taint
@@ -184,9 +186,11 @@ func (w *world) runOnce(ctx context.Context, delay time.Duration, dir string) (*
 
 // restart starts the stopped CCM again, as a rollout or a new leader does
 // in a running cluster: every Node is initialized, and the cloud-node
-// controller's first status-update pass, at once, asks about each of them
-// while the new process is still loading its inventories. It measures from
-// the start to the end of that pass (read from the log, up to 200 ms late).
+// controller's status-update passes ask about each of them while the new
+// process is still loading its inventories. It measures from the start to
+// the end of the first pass over every Node in which no lookup failed
+// (read from the log, up to 200 ms late): a pass whose lookups failed ends
+// early and serves nothing, so it is no end of the restart.
 func (w *world) restart(ctx context.Context, p *harness.CCMProcess, statusEvery time.Duration, res *runResult) error {
 	s0 := w.snapshot()
 	if err := p.Restart(); err != nil {
@@ -198,26 +202,58 @@ func (w *world) restart(ctx context.Context, p *harness.CCMProcess, statusEvery 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	passes := watchPasses(pctx, logs[len(logs)-1])
-	timeout := time.NewTimer(statusEvery + time.Duration(res.Nodes)*200*time.Millisecond)
-	defer timeout.Stop()
+	// restartPasses cycles, each with a pass at a generous 200 ms per Node.
+	timeout := restartPasses * (statusEvery + time.Duration(res.Nodes)*200*time.Millisecond)
+	ps, before, err := firstCleanPass(ctx, passes, res.Nodes, timeout)
+	res.RestartBefore = before
+	if err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	s1 := w.snapshot()
+	res.Restart, res.RestartTook, res.RestartPass, res.RestartMeasure = s1.sub(s0), s1.At.Sub(s0.At), ps.Took, true
+	logf("restart: first status-update pass over %d Nodes without a failed lookup took %s, after %d passes with %d failed lookups; %d vCenter requests since the start",
+		ps.Nodes, ps.Took.Round(time.Millisecond), before.Failing, before.Failed, res.Restart.Wire.Requests)
+	return nil
+}
+
+// restartPasses bounds the status-update cycles a restart may take.
+const restartPasses = 5
+
+// passesBefore are the passes that ended before the one a restart waited
+// for.
+type passesBefore struct {
+	Partial int // over fewer Nodes than there are (the Node list still filling)
+	Failing int // over every Node, with failed lookups
+	Failed  int // failed lookups in all of them
+}
+
+// firstCleanPass reads passes until one over at least nodes Nodes in which
+// no lookup failed, and returns it with the passes before it; an error if
+// none comes within timeout.
+func firstCleanPass(ctx context.Context, passes <-chan pass, nodes int, timeout time.Duration) (pass, passesBefore, error) {
+	var before passesBefore
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	for {
 		select {
 		case ps, ok := <-passes:
 			if !ok {
-				return errors.New("restart: log watch ended")
+				return pass{}, before, errors.New("log watch ended")
 			}
-			if ps.Nodes < res.Nodes {
-				continue // a pass that began before the Node list was complete
+			before.Failed += ps.Failed
+			switch {
+			case ps.Nodes < nodes:
+				before.Partial++
+			case ps.Failed > 0:
+				before.Failing++
+			default:
+				return ps, before, nil
 			}
-			s1 := w.snapshot()
-			res.Restart, res.RestartTook, res.RestartPass, res.RestartMeasure = s1.sub(s0), s1.At.Sub(s0.At), ps.Took, true
-			logf("restart: first status-update pass over %d Nodes took %s; %d vCenter requests since the start",
-				ps.Nodes, ps.Took.Round(time.Millisecond), res.Restart.Wire.Requests)
-			return nil
-		case <-timeout.C:
-			return errors.New("restart: no status-update pass over every Node")
+		case <-t.C:
+			return pass{}, before, fmt.Errorf("no status-update pass over every Node without a failed lookup in %s (%d passes over fewer Nodes, %d with %d failed lookups)",
+				timeout, before.Partial, before.Failing, before.Failed)
 		case <-ctx.Done():
-			return ctx.Err()
+			return pass{}, before, ctx.Err()
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +39,7 @@ type worldInfo struct {
 	VMs            int
 	NodesPerDC     map[string]int
 	EnvStart       time.Duration // control plane + manifests + federation + config
-	FederationNote string
+	FederationNote string        // the harness's line on building the federation
 	CPUs           int
 	LoadAvg        string
 	GoVersion      string
@@ -54,7 +55,7 @@ func newWorld(ctx context.Context, cfg config) (*world, error) {
 	w.info.LoadAvg = loadAvg()
 	w.info.GoVersion = runtime.Version()
 	start := time.Now()
-	logf("starting kube-apiserver + etcd and %d vCenters × %d datacenters × %d VMs (building the simulator inventory takes ~40 ms per VM, one vCenter at a time)",
+	logf("starting kube-apiserver + etcd and %d vCenters × %d datacenters × %d VMs (the simulators' VMs are built in parallel, a few ms each)",
 		cfg.VCenters, cfg.Datacenters, cfg.VMsPerDatacenter)
 	env, err := harness.Start(ctx, harness.Options{
 		Dir:             filepath.Join(cfg.Out, "env"),
@@ -64,7 +65,15 @@ func newWorld(ctx context.Context, cfg config) (*world, error) {
 		// The e2e default (2s) is tight for a simulator serving thousands
 		// of VMs on a busy machine; a timeout would be a failed lookup.
 		RequestTimeout: cfg.RequestTimeout,
-		Logf:           func(f string, a ...any) { logf("harness: "+f, a...) },
+		Logf: func(f string, a ...any) {
+			msg := fmt.Sprintf(f, a...)
+			// The harness's line on the federation: how long the
+			// simulators took to build, for the report.
+			if strings.Contains(msg, "simulated vCenters") {
+				w.info.FederationNote = msg
+			}
+			logf("harness: %s", msg)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the environment: %w", err)

@@ -10,8 +10,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,8 +131,13 @@ func UUIDFor(vc, dc, vm int) string {
 	return fmt.Sprintf("42%02x%02x%02x-%04x-4%03x-8%03x-%012x", vc, dc, vm&0xff, vm, vc, dc, vc<<32|dc<<16|vm)
 }
 
-// Start builds and starts the federation. Models are built one at a time:
-// building them in parallel races inside the simulator.
+// Start builds and starts the federation. Each model's inventory but its
+// VMs (datacenters, clusters, hosts, datastores, networks: a few dozen
+// objects) is built one vCenter at a time: govmomi's Model.Create goes
+// through the simulator's in-process client, whose session is
+// package-level. The VMs, nearly all of the work, are then built for every
+// vCenter at once, at most GOMAXPROCS at a time, in each simulator's own
+// registry (createVMs).
 func Start(opts Options) (*Federation, error) {
 	if opts.VCenters == 0 {
 		opts.VCenters = 3
@@ -153,6 +160,11 @@ func Start(opts Options) (*Federation, error) {
 	if opts.RegionCategory == "" {
 		opts.RegionCategory = "k8s-region"
 	}
+	// Addresses grow with every index: the last VM of the last datacenter
+	// of the last vCenter is the first to run out.
+	if _, _, err := guestAddress(opts.VCenters-1, opts.Datacenters-1, 2*opts.MachinesPerPool-1); err != nil {
+		return nil, fmt.Errorf("%d vCenters × %d datacenters × %d VMs: %w", opts.VCenters, opts.Datacenters, 2*opts.MachinesPerPool, err)
+	}
 	f := &Federation{}
 	for i := range opts.VCenters {
 		addr := "127.0.0." + strconv.Itoa(i+2)
@@ -166,6 +178,23 @@ func Start(opts Options) (*Federation, error) {
 		}
 		f.VCenters = append(f.VCenters, vc)
 	}
+	errs := make([]error, len(f.VCenters))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, vc := range f.VCenters {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			if err := vc.populate(i, opts); err != nil {
+				errs[i] = fmt.Errorf("vcenter %d: %w", i+1, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -176,7 +205,7 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 	m.Cluster = 1
 	m.ClusterHost = 1
 	m.Host = 1
-	m.Machine = opts.MachinesPerPool
+	m.Machine = 0 // populate makes them, faster (createVMs)
 	if err := m.Create(); err != nil {
 		return nil, err
 	}
@@ -209,10 +238,6 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 	// ServiceContent: without this, all would share one instance UUID.
 	// Nothing has its address yet, so nothing reads it meanwhile.
 	vc.SetInstanceUUID(instanceUUIDFor(vc.Name, vc.Server.URL.Host))
-	if err := vc.populate(i, opts); err != nil {
-		vc.Close()
-		return nil, err
-	}
 	return vc, nil
 }
 
@@ -271,28 +296,84 @@ func (vc *VCenter) currentPassword() string {
 	return vc.accepted
 }
 
-// populate gives VMs unique names, UUIDs and guest networking, and tags the
-// inventory.
+// populate creates the VMs, with unique names, BIOS UUIDs and guest
+// networking, and tags the inventory.
 func (vc *VCenter) populate(vcIndex int, opts Options) error {
+	dcs, err := vc.tagInventory(opts)
+	if err != nil {
+		return err
+	}
+	registry := vc.Model.Map()
+	for dcIndex, d := range dcs {
+		dc := d.dc
+		name := func(vmIndex int) string { return fmt.Sprintf("%s-%s-vm%d", vc.Name, strings.ToLower(dc.Name), vmIndex) }
+		uuid := func(vmIndex int) string { return UUIDFor(vcIndex, dcIndex, vmIndex) }
+		vms, err := vc.createVMs(dc, d.placements, opts.MachinesPerPool, name, uuid)
+		if err != nil {
+			return fmt.Errorf("datacenter %s: %w", dc.Name, err)
+		}
+		dcPath := inventoryPath(registry, dc.Self)
+		for vmIndex, vm := range vms {
+			host := registry.Get(*vm.Runtime.Host).(*simulator.HostSystem)
+			v := &VM{
+				VCenter: vc.Name, Datacenter: dc.Name, DatacenterID: dc.Self.Value, DatacenterPath: dcPath,
+				Name: vm.Name, UUID: vm.Config.Uuid, Ref: vm.Self.Value,
+				Host: host.Name, Zone: d.zones[*host.Parent], Region: d.region,
+			}
+			ip, mac, err := guestAddress(vcIndex, dcIndex, vmIndex)
+			if err != nil {
+				return err
+			}
+			v.IP, v.HostName = ip, v.Name+".cluster.local"
+			// Set before anyone but populate has a session.
+			vm.Guest = &types.GuestInfo{
+				HostName:  v.HostName,
+				IpAddress: v.IP,
+				Net: []types.GuestNicInfo{{
+					Network: "VM Network", IpAddress: []string{v.IP, "fe80::1"}, Connected: true,
+					MacAddress: mac, DeviceConfigId: 4000,
+				}},
+			}
+			vc.VMs = append(vc.VMs, v)
+		}
+	}
+	return nil
+}
+
+// plannedDC is one datacenter of a vCenter: where its VMs go, their zones
+// (by compute resource) and region.
+type plannedDC struct {
+	dc         *simulator.Datacenter
+	placements []computeResource
+	zones      map[types.ManagedObjectReference]string
+	region     string
+}
+
+// tagInventory tags each datacenter with its region and each cluster and
+// standalone host with its zone, through the vAPI, and returns the
+// datacenters by name, the order their indexes in VM names and UUIDs
+// follow. A VM's index in its datacenter runs through the compute
+// resources by name, each with its own zone.
+func (vc *VCenter) tagInventory(opts Options) ([]plannedDC, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := vc.Client(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = c.Logout(context.WithoutCancel(ctx)) }()
 	rc := rest.NewClient(c.Client)
 	if err := rc.Login(ctx, url.UserPassword(vc.User, vc.currentPassword())); err != nil {
-		return fmt.Errorf("rest login: %w", err)
+		return nil, fmt.Errorf("rest login: %w", err)
 	}
 	tm := tags.NewManager(rc)
 	zoneCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.ZoneCategory, Cardinality: "SINGLE"})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	regionCat, err := tm.CreateCategory(ctx, &tags.Category{Name: opts.RegionCategory, Cardinality: "SINGLE"})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tag := func(cat, name string, obj types.ManagedObjectReference) error {
 		id, err := tm.CreateTag(ctx, &tags.Tag{Name: name, CategoryID: cat})
@@ -303,87 +384,28 @@ func (vc *VCenter) populate(vcIndex int, opts Options) error {
 	}
 
 	registry := vc.Model.Map()
-	byName := func(es []mo.Entity) []mo.Entity {
-		slices.SortFunc(es, func(a, b mo.Entity) int { return strings.Compare(a.Entity().Name, b.Entity().Name) })
-		return es
-	}
-	for dcIndex, dcObj := range byName(registry.All("Datacenter")) {
+	dcs := registry.All("Datacenter")
+	slices.SortFunc(dcs, func(a, b mo.Entity) int { return strings.Compare(a.Entity().Name, b.Entity().Name) })
+	out := make([]plannedDC, 0, len(dcs))
+	for _, dcObj := range dcs {
 		dc := dcObj.(*simulator.Datacenter)
-		region := fmt.Sprintf("region-%s-%s", vc.Name, strings.ToLower(dc.Name))
-		if err := tag(regionCat, region, dc.Self); err != nil {
-			return err
+		d := plannedDC{
+			dc: dc, placements: computeResources(registry, dc.Self),
+			zones:  map[types.ManagedObjectReference]string{},
+			region: fmt.Sprintf("region-%s-%s", vc.Name, strings.ToLower(dc.Name)),
 		}
-		zones := map[types.ManagedObjectReference]string{}
-		vmIndex := 0
-		for _, obj := range byName(registry.All("VirtualMachine")) {
-			vm := obj.(*simulator.VirtualMachine)
-			if !inDatacenter(registry, vm.Self, dc.Self) {
-				continue
-			}
-			host := registry.Get(*vm.Runtime.Host).(*simulator.HostSystem)
-			cr := *host.Parent
-			zone, ok := zones[cr]
-			if !ok {
-				zone = fmt.Sprintf("zone-%s-%s-%d", vc.Name, strings.ToLower(dc.Name), len(zones))
-				if err := tag(zoneCat, zone, cr); err != nil {
-					return err
-				}
-				zones[cr] = zone
-			}
-			v := &VM{
-				VCenter: vc.Name, Datacenter: dc.Name, DatacenterID: dc.Self.Value, DatacenterPath: inventoryPath(registry, dc.Self),
-				Name: fmt.Sprintf("%s-%s-vm%d", vc.Name, strings.ToLower(dc.Name), vmIndex),
-				UUID: UUIDFor(vcIndex, dcIndex, vmIndex), Ref: vm.Self.Value,
-				Host: host.Name, Zone: zone, Region: region,
-			}
-			block, inBlock := addressBlock(vmIndex)
-			octet3 := dcIndex + blockStride*block
-			if (block > 0 && dcIndex >= blockStride) || octet3 > 255 {
-				return fmt.Errorf("vm %d of datacenter %d: beyond what the guest IP and MAC scheme can number (%d VMs per datacenter for up to %d datacenters)",
-					vmIndex, dcIndex, (256/blockStride)*vmsPerBlock, blockStride)
-			}
-			v.IP = fmt.Sprintf("10.%d.%d.%d", vcIndex+1, octet3, inBlock+10)
-			v.HostName = v.Name + ".cluster.local"
-			vm.Name = v.Name
-			vm.Config.Name = v.Name
-			vm.Config.Uuid = v.UUID
-			vm.Summary.Config.Uuid = v.UUID
-			vm.Summary.Config.Name = v.Name
-			vm.Config.GuestId = "ubuntu64Guest"
-			vm.Summary.Config.GuestId = "ubuntu64Guest"
-			// A realistic size, so instance types read like production ones.
-			vm.Config.Hardware.NumCPU, vm.Summary.Config.NumCpu = 4, 4
-			vm.Config.Hardware.MemoryMB, vm.Summary.Config.MemorySizeMB = 8192, 8192
-			vm.Guest = &types.GuestInfo{
-				HostName:  v.HostName,
-				IpAddress: v.IP,
-				Net: []types.GuestNicInfo{{
-					Network: "VM Network", IpAddress: []string{v.IP, "fe80::1"}, Connected: true,
-					MacAddress: fmt.Sprintf("00:50:56:%02x:%02x:%02x", vcIndex, octet3, inBlock), DeviceConfigId: 4000,
-				}},
-			}
-			vc.VMs = append(vc.VMs, v)
-			vmIndex++
+		if err := tag(regionCat, d.region, dc.Self); err != nil {
+			return nil, err
 		}
+		for i, cr := range d.placements {
+			d.zones[cr.Ref] = fmt.Sprintf("zone-%s-%s-%d", vc.Name, strings.ToLower(dc.Name), i)
+			if err := tag(zoneCat, d.zones[cr.Ref], cr.Ref); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
 	}
-	return nil
-}
-
-// Guest IPs are 10.<vc+1>.<dc>.<vm+10> and MACs 00:50:56:<vc>:<dc>:<vm>
-// for the first vmsPerBlock VMs of a datacenter (what the e2e tests were
-// written against); each further block of vmsPerBlock VMs moves the third
-// IP octet and the fifth MAC byte up by blockStride, so both stay valid and
-// unique for up to blockStride datacenters per vCenter with up to
-// (256/blockStride)×vmsPerBlock = 3840 VMs each.
-const (
-	vmsPerBlock = 240 // host octets 10..249
-	blockStride = 16
-)
-
-// addressBlock splits a VM's index in its datacenter into its block and its
-// index in the block.
-func addressBlock(vmIndex int) (block, inBlock int) {
-	return vmIndex / vmsPerBlock, vmIndex % vmsPerBlock
+	return out, nil
 }
 
 // inventoryPath is ref's path from the root folder, "/F0/DC1".

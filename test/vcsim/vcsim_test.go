@@ -1,0 +1,111 @@
+package vcsim
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// TestFederationVMs checks what a client of each simulator sees of every
+// VM of a federation built in parallel: the names, BIOS UUIDs, guest
+// networking, power state, size, placement and zone tags the VM list
+// promises, and the datacenter in a folder where Options.Folders puts it.
+func TestFederationVMs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := Start(Options{VCenters: 3, Datacenters: 2, Folders: 1, MachinesPerPool: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for vcIndex, vc := range f.VCenters {
+		if len(vc.VMs) != 2*2*3 {
+			t.Fatalf("%s: %d VMs, want 12", vc.Name, len(vc.VMs))
+		}
+		c, err := vc.Client(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := view.NewManager(c.Client).CreateContainerView(ctx, c.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []mo.VirtualMachine
+		if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{
+			"name", "config.uuid", "config.guestId", "config.hardware.numCPU", "config.hardware.memoryMB",
+			"runtime.powerState", "runtime.host", "guest.hostName", "guest.net",
+		}, &got); err != nil {
+			t.Fatal(err)
+		}
+		byRef := map[string]mo.VirtualMachine{}
+		for _, g := range got {
+			byRef[g.Self.Value] = g
+		}
+		rc := rest.NewClient(c.Client)
+		if err := rc.Login(ctx, url.UserPassword(vc.User, vc.Password)); err != nil {
+			t.Fatal(err)
+		}
+		tm := tags.NewManager(rc)
+		perDC := map[string]int{}
+		for _, want := range vc.VMs {
+			dcIndex := map[string]int{"DC0": 0, "DC1": 1}[want.Datacenter]
+			vmIndex := perDC[want.Datacenter]
+			perDC[want.Datacenter]++
+			ip, mac, _ := guestAddress(vcIndex, dcIndex, vmIndex)
+			g, ok := byRef[want.Ref]
+			if !ok {
+				t.Fatalf("%s: no VM %s", want.Name, want.Ref)
+			}
+			if g.Name != want.Name || want.UUID != UUIDFor(vcIndex, dcIndex, vmIndex) || g.Config.Uuid != want.UUID ||
+				g.Config.GuestId != "ubuntu64Guest" || g.Config.Hardware.NumCPU != 4 || g.Config.Hardware.MemoryMB != 8192 ||
+				g.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+				t.Errorf("%s: %s %s %s %d CPUs %d MB %s; want %s %s ubuntu64Guest 4 CPUs 8192 MB poweredOn",
+					want.Name, g.Name, g.Config.Uuid, g.Config.GuestId, g.Config.Hardware.NumCPU, g.Config.Hardware.MemoryMB, g.Runtime.PowerState, want.Name, want.UUID)
+			}
+			if want.IP != ip || g.Guest.HostName != want.HostName || len(g.Guest.Net) != 1 || g.Guest.Net[0].MacAddress != mac ||
+				len(g.Guest.Net[0].IpAddress) == 0 || g.Guest.Net[0].IpAddress[0] != ip {
+				t.Errorf("%s: guest %+v, IP %s; want %s, %s, %s", want.Name, g.Guest, want.IP, want.HostName, ip, mac)
+			}
+			// The first half of a datacenter's VMs are in its cluster,
+			// the second on its standalone host, each with its zone.
+			wantHost := want.Datacenter + "_C0_H0"
+			if vmIndex >= 3 {
+				wantHost = want.Datacenter + "_H0"
+			}
+			var h mo.HostSystem
+			if err := object.NewHostSystem(c.Client, *g.Runtime.Host).Properties(ctx, *g.Runtime.Host, []string{"name", "parent"}, &h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Name != wantHost || want.Host != wantHost {
+				t.Errorf("%s: on host %s (listed %s), want %s", want.Name, h.Name, want.Host, wantHost)
+			}
+			attached, err := tm.GetAttachedTags(ctx, *h.Parent)
+			if err != nil || len(attached) != 1 || attached[0].Name != want.Zone {
+				t.Errorf("%s: zone tags %+v, %v; want %s", want.Name, attached, err, want.Zone)
+			}
+		}
+		if path := vc.VMs[len(vc.VMs)-1].DatacenterPath; path != "/F0/DC1" {
+			t.Errorf("%s: the last datacenter's path is %s, want /F0/DC1", vc.Name, path)
+		}
+	}
+}
+
+// TestStartRefusesBeyondTheAddressScheme checks that a federation whose
+// VMs the guest address scheme cannot number fails before building.
+func TestStartRefusesBeyondTheAddressScheme(t *testing.T) {
+	start := time.Now()
+	f, err := Start(Options{VCenters: 1, Datacenters: 1, MachinesPerPool: MaxVMsPerDatacenter/2 + 1})
+	if err == nil {
+		f.Close()
+		t.Fatal("Start succeeded")
+	}
+	t.Logf("refused after %s: %v", time.Since(start), err)
+}
