@@ -278,10 +278,12 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 			}
 			if !truncated {
 				inv.log.V(2).Info("vCenter inventory loaded", "vms", len(loading.vms), "entities", len(loading.entities))
+				// Counted before it is published: a reader that sees the
+				// state sees its version (UUIDs, Inventory).
+				inv.updates.Add(uint64(applied))
 				inv.setState(loading, now.Add(inv.heartbeat+timeout))
 				inv.endFirstAttempt()
 				loading = nil
-				inv.updates.Add(uint64(applied))
 				applied = 0
 			}
 			continue
@@ -294,8 +296,8 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 		if !truncated {
 			inv.freshUntil = now.Add(inv.heartbeat + timeout)
 		}
+		inv.updates.Add(uint64(applied)) // under the lock, with the state it counts
 		inv.mu.Unlock()
-		inv.updates.Add(uint64(applied))
 		applied = 0
 	}
 }
