@@ -115,24 +115,37 @@ func BuildCCMRace() (string, error) {
 
 func (b *ccmBuild) build(name string, flags ...string) (string, error) {
 	b.once.Do(func() {
-		root, err := RepoRoot()
-		if err != nil {
-			b.err = err
-			return
+		dir := os.Getenv("E2E_BIN_DIR")
+		if dir == "" {
+			root, err := RepoRoot()
+			if err != nil {
+				b.err = err
+				return
+			}
+			dir = filepath.Join(root, ".cache", "bin")
 		}
-		dir := filepath.Join(root, ".cache", "bin")
-		if d := os.Getenv("E2E_BIN_DIR"); d != "" {
-			dir = d
-		}
-		out := filepath.Join(dir, name)
-		args := append(append([]string{"build"}, flags...), "-o", out, "./cmd/vsphere-federated-ccm")
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		if o, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("harness: go %s: %w\n%s", strings.Join(args, " "), err, o)
-			return
-		}
-		b.path = out
+		b.path, b.err = buildCCM(filepath.Join(dir, name), flags...)
 	})
 	return b.path, b.err
+}
+
+// BuildCCMInto builds the CCM binary into dir (each call builds; the Go
+// build cache makes it quick) and returns its path: for a tool that must
+// not replace the binary the e2e tests share.
+func BuildCCMInto(dir string) (string, error) {
+	return buildCCM(filepath.Join(dir, "vsphere-federated-ccm"))
+}
+
+func buildCCM(out string, flags ...string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	args := append(append([]string{"build"}, flags...), "-o", out, "./cmd/vsphere-federated-ccm")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if o, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("harness: go %s: %w\n%s", strings.Join(args, " "), err, o)
+	}
+	return out, nil
 }
