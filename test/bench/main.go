@@ -73,6 +73,18 @@
 //     duration, the passes before it with failed lookups and how many
 //     failed, vCenter requests per Node until then, new connections. No
 //     such pass within 5 status cycles is the run's error.
+//   - failover: after the restart, two replicas with leader election
+//     (--leader-elect, lease 4s, renew 3s, retry 500ms, a Lease of the
+//     run's own) over the initialized Nodes but a batch of -failover-nodes
+//     (deleted first). Once the leader's inventories are in sync and the
+//     standby had up to -failover-settle to sync its own (whether it did
+//     is a row), the leader is killed (SIGKILL: the Lease is not released)
+//     and the batch registered at once. Rows: kill → the standby's
+//     acquisition of the Lease (its spec.acquireTime, microseconds), and
+//     from that acquisition to the first and the last Node of the batch
+//     initialized as the watch saw them ("failover → serving": the new
+//     leader's first lookup answered), and the vCenter requests from when
+//     the bench saw the new holder until the first.
 //   - NotReady Nodes seen / shutdown taints: Nodes the watch ever saw
 //     without Ready=True or with the shutdown taint; both 0 means the
 //     cloud-node-lifecycle controller (which only asks the cloud about
@@ -81,7 +93,10 @@
 //     in each phase; client chunks per request, i.e. how many times the
 //     delay was paid per request.
 //
-// A second table breaks the SOAP calls down by method. The machine is
+// A second table has one row per run in the columns of the README's
+// Benchmarks table (world, delay, init, requests per Node at init, peak
+// RSS, CPU during init, restart → clean pass, failover → serving); a third
+// breaks the SOAP calls down by method. The machine is
 // shared (the simulators run inside this process, beside kube-apiserver,
 // etcd and the CCM): timings are noisy, counts are not.
 package main
@@ -117,6 +132,8 @@ type config struct {
 	InitTimeout                                    time.Duration
 	RequestTimeout                                 string
 	CreateWorkers                                  int
+	FailoverNodes                                  int
+	FailoverSettle                                 time.Duration
 }
 
 // fixedCCMFlags are the measurement conditions of every run; -ccm-flags
@@ -148,6 +165,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.InitTimeout, "init-timeout", 30*time.Minute, "give up waiting for all Nodes to initialize after this long (the partial figures are reported)")
 	fs.StringVar(&c.RequestTimeout, "request-timeout", "10s", "the cloud config's requestTimeout for every vCenter")
 	fs.IntVar(&c.CreateWorkers, "create-workers", 32, "parallel Node creations")
+	fs.IntVar(&c.FailoverNodes, "failover-nodes", 10, "Nodes registered right after the leader is killed in the failover phase (0: no failover phase)")
+	fs.DurationVar(&c.FailoverSettle, "failover-settle", 30*time.Second, "in the failover phase, how long the standby may take to sync its inventories before the leader is killed")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -162,6 +181,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.VCenters < 1 || c.Datacenters < 1 || c.Nodes < 2 || c.CreateWorkers < 1 {
 		return c, errors.New("-vcenters, -datacenters and -create-workers must be ≥ 1, -nodes ≥ 2")
+	}
+	if c.FailoverNodes < 0 || c.FailoverNodes > c.Nodes {
+		return c, fmt.Errorf("-failover-nodes %d: want 0 to -nodes (%d)", c.FailoverNodes, c.Nodes)
 	}
 	if perDC := (c.Nodes + c.VCenters*c.Datacenters - 1) / (c.VCenters * c.Datacenters); perDC > c.VMsPerDatacenter {
 		return c, fmt.Errorf("-nodes %d needs %d VMs per datacenter, -vms-per-datacenter is %d", c.Nodes, perDC, c.VMsPerDatacenter)
@@ -247,8 +269,15 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("output directory: %w", err)
 	}
 	if cfg.Binary == "" {
-		logf("building ./cmd/vsphere-federated-ccm")
-		bin, err := harness.BuildCCM()
+		// Into $E2E_BIN_DIR when set, else the results' directory: never
+		// over the binary the e2e tests share (.cache/bin), which another
+		// checkout may be using.
+		dir := os.Getenv("E2E_BIN_DIR")
+		if dir == "" {
+			dir = filepath.Join(cfg.Out, "bin")
+		}
+		logf("building ./cmd/vsphere-federated-ccm into %s", dir)
+		bin, err := harness.BuildCCMInto(dir)
 		if err != nil {
 			return err
 		}

@@ -160,10 +160,26 @@ func (r *report) markdown() string {
 		return fmt.Sprintf("**%.2f**", float64(run.Restart.Wire.Requests)/n(run))
 	}))
 	row("restart: new vCenter connections", restarted(func(run *runResult) string { return fmt.Sprint(run.Restart.Wire.Connections) }))
+	failedOver := func(f func(run *runResult) string) func(run *runResult) string {
+		return func(run *runResult) string {
+			if !run.FailoverMeasure {
+				return "–"
+			}
+			return f(run)
+		}
+	}
+	row("failover: leader killed → the standby takes the lease (s)", failedOver(func(run *runResult) string { return fmt.Sprintf("%.2f", run.Failover.Takeover.Seconds()) }))
+	row("**failover: lease taken → first new Node initialized (s)** / all of them", failedOver(func(run *runResult) string {
+		return fmt.Sprintf("**%.2f** / %.2f (%d Nodes)", run.Failover.First.Seconds(), run.Failover.All.Seconds(), run.Failover.Nodes)
+	}))
+	row("failover: standby's inventories in sync before the kill", failedOver(func(run *runResult) string { return yesNo(run.Failover.Warm) }))
+	row("failover: vCenter requests, new holder seen → first new Node initialized", failedOver(func(run *runResult) string { return fmt.Sprint(run.Failover.Requests) }))
 	row("NotReady Nodes seen / shutdown taints", func(run *runResult) string {
 		return fmt.Sprintf("%d / %d", run.NotReadySeen, run.ShutdownTainted)
 	})
 	b.WriteString(t.String())
+	b.WriteString("\n")
+	b.WriteString(r.readmeRows())
 
 	// SOAP breakdown: per Node at init and from init's end to the steady
 	// window, per Node per minute in the steady window; the methods with
@@ -237,6 +253,57 @@ func (r *report) markdown() string {
 	}
 	b.WriteString(".\n")
 	return b.String()
+}
+
+// readmeRows is one Markdown row per run in the columns of the README's
+// Benchmarks table: world, delay, init (s: CCM start → all Nodes
+// initialized), vCenter requests per Node at init, peak RSS (MiB, at the
+// end), CCM CPU during init (s), restart → first clean status pass (s),
+// failover → serving (s: lease taken → first new Node initialized).
+func (r *report) readmeRows() string {
+	c := r.Config
+	world := fmt.Sprintf("%d vCenters × %d DC × %s VMs, %s Nodes", c.VCenters, c.Datacenters, thousands(c.VMsPerDatacenter), thousands(c.Nodes))
+	t := newTable("world", "delay", "init (s)", "requests/Node at init", "peak RSS (MiB)", "CPU at init (s)", "restart → clean pass (s)", "failover → serving (s)")
+	for _, run := range r.Runs {
+		init := "—"
+		if run.AllInit > 0 {
+			init = fmt.Sprintf("%.1f", run.AllInit.Seconds())
+		}
+		perNode := "—"
+		if run.Initialized > 0 {
+			perNode = fmt.Sprintf("%.2f", float64(run.Init.Wire.Requests)/float64(run.Initialized))
+		}
+		restart := "—"
+		if run.RestartMeasure {
+			restart = fmt.Sprintf("%.1f", run.RestartTook.Seconds())
+		}
+		failover := "—"
+		if run.FailoverMeasure {
+			failover = fmt.Sprintf("%.2f", run.Failover.First.Seconds())
+			if !run.Failover.Warm {
+				failover += " (cold standby)"
+			}
+		}
+		t.add(world, delayLabel(run.Delay), init, perNode, fmt.Sprintf("%.0f", mib(max(run.End.HWMKiB, run.AfterInit.HWMKiB))),
+			fmt.Sprintf("%.1f", run.CPUInit.Seconds()), restart, failover)
+	}
+	return t.String()
+}
+
+// thousands writes n with commas: 12,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func chunksPerRequest(c counters) string {

@@ -58,6 +58,11 @@ type runResult struct {
 	RestartMeasure bool
 	RestartBefore  passesBefore // the passes that ended before it
 
+	// Failover: two replicas with leader election, the leader killed
+	// (failover.go).
+	Failover        failoverResult
+	FailoverMeasure bool
+
 	NotReadySeen    int // Nodes ever seen without Ready=True
 	ShutdownTainted int // Nodes ever seen with the shutdown taint
 	Profiles        []string
@@ -180,6 +185,12 @@ func (w *world) runOnce(ctx context.Context, delay time.Duration, dir string) (*
 	if err := w.restart(ctx, p, statusEvery, res); err != nil {
 		res.Err = err.Error()
 		return res, err
+	}
+	if w.cfg.FailoverNodes > 0 {
+		if err := w.failover(ctx, dir, flags, res); err != nil {
+			res.Err = err.Error()
+			return res, err
+		}
 	}
 	return res, nil
 }
@@ -507,6 +518,22 @@ func (t *tracker) summarize(res *runResult, start time.Time) {
 		res.PerNode = times[len(times)-1].Sub(times[0]) / time.Duration(len(times)-1)
 	}
 	res.CreatedP50, res.CreatedP99 = percentile(sinceCreated, 50), percentile(sinceCreated, 99)
+}
+
+// span is when the first and the last Node were seen initialized (zero
+// times when none was).
+func (t *tracker) span() (first, last time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, at := range t.inited {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return first, last
 }
 
 // writeCSV writes each Node's creation and initialization time (Unix ms).
