@@ -165,6 +165,18 @@ type RequestBudget interface {
 	SetBudget(perSecond float64, burst int)
 }
 
+// DatacenterScope is a Backend whose in-memory inventory holds only the
+// datacenters its vCenter's config names (backends/vsphere's): a config
+// edit of them, which keeps the backend, applies in place. Lookups are
+// unchanged by it: a VM outside those datacenters is not held, so a
+// query searching its datacenter is answered by vCenter directly.
+type DatacenterScope interface {
+	// SetDatacenters makes specs (empty: every datacenter) the
+	// datacenters the inventory holds; a datacenter kept keeps what is
+	// held of it.
+	SetDatacenters(specs []config.DatacenterSpec)
+}
+
 // BudgetStatus is a backend's request budget.
 type BudgetStatus struct {
 	PerSecond float64
