@@ -115,6 +115,9 @@ func newInventory(s *sessions, heartbeat time.Duration, specs []config.Datacente
 func (inv *inventory) setDatacenters(specs []config.DatacenterSpec) {
 	inv.mu.Lock()
 	inv.specs = slices.Clone(specs)
+	if inv.list != nil && inv.list.state != nil {
+		inv.dropUnwantedLocked(inv.wantedLocked()) // at once; the watch starts the new ones
+	}
 	inv.mu.Unlock()
 	inv.rescope()
 }
@@ -253,13 +256,7 @@ func (inv *inventory) reconcile(start func(*watched)) {
 		return // the list, once loaded, rescopes
 	}
 	want := inv.wantedLocked()
-	for ref, w := range inv.views {
-		if !slices.Contains(want, ref) {
-			w.stop()
-			delete(inv.views, ref)
-			inv.log.V(2).Info("vCenter inventory: datacenter no longer watched", "datacenter", ref.Value)
-		}
-	}
+	inv.dropUnwantedLocked(want)
 	for _, ref := range want {
 		if inv.views[ref] == nil {
 			w := &watched{dc: ref}
@@ -271,6 +268,18 @@ func (inv *inventory) reconcile(start func(*watched)) {
 	inv.mu.Unlock()
 	if complete {
 		inv.endFirstAttempt() // nothing (more) to load
+	}
+}
+
+// dropUnwantedLocked stops the watches of the datacenters not in want
+// and drops what they held; the caller holds inv.mu.
+func (inv *inventory) dropUnwantedLocked(want []types.ManagedObjectReference) {
+	for ref, w := range inv.views {
+		if !slices.Contains(want, ref) {
+			w.stop()
+			delete(inv.views, ref)
+			inv.log.V(2).Info("vCenter inventory: datacenter no longer watched", "datacenter", ref.Value)
+		}
 	}
 }
 
