@@ -75,7 +75,8 @@ type Backend interface {
 	// a request per Node. ok is false when the backend cannot answer
 	// from memory (no inventory in service); an ok answer without
 	// placements is "none known", never absence. VMs are in any
-	// datacenter of the vCenter: the caller filters.
+	// datacenter the inventory holds (with a DatacenterScope, the
+	// configured ones only): the caller filters.
 	Placement(uuid string, categories []string) (placements []Placement, ok bool)
 	// Start begins the backend's background work (an inventory watch),
 	// which runs until Close; a backend built and never started talks to
