@@ -75,7 +75,8 @@ type Backend interface {
 	// a request per Node. ok is false when the backend cannot answer
 	// from memory (no inventory in service); an ok answer without
 	// placements is "none known", never absence. VMs are in any
-	// datacenter of the vCenter: the caller filters.
+	// datacenter the inventory holds (with a DatacenterScope, the
+	// configured ones only): the caller filters.
 	Placement(uuid string, categories []string) (placements []Placement, ok bool)
 	// Start begins the backend's background work (an inventory watch),
 	// which runs until Close; a backend built and never started talks to
@@ -163,6 +164,18 @@ type RequestBudget interface {
 	// SetBudget changes the rate and the burst; calls waiting keep
 	// their turn.
 	SetBudget(perSecond float64, burst int)
+}
+
+// DatacenterScope is a Backend whose in-memory inventory holds only the
+// datacenters its vCenter's config names (backends/vsphere's): a config
+// edit of them, which keeps the backend, applies in place. Lookups are
+// unchanged by it: a VM outside those datacenters is not held, so a
+// query searching its datacenter is answered by vCenter directly.
+type DatacenterScope interface {
+	// SetDatacenters makes specs (empty: every datacenter) the
+	// datacenters the inventory holds; a datacenter kept keeps what is
+	// held of it.
+	SetDatacenters(specs []config.DatacenterSpec)
 }
 
 // BudgetStatus is a backend's request budget.

@@ -50,9 +50,15 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 			// so each starts at once.
 			b = &builtBackend{Backend: f.opts.NewBackend(vc, f.credentialSource(cfg, vc)), key: key}
 			b.Start()
-		} else if rb, ok := b.Backend.(backends.RequestBudget); ok {
-			// Kept: an edited budget applies to it in place.
-			rb.SetBudget(vc.RequestsPerSecond, vc.RequestBurst)
+		} else {
+			// Kept: an edited budget and edited datacenters apply to it
+			// in place (a new one has them from vc).
+			if rb, ok := b.Backend.(backends.RequestBudget); ok {
+				rb.SetBudget(vc.RequestsPerSecond, vc.RequestBurst)
+			}
+			if ds, ok := b.Backend.(backends.DatacenterScope); ok {
+				ds.SetDatacenters(vc.DatacenterSpecs())
+			}
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{

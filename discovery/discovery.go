@@ -629,7 +629,11 @@ type answer struct {
 
 // ask puts q to every vCenter in parallel. Every datacenter is searched;
 // the configured ones are applied by the caller, so a VM outside them is
-// seen, not absent.
+// seen, not absent. Except for an inventory's answer (AllowCached) with
+// foundFast (a lookup whose outside matches are not its concern): that
+// one searches the configured datacenters, the ones an inventory holds,
+// so that it can answer from memory; finding nothing, the caller asks
+// again without AllowCached, every datacenter.
 //
 // It always waits for vCenters known up. One that is not (connecting for
 // the first time) is waited for at most ConnectWait, and not at all with
@@ -656,6 +660,10 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 		passes[i] = PassDirect
 		if q.AllowCached && inventoried(v.Backend) {
 			passes[i] = PassInventory
+		}
+		q := q
+		if q.AllowCached && foundFast && inventoried(v.Backend) {
+			q.Datacenters = v.Datacenters
 		}
 		wg.Go(func() {
 			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {

@@ -31,6 +31,7 @@ import (
 var (
 	_ backends.Backend             = (*Backend)(nil)
 	_ backends.CredentialRefresher = (*Backend)(nil)
+	_ backends.DatacenterScope     = (*Backend)(nil)
 )
 
 // tagTTL bounds how long a tag's or category's name is served from memory.
@@ -86,7 +87,7 @@ func New(opts Options) *Backend {
 	if refresh <= 0 {
 		refresh = DefaultTagRefresh
 	}
-	b.inv = newInventory(b.sessions, heartbeat, log)
+	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
 	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
 	return b
 }
@@ -113,6 +114,17 @@ func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
 		return backends.InventoryStatus{}, false
 	}
 	return b.inv.status(), true
+}
+
+// SetDatacenters implements backends.DatacenterScope: the inventory
+// watches the datacenters specs name (every one when empty) from now on,
+// starting a watch for each one added and dropping what it held of each
+// one removed; the others' watches go on. Without an inventory there is
+// nothing to scope: direct lookups search what each query names.
+func (b *Backend) SetDatacenters(specs []config.DatacenterSpec) {
+	if b.inv != nil {
+		b.inv.setDatacenters(specs)
+	}
 }
 
 // UUIDs implements backends.Backend.

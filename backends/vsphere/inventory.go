@@ -33,22 +33,35 @@ var inventoryKinds = []string{
 	"Folder", "Datacenter", "ResourcePool", "VirtualApp",
 }
 
-// pageSize bounds the objects per WaitForUpdatesEx answer (vCenter may
-// send fewer); the initial load of a large vCenter arrives in pages.
-const pageSize = 1000
+// defaultPageSize bounds the objects per WaitForUpdatesEx answer (vCenter
+// may send fewer); the initial load of a large datacenter arrives in
+// pages. At WAN latency every page costs a round trip: 5,000 objects
+// make a page of a few MB, loaded in a fifth of the round trips 1,000
+// took (see TestInventoryLoadAtWANLatency).
+const defaultPageSize = 5000
 
-// inventory is one vCenter's VMs and the entities above them, kept in
-// memory by a PropertyCollector watch (WaitForUpdatesEx over a
-// ContainerView of the root folder).
+// inventory is one vCenter's VMs and the entities above them, in the
+// datacenters the config names (every datacenter when it names none),
+// kept in memory by PropertyCollector watches: one per datacenter (its
+// own collector, a ContainerView of the datacenter, and the datacenter
+// and its folders up to the root folder), loaded in parallel and followed
+// each by its own long poll (WaitForUpdatesEx), and one of the list of
+// datacenters (what the configured ones resolve to, and what
+// Backend.Datacenters answers). A datacenter added to the config, or
+// created later and named by it, gets a watch of its own; one removed
+// from it has its watch stopped and its VMs dropped; the other watches
+// go on untouched.
 //
-// It answers only while it is in service, that is provably current: the
-// initial load is complete and the watch's last poll answered within
-// heartbeat + requestTimeout. Otherwise its lookups report !ok and the backend asks
+// It answers only while it is in service for what is asked, that is
+// provably current: the datacenters a lookup searches are all loaded, and
+// their watches' last polls (and the list's) answered within heartbeat +
+// requestTimeout. Otherwise its lookups report !ok and the backend asks
 // vCenter directly. It never decides absence: a VM it does not hold is
 // looked for directly (see Backend.Find and Backend.Get).
 type inventory struct {
 	sessions  *sessions
 	heartbeat time.Duration
+	pageSize  int32
 	log       klog.Logger
 	// updates counts the object updates applied since start, loads
 	// included: a change seen moves it.
@@ -60,16 +73,60 @@ type inventory struct {
 	// started is set when the watch starts (Backend.Start): before that
 	// no first load is under way, and nothing waits for one.
 	started atomic.Bool
+	// rescoped (one slot) tells the watch that the configured datacenters
+	// or the list of datacenters changed: it starts and stops datacenter
+	// watches to match.
+	rescoped chan struct{}
 
-	mu    sync.RWMutex
-	state *invState // nil until loaded, and after the watch stops
+	mu sync.RWMutex
+	// specs are the configured datacenters; empty: every datacenter.
+	specs []config.DatacenterSpec
+	// list is the datacenter list's watch, nil while the watch is down.
+	list *watched
+	// views are the datacenters watched, by reference.
+	views map[types.ManagedObjectReference]*watched
+}
+
+// watched is one watch's state: a datacenter's, or the datacenter list's
+// (dc zero).
+type watched struct {
+	dc    types.ManagedObjectReference
+	state *invState // nil until loaded
 	// freshUntil is when the current poll becomes overdue: past it, the
 	// watch cannot prove it still mirrors vCenter.
 	freshUntil time.Time
+	stop       context.CancelFunc
 }
 
-func newInventory(s *sessions, heartbeat time.Duration, log klog.Logger) *inventory {
-	return &inventory{sessions: s, heartbeat: heartbeat, log: log, firstAttempt: make(chan struct{})}
+// current reports whether w is loaded and its last poll answered in time.
+func (w *watched) current(now time.Time) bool {
+	return w != nil && w.state != nil && now.Before(w.freshUntil)
+}
+
+func newInventory(s *sessions, heartbeat time.Duration, specs []config.DatacenterSpec, log klog.Logger) *inventory {
+	return &inventory{
+		sessions: s, heartbeat: heartbeat, pageSize: defaultPageSize, log: log, specs: specs,
+		firstAttempt: make(chan struct{}), rescoped: make(chan struct{}, 1),
+	}
+}
+
+// setDatacenters makes specs the datacenters watched (empty: all); a
+// datacenter kept keeps its watch and what it holds.
+func (inv *inventory) setDatacenters(specs []config.DatacenterSpec) {
+	inv.mu.Lock()
+	inv.specs = slices.Clone(specs)
+	if inv.list != nil && inv.list.state != nil {
+		inv.dropUnwantedLocked(inv.wantedLocked()) // at once; the watch starts the new ones
+	}
+	inv.mu.Unlock()
+	inv.rescope()
+}
+
+func (inv *inventory) rescope() {
+	select {
+	case inv.rescoped <- struct{}{}:
+	default: // one is pending: it will read the latest
+	}
 }
 
 // firstLoadWait bounds how long a lookup waits for the first load.
@@ -114,7 +171,7 @@ func (inv *inventory) run(ctx context.Context) {
 	for {
 		started := time.Now()
 		err := inv.watch(ctx)
-		inv.setState(nil, time.Time{})
+		inv.clear()
 		// Its connect or a poll got no answer (or a fault: an answer): a
 		// connection-level event, also before any lookup was made.
 		inv.sessions.recordReachability(ctx, "inventory watch", err)
@@ -141,20 +198,118 @@ func newWatchBackoff() wait.Backoff {
 	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Minute}
 }
 
-// watch sets up what the inventory is read through (a property collector
-// of its own, a container view, a filter), then follows it until an
-// error; what it created is destroyed on the way out.
+// watch runs the datacenter list's watch and one watch per datacenter
+// configured, started and stopped as the config and the list change,
+// until one of them fails (a connection-level event: every watch starts
+// over) or ctx ends.
 func (inv *inventory) watch(ctx context.Context) error {
+	const op = "vsphere.inventory.watch"
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	sctx, scancel := context.WithTimeout(ctx, inv.sessions.requestTimeout())
+	vc, err := inv.sessions.client(sctx)
+	scancel()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	failed := make(chan error, 1)
+	start := func(w *watched) {
+		wctx, stop := context.WithCancel(ctx)
+		w.stop = stop
+		wg.Go(func() {
+			err := inv.follow(wctx, vc, w)
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return // stopped: its datacenter left the config
+			}
+			select {
+			case failed <- err:
+			default: // another failed first
+			}
+		})
+	}
+	list := &watched{}
+	inv.mu.Lock()
+	inv.list, inv.views = list, map[types.ManagedObjectReference]*watched{}
+	start(list)
+	inv.mu.Unlock()
+	for {
+		select {
+		case err := <-failed:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", op, ctx.Err())
+		case <-inv.rescoped:
+			inv.reconcile(start)
+		}
+	}
+}
+
+// reconcile starts a watch for each configured datacenter the list holds
+// that has none, and stops those of the datacenters no longer configured
+// (or gone): what they held leaves memory at once. The others go on.
+func (inv *inventory) reconcile(start func(*watched)) {
+	inv.mu.Lock()
+	if inv.list == nil || inv.list.state == nil {
+		inv.mu.Unlock()
+		return // the list, once loaded, rescopes
+	}
+	want := inv.wantedLocked()
+	inv.dropUnwantedLocked(want)
+	for _, ref := range want {
+		if inv.views[ref] == nil {
+			w := &watched{dc: ref}
+			inv.views[ref] = w
+			start(w)
+		}
+	}
+	_, complete := inv.heldLocked(time.Now())
+	inv.mu.Unlock()
+	if complete {
+		inv.endFirstAttempt() // nothing (more) to load
+	}
+}
+
+// dropUnwantedLocked stops the watches of the datacenters not in want
+// and drops what they held; the caller holds inv.mu.
+func (inv *inventory) dropUnwantedLocked(want []types.ManagedObjectReference) {
+	for ref, w := range inv.views {
+		if !slices.Contains(want, ref) {
+			w.stop()
+			delete(inv.views, ref)
+			inv.log.V(2).Info("vCenter inventory: datacenter no longer watched", "datacenter", ref.Value)
+		}
+	}
+}
+
+// wantedLocked lists the datacenters the config names, as the list holds
+// them; the caller holds inv.mu and the list is loaded.
+func (inv *inventory) wantedLocked() []types.ManagedObjectReference {
+	var out []types.ManagedObjectReference
+	for _, dc := range inv.list.state.datacenters() {
+		if len(inv.specs) == 0 || slices.ContainsFunc(inv.specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+			out = append(out, datacenterRef(dc.ID))
+		}
+	}
+	return out
+}
+
+func datacenterRef(id string) types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "Datacenter", Value: id}
+}
+
+// follow sets up one watch (a property collector of its own, a container
+// view, a filter) and follows it until an error or ctx ends; what it
+// created is destroyed on the way out. Its first pages are the initial
+// load, published once complete; the next are changes, applied as they
+// come. It returns at the first error, a poll unanswered past its
+// deadline included.
+func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) error {
 	const op = "vsphere.inventory.watch"
 	timeout := inv.sessions.requestTimeout()
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	vc, err := inv.sessions.client(sctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	// A collector of its own: the default one serves direct lookups, and
-	// one collector allows one WaitForUpdatesEx at a time.
 	// destroy removes a server-side object of the watch under a fresh
 	// deadline, also when closing: destroying the collector ends a poll
 	// vCenter would otherwise hold open until its MaxWaitSeconds, and a
@@ -164,39 +319,40 @@ func (inv *inventory) watch(ctx context.Context) error {
 		defer cancel()
 		_ = d(dctx)
 	}
+	// A collector of its own: the default one serves direct lookups, and
+	// one collector allows one WaitForUpdatesEx at a time.
 	pc, err := property.DefaultCollector(vc).Create(sctx)
 	if err != nil {
 		return fmt.Errorf("%s: create property collector: %w", op, err)
 	}
 	defer destroy(pc.Destroy)
-	v, err := view.NewManager(vc).CreateContainerView(sctx, vc.ServiceContent.RootFolder, inventoryKinds, true)
+	root, kinds := w.dc, inventoryKinds
+	if root.Value == "" {
+		root, kinds = vc.ServiceContent.RootFolder, []string{"Datacenter"}
+	}
+	v, err := view.NewManager(vc).CreateContainerView(sctx, root, kinds, true)
 	if err != nil {
 		return fmt.Errorf("%s: create container view: %w", op, err)
 	}
 	defer destroy(v.Destroy)
-	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: filterSpec(v.Reference()), PartialUpdates: false}); err != nil {
+	spec := datacenterListSpec(v.Reference())
+	if w.dc.Value != "" {
+		spec = datacenterSpec(v.Reference(), w.dc)
+	}
+	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: spec, PartialUpdates: false}); err != nil {
 		return fmt.Errorf("%s: create filter: %w", op, err)
 	}
 	cancel()
-	return inv.follow(ctx, vc, pc.Reference())
-}
 
-// follow polls the collector pc, whose filter covers the inventory: the
-// first pages are the initial load, published once complete; the next
-// are changes, applied as they come. It returns at the first error, a
-// poll unanswered past its deadline included.
-func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.ManagedObjectReference) error {
-	const op = "vsphere.inventory.watch"
-	timeout := inv.sessions.requestTimeout()
 	wait := int32(inv.heartbeat / time.Second)
 	req := types.WaitForUpdatesEx{
-		This:    pc,
-		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: pageSize},
+		This:    pc.Reference(),
+		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: inv.pageSize},
 	}
 	loading := newInvState() // the initial load, published when complete
-	// The view holds what is below the root folder, not the folder
-	// itself: held here, it ends every ancestry as a direct read's does, so
-	// that datacenters' paths are known complete (invState.datacenter).
+	// Held before the watch sends it: it ends every ancestry as a direct
+	// read's does, so that datacenters' paths are known complete
+	// (invState.datacenter).
 	loading.entities[vc.ServiceContent.RootFolder] = entity{}
 	applied := 0
 	for {
@@ -214,7 +370,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 		set := res.Returnval
 		if set == nil { // MaxWaitSeconds passed without a change
 			if loading == nil {
-				inv.touch(now.Add(inv.heartbeat + timeout))
+				inv.touch(w, now.Add(inv.heartbeat+timeout))
 			}
 			continue
 		}
@@ -226,12 +382,11 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 				applied += len(fs.ObjectSet)
 			}
 			if !truncated {
-				inv.log.V(2).Info("vCenter inventory loaded", "vms", len(loading.vms), "entities", len(loading.entities))
+				inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities))
 				// Counted before it is published: a reader that sees the
 				// state sees its version (UUIDs, Inventory).
 				inv.updates.Add(uint64(applied))
-				inv.setState(loading, now.Add(inv.heartbeat+timeout))
-				inv.endFirstAttempt()
+				inv.setState(w, loading, now.Add(inv.heartbeat+timeout))
 				loading = nil
 				applied = 0
 			}
@@ -239,28 +394,48 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 		}
 		inv.mu.Lock()
 		for _, fs := range set.FilterSet {
-			inv.state.apply(fs.ObjectSet)
+			w.state.apply(fs.ObjectSet)
 			applied += len(fs.ObjectSet)
 		}
 		if !truncated {
-			inv.freshUntil = now.Add(inv.heartbeat + timeout)
+			w.freshUntil = now.Add(inv.heartbeat + timeout)
 		}
 		inv.updates.Add(uint64(applied)) // under the lock, with the state it counts
 		inv.mu.Unlock()
+		if w.dc.Value == "" && applied > 0 {
+			inv.rescope() // a datacenter created, renamed, moved or gone
+		}
 		applied = 0
 	}
 }
 
-func (inv *inventory) setState(s *invState, freshUntil time.Time) {
+// setState publishes w's initial load s: the one place a load is
+// published. The first load is over when every datacenter configured is
+// loaded.
+func (inv *inventory) setState(w *watched, s *invState, freshUntil time.Time) {
 	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	inv.state, inv.freshUntil = s, freshUntil
+	w.state, w.freshUntil = s, freshUntil
+	_, complete := inv.heldLocked(time.Now())
+	inv.mu.Unlock()
+	if w.dc.Value == "" {
+		inv.rescope() // the list is known: its datacenters are watched
+	}
+	if complete {
+		inv.endFirstAttempt()
+	}
 }
 
-func (inv *inventory) touch(freshUntil time.Time) {
+// clear drops every watch's state: the watch has stopped.
+func (inv *inventory) clear() {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	inv.freshUntil = freshUntil
+	inv.list, inv.views = nil, nil
+}
+
+func (inv *inventory) touch(w *watched, freshUntil time.Time) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	w.freshUntil = freshUntil
 }
 
 // status is what the inventory shows of itself.
@@ -268,19 +443,66 @@ func (inv *inventory) status() backends.InventoryStatus {
 	st := backends.InventoryStatus{Updates: inv.updates.Load()}
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	if s := inv.inService(); s != nil {
-		st.InService, st.VMs = true, len(s.vms)
+	if held, ok := inv.heldLocked(time.Now()); ok {
+		st.InService = true
+		for _, s := range held {
+			st.VMs += len(s.vms)
+		}
 	}
 	return st
 }
 
-// inService returns the state while the inventory is in service, nil
-// otherwise; the caller holds inv.mu for reading.
-func (inv *inventory) inService() *invState {
-	if inv.state == nil || !time.Now().Before(inv.freshUntil) {
-		return nil
+// heldLocked returns the states of the datacenters configured while the
+// inventory is in service for all of them (each loaded and current, and
+// the list too); the caller holds inv.mu.
+func (inv *inventory) heldLocked(now time.Time) ([]*invState, bool) {
+	if !inv.list.current(now) {
+		return nil, false
 	}
-	return inv.state
+	want := inv.wantedLocked()
+	out := make([]*invState, 0, len(want))
+	for _, ref := range want {
+		w := inv.views[ref]
+		if !w.current(now) {
+			return nil, false
+		}
+		out = append(out, w.state)
+	}
+	return out, true
+}
+
+// scopeLocked returns the states of the datacenters specs name (every
+// datacenter of the vCenter when empty) while each is loaded and current;
+// ok is false when one is not watched, still loading or overdue: a
+// lookup there cannot be answered from memory. The caller holds inv.mu.
+func (inv *inventory) scopeLocked(specs []config.DatacenterSpec, now time.Time) ([]*invState, bool) {
+	if !inv.list.current(now) {
+		return nil, false
+	}
+	var out []*invState
+	for _, dc := range inv.list.state.datacenters() {
+		if len(specs) > 0 && !slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+			continue
+		}
+		w := inv.views[datacenterRef(dc.ID)]
+		if !w.current(now) {
+			return nil, false
+		}
+		out = append(out, w.state)
+	}
+	return out, true
+}
+
+// currentLocked returns the states of the datacenters loaded and current,
+// whatever the others' state; the caller holds inv.mu.
+func (inv *inventory) currentLocked(now time.Time) []*invState {
+	var out []*invState
+	for _, w := range inv.views {
+		if w.current(now) {
+			out = append(out, w.state)
+		}
+	}
+	return out
 }
 
 // filterSpec asks for every entity of the view, with only the properties
@@ -304,48 +526,94 @@ func filterSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
 	}
 }
 
-// find answers q from memory. ok is false when the inventory cannot answer
-// (out of service, or a match whose datacenter it cannot place); an empty
-// answer with ok is "none known", never "none exists".
+// upSpec walks "parent" up to the root folder: the folders above a
+// datacenter, watched so that its path follows a rename or a move.
+func upSpec() *types.TraversalSpec {
+	const up = "up"
+	return &types.TraversalSpec{
+		SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent",
+		SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}},
+	}
+}
+
+// datacenterSpec is filterSpec over v, a container view of the datacenter
+// dc, and dc itself with its folders up to the root folder (the view holds
+// what is below dc only): what places its VMs and names its path.
+func datacenterSpec(v, dc types.ManagedObjectReference) types.PropertyFilterSpec {
+	spec := filterSpec(v)
+	spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: dc, SelectSet: []types.BaseSelectionSpec{upSpec()}})
+	return spec
+}
+
+// datacenterListSpec asks for every datacenter of v (a container view of
+// the root folder's datacenters) and its folders up to the root folder.
+func datacenterListSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
+	return types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{
+			Obj: v, Skip: types.NewBool(true),
+			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{
+				Type: "ContainerView", Path: "view", SelectSet: []types.BaseSelectionSpec{upSpec()},
+			}},
+		}},
+		PropSet: []types.PropertySpec{
+			{Type: "Folder", PathSet: []string{"name", "parent"}},
+			{Type: "Datacenter", PathSet: []string{"name", "parent"}},
+		},
+	}
+}
+
+// find answers q from memory, from the datacenters q searches (every
+// datacenter of the vCenter when q names none). ok is false when the
+// inventory cannot answer: one of those datacenters not watched (outside
+// the config), not loaded yet or overdue, or a match whose datacenter it
+// cannot place. An empty answer with ok is "none known", never "none
+// exists".
 func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
+	states, ok := inv.scopeLocked(q.Datacenters, time.Now())
+	if !ok {
 		return nil, false
 	}
-	var idx map[string][]string
 	switch q.By {
-	case backends.ByUUID:
-		idx = s.byUUID
-	case backends.ByName:
-		idx = s.byName
-	case backends.ByIP:
-		idx = s.byIP
-	case backends.ByDNSName:
-		idx = s.byDNS
+	case backends.ByUUID, backends.ByName, backends.ByIP, backends.ByDNSName:
 	default:
 		return nil, false
 	}
 	seen := map[string]bool{}
-	for _, v := range q.Values {
+	for _, s := range states {
+		var idx map[string][]string
 		switch q.By {
 		case backends.ByUUID:
-			v = strings.ToLower(v)
+			idx = s.byUUID
+		case backends.ByName:
+			idx = s.byName
+		case backends.ByIP:
+			idx = s.byIP
 		case backends.ByDNSName:
-			v = backends.DNSNameKey(v)
+			idx = s.byDNS
 		}
-		for _, id := range idx[v] {
-			if seen[id] {
-				continue
+		for _, v := range q.Values {
+			switch q.By {
+			case backends.ByUUID:
+				v = strings.ToLower(v)
+			case backends.ByDNSName:
+				v = backends.DNSNameKey(v)
 			}
-			seen[id] = true
-			vm, ok := s.vm(id)
-			if !ok {
-				return nil, false
-			}
-			if backends.InDatacenters(q.Datacenters, &vm) {
-				vms = append(vms, vm)
+			for _, id := range idx[v] {
+				// A VM moving between datacenters may be in two
+				// states a moment: the first placed counts.
+				if seen[id] {
+					continue
+				}
+				vm, ok := s.vm(id)
+				if !ok {
+					return nil, false
+				}
+				seen[id] = true
+				if backends.InDatacenters(q.Datacenters, &vm) {
+					vms = append(vms, vm)
+				}
 			}
 		}
 	}
@@ -353,44 +621,43 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	return vms, true
 }
 
-// get answers a re-read of ref from memory; ok is false when the inventory
-// does not hold the VM there (the caller asks vCenter).
+// get answers a re-read of ref from memory; ok is false when no
+// datacenter loaded and current holds the VM there (the caller asks
+// vCenter).
 func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
-		return nil, false
+	for _, s := range inv.currentLocked(time.Now()) {
+		if vm, ok := s.vm(ref.ID); ok && vm.Ref.Datacenter == ref.Datacenter {
+			return &vm, true
+		}
 	}
-	vm, ok := s.vm(ref.ID)
-	if !ok || vm.Ref.Datacenter != ref.Datacenter {
-		return nil, false
-	}
-	return &vm, true
+	return nil, false
 }
 
-// datacenters is invState.datacenters while the inventory is in service.
+// datacenters is every datacenter of the vCenter, configured or not
+// (invState.datacenters of the list), while the list is current.
 func (inv *inventory) datacenters() ([]config.Datacenter, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
+	if !inv.list.current(time.Now()) {
 		return nil, false
 	}
-	return s.datacenters(), true
+	return inv.list.state.datacenters(), true
 }
 
-// tagAncestries is invState.tagAncestries while the inventory is in
-// service; ok is false when it cannot place the VM (the caller reads the
-// ancestries from vCenter).
+// tagAncestries is invState.tagAncestries of the datacenter holding vm,
+// loaded and current; ok is false when none does or it cannot place the
+// VM (the caller reads the ancestries from vCenter).
 func (inv *inventory) tagAncestries(vm *backends.VM) ([][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
-		return nil, false
+	for _, s := range inv.currentLocked(time.Now()) {
+		if _, held := s.vms[vm.Ref.ID]; held {
+			return s.tagAncestries(vm)
+		}
 	}
-	return s.tagAncestries(vm)
+	return nil, false
 }
 
 // entityRefs lists every entity held, VMs too (CPI reads a VM's own
@@ -398,39 +665,61 @@ func (inv *inventory) tagAncestries(vm *backends.VM) ([][]types.ManagedObjectRef
 func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
+	held, ok := inv.heldLocked(time.Now())
+	if !ok {
 		return nil, false
 	}
-	out := make([]types.ManagedObjectReference, 0, len(s.entities)+len(s.vms))
-	for r := range s.entities {
+	// The folders above the datacenters are in each datacenter's state.
+	entities := map[types.ManagedObjectReference]bool{}
+	vms := 0
+	for _, s := range held {
+		for r := range s.entities {
+			entities[r] = true
+		}
+		vms += len(s.vms)
+	}
+	out := make([]types.ManagedObjectReference, 0, len(entities)+vms)
+	for r := range entities {
 		out = append(out, r)
 	}
-	for id := range s.vms {
-		out = append(out, vmRef(id))
+	for _, s := range held {
+		for id := range s.vms {
+			out = append(out, vmRef(id))
+		}
 	}
 	slices.SortFunc(out, func(a, b types.ManagedObjectReference) int {
 		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
 	})
-	return out, true
+	return slices.Compact(out), true
 }
 
-// uuids lists the BIOS UUIDs held while in service, with the update
-// count as version (nil uuids when it equals unchangedSince).
+// uuids lists the BIOS UUIDs held while in service for every datacenter
+// configured, with the update count as version (nil uuids when it equals
+// unchangedSince).
 func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
+	held, ok := inv.heldLocked(time.Now())
+	if !ok {
 		return nil, 0, false
 	}
 	version := inv.updates.Load()
 	if version == unchangedSince {
 		return nil, version, true
 	}
-	out := make([]string, 0, len(s.byUUID))
-	for u := range s.byUUID {
-		out = append(out, u)
+	n := 0
+	for _, s := range held {
+		n += len(s.byUUID)
+	}
+	out := make([]string, 0, n)
+	for _, s := range held {
+		for u := range s.byUUID {
+			out = append(out, u)
+		}
+	}
+	if len(held) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
 	}
 	return out, version, true
 }

@@ -110,7 +110,7 @@ func BenchmarkPlacement(b *testing.B) {
 	const n = 50000
 	s := newInvState()
 	s.apply(benchUpdates(n))
-	inv := &inventory{state: s, freshUntil: time.Now().Add(time.Hour)}
+	inv := loadedInventory(s)
 	snap := &tagSnapshot{attached: map[types.ManagedObjectReference][]namedTag{}, loaded: time.Now()}
 	for r := range s.entities {
 		var tags []namedTag

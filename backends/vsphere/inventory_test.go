@@ -304,9 +304,10 @@ func TestInventorySilenceIsNotAbsence(t *testing.T) {
 	ctx := ctxFor(t)
 	vm := fx.vc.VMs[2]
 	fx.b.inv.mu.Lock()
-	rec := fx.b.inv.state.vms[vm.Ref]
-	fx.b.inv.state.unindex(vm.Ref, &rec.vm)
-	delete(fx.b.inv.state.vms, vm.Ref)
+	st := fx.b.inv.holding(vm.Ref)
+	rec := st.vms[vm.Ref]
+	st.unindex(vm.Ref, &rec.vm)
+	delete(st.vms, vm.Ref)
 	fx.b.inv.mu.Unlock()
 
 	q := backends.Query{By: backends.ByUUID, Values: []string{vm.UUID}, AllowCached: true}
@@ -516,9 +517,11 @@ func (fx *invFixture) attach(ctx context.Context, tm *tags.Manager, category, na
 func (fx *invFixture) entityOf(name, kind string) types.ManagedObjectReference {
 	fx.b.inv.mu.RLock()
 	defer fx.b.inv.mu.RUnlock()
-	for r, e := range fx.b.inv.state.entities {
-		if r.Type == kind && e.name == name {
-			return r
+	for _, w := range fx.b.inv.views {
+		for r, e := range w.state.entities {
+			if r.Type == kind && e.name == name {
+				return r
+			}
 		}
 	}
 	fx.t.Fatalf("no %s %q in the inventory", kind, name)
@@ -632,7 +635,7 @@ func TestZoneAndRegionInCPIsAncestryOrder(t *testing.T) {
 	// above both: the cluster's zone overwrites the host's, as CPI's
 	// LookupZoneByMoref does until it has found the region as well.
 	fx.b.inv.mu.RLock()
-	cluster := fx.b.inv.state.entities[host].parent
+	cluster := fx.b.inv.holding(vm.Ref.ID).entities[host].parent
 	fx.b.inv.mu.RUnlock()
 	if cluster.Type != "ClusterComputeResource" && cluster.Type != "ComputeResource" {
 		t.Fatalf("host %s's parent is %v; want its compute resource", host.Value, cluster)

@@ -1,7 +1,9 @@
 package vsphere
 
 import (
+	"cmp"
 	"slices"
+	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -35,37 +37,53 @@ func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placem
 }
 
 // placement lists, by ID, the VMs of BIOS UUID uuid held while in
-// service, each placed (see invState.placed), with its tag ancestries (nil
-// when incomplete). VMs whose datacenter it cannot place are left out.
+// service for every datacenter configured, each placed (see
+// invState.placed), with its tag ancestries (nil when incomplete). VMs
+// whose datacenter it cannot place are left out.
 func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	s := inv.inService()
-	if s == nil {
+	held, ok := inv.heldLocked(time.Now())
+	if !ok {
 		return nil, nil, false
 	}
-	ids := s.byUUID[uuid]
-	if len(ids) > 1 {
-		ids = slices.Sorted(slices.Values(ids))
+	var out []backends.Placement
+	var ancestries [][][]types.ManagedObjectReference
+	for _, s := range held {
+		ids := s.byUUID[uuid]
+		if len(ids) > 1 {
+			ids = slices.Sorted(slices.Values(ids))
+		}
+		for _, id := range ids {
+			rec, held := s.vms[id]
+			if !held || slices.ContainsFunc(out, func(p backends.Placement) bool { return p.VM.Ref.ID == id }) {
+				continue // a VM moving between datacenters: the first placed counts
+			}
+			out = append(out, backends.Placement{VM: s.placed(rec)})
+			vm := &out[len(out)-1].VM
+			if vm.Ref.Datacenter == "" {
+				out = out[:len(out)-1]
+				continue
+			}
+			a, complete := s.tagAncestries(vm)
+			if !complete {
+				a = nil
+			}
+			ancestries = append(ancestries, a)
+		}
 	}
-	out := make([]backends.Placement, 0, len(ids))
-	ancestries := make([][][]types.ManagedObjectReference, 0, len(ids))
-	for _, id := range ids {
-		rec, held := s.vms[id]
-		if !held {
-			continue
+	if len(held) > 1 && len(out) > 1 {
+		// By ID, as one state lists them.
+		order := make([]int, len(out))
+		for i := range order {
+			order[i] = i
 		}
-		out = append(out, backends.Placement{VM: s.placed(rec)})
-		vm := &out[len(out)-1].VM
-		if vm.Ref.Datacenter == "" {
-			out = out[:len(out)-1]
-			continue
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(out[a].VM.Ref.ID, out[b].VM.Ref.ID) })
+		po, ao := make([]backends.Placement, len(out)), make([][][]types.ManagedObjectReference, len(out))
+		for i, j := range order {
+			po[i], ao[i] = out[j], ancestries[j]
 		}
-		a, complete := s.tagAncestries(vm)
-		if !complete {
-			a = nil
-		}
-		ancestries = append(ancestries, a)
+		out, ancestries = po, ao
 	}
 	return out, ancestries, true
 }
