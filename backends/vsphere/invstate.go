@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -15,19 +16,51 @@ import (
 )
 
 // invState is one consistent copy of the inventory.
+//
+// A vCenter's every VM is held, tens of thousands in a federation: a
+// record is kept compact. What repeats from VM to VM (a guest OS id, a
+// host, a pool, a folder, a network's name) is interned, held once; what
+// is a VM's own is its decoded string, nothing larger; an index key one
+// VM holds alone costs no slice of its own (see index).
 type invState struct {
 	vms      map[string]*vmRecord // by managed object ID
 	entities map[types.ManagedObjectReference]entity
-	byUUID   map[string][]string // lowercase BIOS UUID -> VM IDs
-	byName   map[string][]string
-	byIP     map[string][]string
-	byDNS    map[string][]string // backends.DNSNameKey of guest.hostName
+	// The indexes: a key's VM IDs, never written into (a key of one VM
+	// is its vmFields.ID).
+	byUUID map[string][]string // lowercase BIOS UUID -> VM IDs
+	byName map[string][]string
+	byIP   map[string][]string
+	byDNS  map[string][]string // backends.DNSNameKey of guest.hostName
+	// networks interns the NICs' network names, which backends.NIC holds
+	// as strings (see nics).
+	networks map[string]string
 }
 
 type vmRecord struct {
-	vm         vmFields
-	parent     types.ManagedObjectReference
-	parentVApp types.ManagedObjectReference
+	vm                 vmFields
+	parent, parentVApp interned[types.ManagedObjectReference]
+}
+
+// interned is a value held once however many records hold it, through a
+// unique.Handle: 8 bytes a record, and strings copied out of the decoded
+// update (unique.Make clones them), so that no decoded value outlives its
+// update. Its zero value is T's.
+type interned[T comparable] struct{ h unique.Handle[T] }
+
+func intern[T comparable](v T) interned[T] {
+	var zero T
+	if v == zero {
+		return interned[T]{}
+	}
+	return interned[T]{unique.Make(v)}
+}
+
+func (i interned[T]) get() T {
+	if i == (interned[T]{}) {
+		var zero T
+		return zero
+	}
+	return i.h.Value()
 }
 
 // vmFields is what a VM record holds of a backends.VM: the properties
@@ -36,17 +69,23 @@ type vmRecord struct {
 // string headers would cost every VM held 96 bytes. A field added to both
 // is copied by placed.
 type vmFields struct {
-	ID                                           string
-	Name, UUID                                   string
-	PowerState                                   backends.PowerState
-	ConnectionState                              string
-	NumCPU, MemoryMB                             int32
-	GuestID, GuestHostName                       string
-	NICs                                         []backends.NIC
-	GuestInfoMetadata, GuestInfoMetadataEncoding string
-	Host                                         string
-	ResourcePool, ResourcePoolType               string
-	DiskEnableUUID                               string
+	// ID is an array of one: an index key that this VM alone holds is a
+	// slice of it (see index).
+	ID                        [1]string
+	Name, UUID                string
+	PowerState                interned[backends.PowerState]
+	ConnectionState           interned[string]
+	NumCPU, MemoryMB          int32
+	GuestID                   interned[string]
+	GuestHostName             string
+	NICs                      []backends.NIC
+	GuestInfoMetadata         string
+	GuestInfoMetadataEncoding interned[string]
+	Host                      interned[string]
+	// ResourcePool is backends.VM's ResourcePool (Value) and
+	// ResourcePoolType (Type).
+	ResourcePool   interned[types.ManagedObjectReference]
+	DiskEnableUUID interned[string]
 }
 
 type entity struct {
@@ -82,13 +121,13 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			continue
 		}
 		if rec == nil {
-			rec = &vmRecord{vm: vmFields{ID: id}}
+			rec = &vmRecord{vm: vmFields{ID: [1]string{id}}}
 			s.vms[id] = rec
 		}
 		for _, c := range u.ChangeSet {
-			rec.set(c)
+			s.set(rec, c)
 		}
-		s.index(id, &rec.vm)
+		s.index(rec.vm.ID[0], &rec.vm)
 	}
 }
 
@@ -118,10 +157,21 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 	s.entities[u.Obj] = e
 }
 
+// index adds the VM vm (of ID id) under its keys. A key held by this VM
+// alone gets vm.ID as its slice, without an allocation: the usual case,
+// a VM's UUID, name, DNS name and addresses being its own. A key that
+// VMs share has an array of its own.
 func (s *invState) index(id string, vm *vmFields) {
 	add := func(m map[string][]string, k string) {
-		if k != "" && !slices.Contains(m[k], id) {
-			m[k] = append(m[k], id)
+		if k == "" {
+			return
+		}
+		ids, held := m[k]
+		switch {
+		case !held:
+			m[k] = vm.ID[:]
+		case !slices.Contains(ids, vm.ID[0]):
+			m[k] = append(slices.Clip(ids), vm.ID[0]) // a new array: never written into another's
 		}
 	}
 	add(s.byUUID, vm.UUID)
@@ -136,11 +186,20 @@ func (s *invState) index(id string, vm *vmFields) {
 
 func (s *invState) unindex(id string, vm *vmFields) {
 	del := func(m map[string][]string, k string) {
-		ids := slices.DeleteFunc(slices.Clone(m[k]), func(x string) bool { return x == id })
-		if len(ids) == 0 {
+		ids := m[k]
+		switch i := slices.Index(ids, id); {
+		case i < 0:
+		case len(ids) == 1:
 			delete(m, k)
-		} else {
-			m[k] = ids
+		case len(ids) == 2:
+			// The VM left holds the key alone: its ID again (see index).
+			if rec, ok := s.vms[ids[1-i]]; ok {
+				m[k] = rec.vm.ID[:]
+			} else {
+				m[k] = []string{ids[1-i]}
+			}
+		default:
+			m[k] = slices.Concat(ids[:i], ids[i+1:])
 		}
 	}
 	del(s.byUUID, vm.UUID)
@@ -173,17 +232,18 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 // once.
 func (s *invState) placed(rec *vmRecord) backends.VM {
 	f := &rec.vm
+	pool := f.ResourcePool.get()
 	vm := backends.VM{
-		Ref:  backends.VMRef{ID: f.ID},
+		Ref:  backends.VMRef{ID: f.ID[0]},
 		Name: f.Name, UUID: f.UUID,
-		PowerState: f.PowerState, ConnectionState: f.ConnectionState,
+		PowerState: f.PowerState.get(), ConnectionState: f.ConnectionState.get(),
 		NumCPU: f.NumCPU, MemoryMB: f.MemoryMB,
-		GuestID: f.GuestID, GuestHostName: f.GuestHostName,
+		GuestID: f.GuestID.get(), GuestHostName: f.GuestHostName,
 		NICs:              f.NICs,
-		GuestInfoMetadata: f.GuestInfoMetadata, GuestInfoMetadataEncoding: f.GuestInfoMetadataEncoding,
-		Host:         f.Host,
-		ResourcePool: f.ResourcePool, ResourcePoolType: f.ResourcePoolType,
-		DiskEnableUUID: f.DiskEnableUUID,
+		GuestInfoMetadata: f.GuestInfoMetadata, GuestInfoMetadataEncoding: f.GuestInfoMetadataEncoding.get(),
+		Host:         f.Host.get(),
+		ResourcePool: pool.Value, ResourcePoolType: pool.Type,
+		DiskEnableUUID: f.DiskEnableUUID.get(),
 	}
 	ref := rec.up()
 	for range maxDepth {
@@ -207,8 +267,8 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 			}
 		}
 	}
-	if vm.ResourcePool != "" {
-		vm.ResourcePoolPath = s.path(types.ManagedObjectReference{Type: vm.ResourcePoolType, Value: vm.ResourcePool})
+	if pool.Value != "" {
+		vm.ResourcePoolPath = s.path(pool)
 	}
 	return vm
 }
@@ -261,10 +321,10 @@ func (s *invState) datacenters() []config.Datacenter {
 
 // up is where a VM's ancestry starts: its folder, or its vApp.
 func (r *vmRecord) up() types.ManagedObjectReference {
-	if r.parent.Value == "" {
-		return r.parentVApp
+	if p := r.parent.get(); p.Value != "" {
+		return p
 	}
-	return r.parent
+	return r.parentVApp.get()
 }
 
 // maxDepth bounds a walk up the inventory, whose depth is bounded: it
