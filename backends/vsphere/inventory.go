@@ -314,7 +314,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	if s == nil {
 		return nil, false
 	}
-	var idx map[string][]string
+	var idx *vmIndex
 	switch q.By {
 	case backends.ByUUID:
 		idx = s.byUUID
@@ -335,7 +335,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 		case backends.ByDNSName:
 			v = backends.DNSNameKey(v)
 		}
-		for _, id := range idx[v] {
+		for _, id := range idx.appendIDs(nil, v) {
 			if seen[id] {
 				continue
 			}
@@ -428,9 +428,5 @@ func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	if version == unchangedSince {
 		return nil, version, true
 	}
-	out := make([]string, 0, len(s.byUUID))
-	for u := range s.byUUID {
-		out = append(out, u)
-	}
-	return out, version, true
+	return s.uuids(), version, true
 }

@@ -163,8 +163,8 @@ func BenchmarkInventoryUpdate(b *testing.B) {
 				s.apply(updates[i%len(updates)])
 				i++
 			}
-			if len(s.vms) != n || len(s.byIP) != 2*n {
-				b.Fatalf("after the updates: %d VMs, %d IPs indexed; want %d, %d", len(s.vms), len(s.byIP), n, 2*n)
+			if len(s.vms) != n || s.byIP.len() != 2*n {
+				b.Fatalf("after the updates: %d VMs, %d IPs indexed; want %d, %d", len(s.vms), s.byIP.len(), n, 2*n)
 			}
 		})
 	}

@@ -305,7 +305,7 @@ func TestInventorySilenceIsNotAbsence(t *testing.T) {
 	vm := fx.vc.VMs[2]
 	fx.b.inv.mu.Lock()
 	rec := fx.b.inv.state.vms[vm.Ref]
-	fx.b.inv.state.unindex(vm.Ref, &rec.vm)
+	fx.b.inv.state.unindex(rec)
 	delete(fx.b.inv.state.vms, vm.Ref)
 	fx.b.inv.mu.Unlock()
 

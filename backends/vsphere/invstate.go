@@ -5,6 +5,7 @@ package vsphere
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"unique"
@@ -20,17 +21,15 @@ import (
 // A vCenter's every VM is held, tens of thousands in a federation: a
 // record is kept compact. What repeats from VM to VM (a guest OS id, a
 // host, a pool, a folder, a network's name) is interned, held once; what
-// is a VM's own is its decoded string, nothing larger; an index key one
-// VM holds alone costs no slice of its own (see index).
+// is a VM's own is its decoded string, nothing larger; the indexes hold
+// a key's hash and its VMs, not the key (see vmIndex).
 type invState struct {
 	vms      map[string]*vmRecord // by managed object ID
 	entities map[types.ManagedObjectReference]entity
-	// The indexes: a key's VM IDs, never written into (a key of one VM
-	// is its vmFields.ID).
-	byUUID map[string][]string // lowercase BIOS UUID -> VM IDs
-	byName map[string][]string
-	byIP   map[string][]string
-	byDNS  map[string][]string // backends.DNSNameKey of guest.hostName
+	byUUID   *vmIndex // lowercase BIOS UUID
+	byName   *vmIndex
+	byIP     *vmIndex
+	byDNS    *vmIndex // backends.DNSNameKey of guest.hostName
 	// networks interns the NICs' network names, which backends.NIC holds
 	// as strings (see nics).
 	networks map[string]string
@@ -69,9 +68,7 @@ func (i interned[T]) get() T {
 // string headers would cost every VM held 96 bytes. A field added to both
 // is copied by placed.
 type vmFields struct {
-	// ID is an array of one: an index key that this VM alone holds is a
-	// slice of it (see index).
-	ID                        [1]string
+	ID                        string
 	Name, UUID                string
 	PowerState                interned[backends.PowerState]
 	ConnectionState           interned[string]
@@ -94,14 +91,18 @@ type entity struct {
 }
 
 func newInvState() *invState {
-	return &invState{
+	s := &invState{
 		vms:      map[string]*vmRecord{},
 		entities: map[types.ManagedObjectReference]entity{},
-		byUUID:   map[string][]string{},
-		byName:   map[string][]string{},
-		byIP:     map[string][]string{},
-		byDNS:    map[string][]string{},
 	}
+	seed := maphash.MakeSeed()
+	s.byUUID = newVMIndex(seed, func(r *vmRecord, k string) bool { return r.vm.UUID == k })
+	s.byName = newVMIndex(seed, func(r *vmRecord, k string) bool { return r.vm.Name == k })
+	s.byIP = newVMIndex(seed, func(r *vmRecord, k string) bool {
+		return slices.ContainsFunc(r.vm.NICs, func(n backends.NIC) bool { return slices.Contains(n.IPs, k) })
+	})
+	s.byDNS = newVMIndex(seed, func(r *vmRecord, k string) bool { return backends.DNSNameKey(r.vm.GuestHostName) == k })
+	return s
 }
 
 // apply folds a batch of object updates into s.
@@ -114,20 +115,20 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 		id := u.Obj.Value
 		rec := s.vms[id]
 		if rec != nil {
-			s.unindex(id, &rec.vm)
+			s.unindex(rec)
 		}
 		if u.Kind == types.ObjectUpdateKindLeave {
 			delete(s.vms, id)
 			continue
 		}
 		if rec == nil {
-			rec = &vmRecord{vm: vmFields{ID: [1]string{id}}}
+			rec = &vmRecord{vm: vmFields{ID: id}}
 			s.vms[id] = rec
 		}
 		for _, c := range u.ChangeSet {
 			s.set(rec, c)
 		}
-		s.index(rec.vm.ID[0], &rec.vm)
+		s.index(rec)
 	}
 }
 
@@ -157,60 +158,130 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 	s.entities[u.Obj] = e
 }
 
-// index adds the VM vm (of ID id) under its keys. A key held by this VM
-// alone gets vm.ID as its slice, without an allocation: the usual case,
-// a VM's UUID, name, DNS name and addresses being its own. A key that
-// VMs share has an array of its own.
-func (s *invState) index(id string, vm *vmFields) {
-	add := func(m map[string][]string, k string) {
-		if k == "" {
-			return
-		}
-		ids, held := m[k]
-		switch {
-		case !held:
-			m[k] = vm.ID[:]
-		case !slices.Contains(ids, vm.ID[0]):
-			m[k] = append(slices.Clip(ids), vm.ID[0]) // a new array: never written into another's
-		}
-	}
-	add(s.byUUID, vm.UUID)
-	add(s.byName, vm.Name)
-	add(s.byDNS, backends.DNSNameKey(vm.GuestHostName))
+// index adds rec under its keys.
+func (s *invState) index(rec *vmRecord) {
+	vm := &rec.vm
+	s.byUUID.add(vm.UUID, rec)
+	s.byName.add(vm.Name, rec)
+	s.byDNS.add(backends.DNSNameKey(vm.GuestHostName), rec)
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
-			add(s.byIP, ip)
+			s.byIP.add(ip, rec)
 		}
 	}
 }
 
-func (s *invState) unindex(id string, vm *vmFields) {
-	del := func(m map[string][]string, k string) {
-		ids := m[k]
-		switch i := slices.Index(ids, id); {
-		case i < 0:
-		case len(ids) == 1:
-			delete(m, k)
-		case len(ids) == 2:
-			// The VM left holds the key alone: its ID again (see index).
-			if rec, ok := s.vms[ids[1-i]]; ok {
-				m[k] = rec.vm.ID[:]
-			} else {
-				m[k] = []string{ids[1-i]}
-			}
-		default:
-			m[k] = slices.Concat(ids[:i], ids[i+1:])
-		}
-	}
-	del(s.byUUID, vm.UUID)
-	del(s.byName, vm.Name)
-	del(s.byDNS, backends.DNSNameKey(vm.GuestHostName))
+// unindex removes rec from under its keys, as index added it: rec is
+// unindexed before it changes.
+func (s *invState) unindex(rec *vmRecord) {
+	vm := &rec.vm
+	s.byUUID.del(vm.UUID, rec)
+	s.byName.del(vm.Name, rec)
+	s.byDNS.del(backends.DNSNameKey(vm.GuestHostName), rec)
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
-			del(s.byIP, ip)
+			s.byIP.del(ip, rec)
 		}
 	}
 }
+
+// uuids lists the BIOS UUIDs held, each once.
+func (s *invState) uuids() []string {
+	x := s.byUUID
+	out := make([]string, 0, len(x.one)+len(x.many))
+	for _, r := range x.one {
+		out = append(out, r.vm.UUID)
+	}
+	for _, recs := range x.many {
+		start := len(out)
+		for _, r := range recs {
+			if !slices.Contains(out[start:], r.vm.UUID) {
+				out = append(out, r.vm.UUID)
+			}
+		}
+	}
+	return out
+}
+
+// vmIndex finds the VMs holding a key (a UUID, a name, an address) among
+// a vCenter's every VM. It holds a key's hash, not the key: the record
+// holds that. A map slot is 16 bytes where a map[string][]string's was
+// 40, with a slice per key. A lookup keeps the VMs that hold the key
+// (holds), as two keys may share a hash. Two keys of one VM sharing a
+// hash (odds of 2^-64 a pair) are indexed as one, and unindexed with the
+// first: a lookup misses it until the VM changes, and the inventory's
+// miss is never absence (the backend asks vCenter).
+type vmIndex struct {
+	seed  maphash.Seed
+	holds func(rec *vmRecord, key string) bool
+	one   map[uint64]*vmRecord   // a hash one VM holds
+	many  map[uint64][]*vmRecord // a hash VMs share; never written into
+}
+
+func newVMIndex(seed maphash.Seed, holds func(*vmRecord, string) bool) *vmIndex {
+	return &vmIndex{seed: seed, holds: holds, one: map[uint64]*vmRecord{}, many: map[uint64][]*vmRecord{}}
+}
+
+func (x *vmIndex) add(key string, rec *vmRecord) {
+	if key == "" {
+		return
+	}
+	h := maphash.String(x.seed, key)
+	if r, ok := x.one[h]; ok {
+		if r != rec {
+			delete(x.one, h)
+			x.many[h] = []*vmRecord{r, rec}
+		}
+		return
+	}
+	if recs, ok := x.many[h]; ok {
+		if !slices.Contains(recs, rec) {
+			x.many[h] = append(slices.Clip(recs), rec)
+		}
+		return
+	}
+	x.one[h] = rec
+}
+
+func (x *vmIndex) del(key string, rec *vmRecord) {
+	if key == "" {
+		return
+	}
+	h := maphash.String(x.seed, key)
+	if x.one[h] == rec {
+		delete(x.one, h)
+		return
+	}
+	recs := x.many[h]
+	switch i := slices.Index(recs, rec); {
+	case i < 0:
+	case len(recs) == 2:
+		delete(x.many, h)
+		x.one[h] = recs[1-i]
+	default:
+		x.many[h] = slices.Concat(recs[:i], recs[i+1:])
+	}
+}
+
+// appendIDs appends to dst the IDs of the VMs holding key.
+func (x *vmIndex) appendIDs(dst []string, key string) []string {
+	h := maphash.String(x.seed, key)
+	if r, ok := x.one[h]; ok {
+		if x.holds(r, key) {
+			dst = append(dst, r.vm.ID)
+		}
+		return dst
+	}
+	for _, r := range x.many[h] {
+		if x.holds(r, key) {
+			dst = append(dst, r.vm.ID)
+		}
+	}
+	return dst
+}
+
+// len is the number of hashes held: of keys, but for a shared hash.
+func (x *vmIndex) len() int { return len(x.one) + len(x.many) }
 
 // vm copies a VM record with its datacenter; ok is false when the record
 // is missing or its ancestry does not reach a datacenter.
@@ -234,7 +305,7 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 	f := &rec.vm
 	pool := f.ResourcePool.get()
 	vm := backends.VM{
-		Ref:  backends.VMRef{ID: f.ID[0]},
+		Ref:  backends.VMRef{ID: f.ID},
 		Name: f.Name, UUID: f.UUID,
 		PowerState: f.PowerState.get(), ConnectionState: f.ConnectionState.get(),
 		NumCPU: f.NumCPU, MemoryMB: f.MemoryMB,

@@ -44,10 +44,9 @@ func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.
 	if s == nil {
 		return nil, nil, false
 	}
-	ids := s.byUUID[uuid]
-	if len(ids) > 1 {
-		ids = slices.Sorted(slices.Values(ids))
-	}
+	var buf [2]string
+	ids := s.byUUID.appendIDs(buf[:0], uuid)
+	slices.Sort(ids)
 	out := make([]backends.Placement, 0, len(ids))
 	ancestries := make([][][]types.ManagedObjectReference, 0, len(ids))
 	for _, id := range ids {
