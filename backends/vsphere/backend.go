@@ -364,10 +364,10 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 	var hosts []types.ManagedObjectReference
 	for _, ref := range refs {
 		rec, ok := s.vms[ref.Value]
-		if !ok || rec.vm.Host == "" {
+		if !ok || rec.vm.Host.get() == "" {
 			continue
 		}
-		h := types.ManagedObjectReference{Type: "HostSystem", Value: rec.vm.Host}
+		h := types.ManagedObjectReference{Type: "HostSystem", Value: rec.vm.Host.get()}
 		if _, held := s.entities[h]; !held && !slices.Contains(hosts, h) {
 			hosts = append(hosts, h)
 		}

@@ -582,7 +582,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	}
 	seen := map[string]bool{}
 	for _, s := range states {
-		var idx map[string][]string
+		var idx *vmIndex
 		switch q.By {
 		case backends.ByUUID:
 			idx = s.byUUID
@@ -600,7 +600,7 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 			case backends.ByDNSName:
 				v = backends.DNSNameKey(v)
 			}
-			for _, id := range idx[v] {
+			for _, id := range idx.appendIDs(nil, v) {
 				// A VM moving between datacenters may be in two
 				// states a moment: the first placed counts.
 				if seen[id] {
@@ -709,13 +709,11 @@ func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	}
 	n := 0
 	for _, s := range held {
-		n += len(s.byUUID)
+		n += s.byUUID.len()
 	}
 	out := make([]string, 0, n)
 	for _, s := range held {
-		for u := range s.byUUID {
-			out = append(out, u)
-		}
+		out = append(out, s.uuids()...)
 	}
 	if len(held) > 1 {
 		slices.Sort(out)

@@ -306,7 +306,7 @@ func TestInventorySilenceIsNotAbsence(t *testing.T) {
 	fx.b.inv.mu.Lock()
 	st := fx.b.inv.holding(vm.Ref)
 	rec := st.vms[vm.Ref]
-	st.unindex(vm.Ref, &rec.vm)
+	st.unindex(rec)
 	delete(st.vms, vm.Ref)
 	fx.b.inv.mu.Unlock()
 

@@ -5,8 +5,10 @@ package vsphere
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -15,19 +17,49 @@ import (
 )
 
 // invState is one consistent copy of the inventory.
+//
+// A vCenter's every VM is held, tens of thousands in a federation: a
+// record is kept compact. What repeats from VM to VM (a guest OS id, a
+// host, a pool, a folder, a network's name) is interned, held once; what
+// is a VM's own is its decoded string, nothing larger; the indexes hold
+// a key's hash and its VMs, not the key (see vmIndex).
 type invState struct {
 	vms      map[string]*vmRecord // by managed object ID
 	entities map[types.ManagedObjectReference]entity
-	byUUID   map[string][]string // lowercase BIOS UUID -> VM IDs
-	byName   map[string][]string
-	byIP     map[string][]string
-	byDNS    map[string][]string // backends.DNSNameKey of guest.hostName
+	byUUID   *vmIndex // lowercase BIOS UUID
+	byName   *vmIndex
+	byIP     *vmIndex
+	byDNS    *vmIndex // backends.DNSNameKey of guest.hostName
+	// networks interns the NICs' network names, which backends.NIC holds
+	// as strings (see nics).
+	networks map[string]string
 }
 
 type vmRecord struct {
-	vm         vmFields
-	parent     types.ManagedObjectReference
-	parentVApp types.ManagedObjectReference
+	vm                 vmFields
+	parent, parentVApp interned[types.ManagedObjectReference]
+}
+
+// interned is a value held once however many records hold it, through a
+// unique.Handle: 8 bytes a record, and strings copied out of the decoded
+// update (unique.Make clones them), so that no decoded value outlives its
+// update. Its zero value is T's.
+type interned[T comparable] struct{ h unique.Handle[T] }
+
+func intern[T comparable](v T) interned[T] {
+	var zero T
+	if v == zero {
+		return interned[T]{}
+	}
+	return interned[T]{unique.Make(v)}
+}
+
+func (i interned[T]) get() T {
+	if i == (interned[T]{}) {
+		var zero T
+		return zero
+	}
+	return i.h.Value()
 }
 
 // vmFields is what a VM record holds of a backends.VM: the properties
@@ -36,17 +68,21 @@ type vmRecord struct {
 // string headers would cost every VM held 96 bytes. A field added to both
 // is copied by placed.
 type vmFields struct {
-	ID                                           string
-	Name, UUID                                   string
-	PowerState                                   backends.PowerState
-	ConnectionState                              string
-	NumCPU, MemoryMB                             int32
-	GuestID, GuestHostName                       string
-	NICs                                         []backends.NIC
-	GuestInfoMetadata, GuestInfoMetadataEncoding string
-	Host                                         string
-	ResourcePool, ResourcePoolType               string
-	DiskEnableUUID                               string
+	ID                        string
+	Name, UUID                string
+	PowerState                interned[backends.PowerState]
+	ConnectionState           interned[string]
+	NumCPU, MemoryMB          int32
+	GuestID                   interned[string]
+	GuestHostName             string
+	NICs                      []backends.NIC
+	GuestInfoMetadata         string
+	GuestInfoMetadataEncoding interned[string]
+	Host                      interned[string]
+	// ResourcePool is backends.VM's ResourcePool (Value) and
+	// ResourcePoolType (Type).
+	ResourcePool   interned[types.ManagedObjectReference]
+	DiskEnableUUID interned[string]
 }
 
 type entity struct {
@@ -55,14 +91,18 @@ type entity struct {
 }
 
 func newInvState() *invState {
-	return &invState{
+	s := &invState{
 		vms:      map[string]*vmRecord{},
 		entities: map[types.ManagedObjectReference]entity{},
-		byUUID:   map[string][]string{},
-		byName:   map[string][]string{},
-		byIP:     map[string][]string{},
-		byDNS:    map[string][]string{},
 	}
+	seed := maphash.MakeSeed()
+	s.byUUID = newVMIndex(seed, func(r *vmRecord, k string) bool { return r.vm.UUID == k })
+	s.byName = newVMIndex(seed, func(r *vmRecord, k string) bool { return r.vm.Name == k })
+	s.byIP = newVMIndex(seed, func(r *vmRecord, k string) bool {
+		return slices.ContainsFunc(r.vm.NICs, func(n backends.NIC) bool { return slices.Contains(n.IPs, k) })
+	})
+	s.byDNS = newVMIndex(seed, func(r *vmRecord, k string) bool { return backends.DNSNameKey(r.vm.GuestHostName) == k })
+	return s
 }
 
 // apply folds a batch of object updates into s.
@@ -75,7 +115,7 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 		id := u.Obj.Value
 		rec := s.vms[id]
 		if rec != nil {
-			s.unindex(id, &rec.vm)
+			s.unindex(rec)
 		}
 		if u.Kind == types.ObjectUpdateKindLeave {
 			delete(s.vms, id)
@@ -86,9 +126,9 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			s.vms[id] = rec
 		}
 		for _, c := range u.ChangeSet {
-			rec.set(c)
+			s.set(rec, c)
 		}
-		s.index(id, &rec.vm)
+		s.index(rec)
 	}
 }
 
@@ -118,40 +158,130 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 	s.entities[u.Obj] = e
 }
 
-func (s *invState) index(id string, vm *vmFields) {
-	add := func(m map[string][]string, k string) {
-		if k != "" && !slices.Contains(m[k], id) {
-			m[k] = append(m[k], id)
-		}
-	}
-	add(s.byUUID, vm.UUID)
-	add(s.byName, vm.Name)
-	add(s.byDNS, backends.DNSNameKey(vm.GuestHostName))
+// index adds rec under its keys.
+func (s *invState) index(rec *vmRecord) {
+	vm := &rec.vm
+	s.byUUID.add(vm.UUID, rec)
+	s.byName.add(vm.Name, rec)
+	s.byDNS.add(backends.DNSNameKey(vm.GuestHostName), rec)
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
-			add(s.byIP, ip)
+			s.byIP.add(ip, rec)
 		}
 	}
 }
 
-func (s *invState) unindex(id string, vm *vmFields) {
-	del := func(m map[string][]string, k string) {
-		ids := slices.DeleteFunc(slices.Clone(m[k]), func(x string) bool { return x == id })
-		if len(ids) == 0 {
-			delete(m, k)
-		} else {
-			m[k] = ids
-		}
-	}
-	del(s.byUUID, vm.UUID)
-	del(s.byName, vm.Name)
-	del(s.byDNS, backends.DNSNameKey(vm.GuestHostName))
+// unindex removes rec from under its keys, as index added it: rec is
+// unindexed before it changes.
+func (s *invState) unindex(rec *vmRecord) {
+	vm := &rec.vm
+	s.byUUID.del(vm.UUID, rec)
+	s.byName.del(vm.Name, rec)
+	s.byDNS.del(backends.DNSNameKey(vm.GuestHostName), rec)
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
-			del(s.byIP, ip)
+			s.byIP.del(ip, rec)
 		}
 	}
 }
+
+// uuids lists the BIOS UUIDs held, each once.
+func (s *invState) uuids() []string {
+	x := s.byUUID
+	out := make([]string, 0, len(x.one)+len(x.many))
+	for _, r := range x.one {
+		out = append(out, r.vm.UUID)
+	}
+	for _, recs := range x.many {
+		start := len(out)
+		for _, r := range recs {
+			if !slices.Contains(out[start:], r.vm.UUID) {
+				out = append(out, r.vm.UUID)
+			}
+		}
+	}
+	return out
+}
+
+// vmIndex finds the VMs holding a key (a UUID, a name, an address) among
+// a vCenter's every VM. It holds a key's hash, not the key: the record
+// holds that. A map slot is 16 bytes where a map[string][]string's was
+// 40, with a slice per key. A lookup keeps the VMs that hold the key
+// (holds), as two keys may share a hash. Two keys of one VM sharing a
+// hash (odds of 2^-64 a pair) are indexed as one, and unindexed with the
+// first: a lookup misses it until the VM changes, and the inventory's
+// miss is never absence (the backend asks vCenter).
+type vmIndex struct {
+	seed  maphash.Seed
+	holds func(rec *vmRecord, key string) bool
+	one   map[uint64]*vmRecord   // a hash one VM holds
+	many  map[uint64][]*vmRecord // a hash VMs share; never written into
+}
+
+func newVMIndex(seed maphash.Seed, holds func(*vmRecord, string) bool) *vmIndex {
+	return &vmIndex{seed: seed, holds: holds, one: map[uint64]*vmRecord{}, many: map[uint64][]*vmRecord{}}
+}
+
+func (x *vmIndex) add(key string, rec *vmRecord) {
+	if key == "" {
+		return
+	}
+	h := maphash.String(x.seed, key)
+	if r, ok := x.one[h]; ok {
+		if r != rec {
+			delete(x.one, h)
+			x.many[h] = []*vmRecord{r, rec}
+		}
+		return
+	}
+	if recs, ok := x.many[h]; ok {
+		if !slices.Contains(recs, rec) {
+			x.many[h] = append(slices.Clip(recs), rec)
+		}
+		return
+	}
+	x.one[h] = rec
+}
+
+func (x *vmIndex) del(key string, rec *vmRecord) {
+	if key == "" {
+		return
+	}
+	h := maphash.String(x.seed, key)
+	if x.one[h] == rec {
+		delete(x.one, h)
+		return
+	}
+	recs := x.many[h]
+	switch i := slices.Index(recs, rec); {
+	case i < 0:
+	case len(recs) == 2:
+		delete(x.many, h)
+		x.one[h] = recs[1-i]
+	default:
+		x.many[h] = slices.Concat(recs[:i], recs[i+1:])
+	}
+}
+
+// appendIDs appends to dst the IDs of the VMs holding key.
+func (x *vmIndex) appendIDs(dst []string, key string) []string {
+	h := maphash.String(x.seed, key)
+	if r, ok := x.one[h]; ok {
+		if x.holds(r, key) {
+			dst = append(dst, r.vm.ID)
+		}
+		return dst
+	}
+	for _, r := range x.many[h] {
+		if x.holds(r, key) {
+			dst = append(dst, r.vm.ID)
+		}
+	}
+	return dst
+}
+
+// len is the number of hashes held: of keys, but for a shared hash.
+func (x *vmIndex) len() int { return len(x.one) + len(x.many) }
 
 // vm copies a VM record with its datacenter; ok is false when the record
 // is missing or its ancestry does not reach a datacenter.
@@ -173,17 +303,18 @@ func (s *invState) vm(id string) (backends.VM, bool) {
 // once.
 func (s *invState) placed(rec *vmRecord) backends.VM {
 	f := &rec.vm
+	pool := f.ResourcePool.get()
 	vm := backends.VM{
 		Ref:  backends.VMRef{ID: f.ID},
 		Name: f.Name, UUID: f.UUID,
-		PowerState: f.PowerState, ConnectionState: f.ConnectionState,
+		PowerState: f.PowerState.get(), ConnectionState: f.ConnectionState.get(),
 		NumCPU: f.NumCPU, MemoryMB: f.MemoryMB,
-		GuestID: f.GuestID, GuestHostName: f.GuestHostName,
+		GuestID: f.GuestID.get(), GuestHostName: f.GuestHostName,
 		NICs:              f.NICs,
-		GuestInfoMetadata: f.GuestInfoMetadata, GuestInfoMetadataEncoding: f.GuestInfoMetadataEncoding,
-		Host:         f.Host,
-		ResourcePool: f.ResourcePool, ResourcePoolType: f.ResourcePoolType,
-		DiskEnableUUID: f.DiskEnableUUID,
+		GuestInfoMetadata: f.GuestInfoMetadata, GuestInfoMetadataEncoding: f.GuestInfoMetadataEncoding.get(),
+		Host:         f.Host.get(),
+		ResourcePool: pool.Value, ResourcePoolType: pool.Type,
+		DiskEnableUUID: f.DiskEnableUUID.get(),
 	}
 	ref := rec.up()
 	for range maxDepth {
@@ -207,8 +338,8 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 			}
 		}
 	}
-	if vm.ResourcePool != "" {
-		vm.ResourcePoolPath = s.path(types.ManagedObjectReference{Type: vm.ResourcePoolType, Value: vm.ResourcePool})
+	if pool.Value != "" {
+		vm.ResourcePoolPath = s.path(pool)
 	}
 	return vm
 }
@@ -261,10 +392,10 @@ func (s *invState) datacenters() []config.Datacenter {
 
 // up is where a VM's ancestry starts: its folder, or its vApp.
 func (r *vmRecord) up() types.ManagedObjectReference {
-	if r.parent.Value == "" {
-		return r.parentVApp
+	if p := r.parent.get(); p.Value != "" {
+		return p
 	}
-	return r.parent
+	return r.parentVApp.get()
 }
 
 // maxDepth bounds a walk up the inventory, whose depth is bounded: it

@@ -49,11 +49,10 @@ func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.
 	}
 	var out []backends.Placement
 	var ancestries [][][]types.ManagedObjectReference
+	var buf [2]string
 	for _, s := range held {
-		ids := s.byUUID[uuid]
-		if len(ids) > 1 {
-			ids = slices.Sorted(slices.Values(ids))
-		}
+		ids := s.byUUID.appendIDs(buf[:0], uuid)
+		slices.Sort(ids)
 		for _, id := range ids {
 			rec, held := s.vms[id]
 			if !held || slices.ContainsFunc(out, func(p backends.Placement) bool { return p.VM.Ref.ID == id }) {

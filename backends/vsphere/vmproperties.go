@@ -12,50 +12,54 @@ import (
 // vmProperty is one VM property the CCM reads: its path, and how its
 // value sets a VM record (val is nil when the property is unset or was
 // removed). A setter replaces a slice, never writes into one: VMs handed
-// out share the record's. The one table below drives both ways a VM is read, a direct
+// out share the record's. A setter keeps no decoded value larger than
+// the string it needs: the decoded update is garbage once applied. The
+// one table below drives both ways a VM is read, a direct
 // RetrieveProperties and the inventory's watch, as govmomi's
 // mo/retrieve.go drives both from its types: a property added here is
 // requested, read and followed alike.
 type vmProperty struct {
 	path string
-	set  func(r *vmRecord, val any)
+	set  func(s *invState, r *vmRecord, val any)
 }
 
-// vmPropertyTable is every VM property read.
+// vmPropertyTable is every VM property read. Values that repeat from VM
+// to VM are interned (see interned).
 var vmPropertyTable = []vmProperty{
-	{"name", func(r *vmRecord, v any) { r.vm.Name = stringVal(v) }},
+	{"name", func(_ *invState, r *vmRecord, v any) { r.vm.Name = stringVal(v) }},
 	// Where its ancestry starts (see vmRecord.up): the datacenter and the
 	// zone/region walks.
-	{"parent", func(r *vmRecord, v any) { r.parent = refVal(v) }},
-	{"parentVApp", func(r *vmRecord, v any) { r.parentVApp = refVal(v) }},
-	{"config.uuid", func(r *vmRecord, v any) { r.vm.UUID = strings.ToLower(stringVal(v)) }},
-	{"config.hardware.numCPU", func(r *vmRecord, v any) { r.vm.NumCPU, _ = v.(int32) }},
-	{"config.hardware.memoryMB", func(r *vmRecord, v any) { r.vm.MemoryMB, _ = v.(int32) }},
-	{"config.guestId", func(r *vmRecord, v any) { r.vm.GuestID = stringVal(v) }},
-	{"runtime.powerState", func(r *vmRecord, v any) {
+	{"parent", func(_ *invState, r *vmRecord, v any) { r.parent = intern(refVal(v)) }},
+	{"parentVApp", func(_ *invState, r *vmRecord, v any) { r.parentVApp = intern(refVal(v)) }},
+	{"config.uuid", func(_ *invState, r *vmRecord, v any) { r.vm.UUID = strings.ToLower(stringVal(v)) }},
+	{"config.hardware.numCPU", func(_ *invState, r *vmRecord, v any) { r.vm.NumCPU, _ = v.(int32) }},
+	{"config.hardware.memoryMB", func(_ *invState, r *vmRecord, v any) { r.vm.MemoryMB, _ = v.(int32) }},
+	{"config.guestId", func(_ *invState, r *vmRecord, v any) { r.vm.GuestID = intern(stringVal(v)) }},
+	{"runtime.powerState", func(_ *invState, r *vmRecord, v any) {
 		s, _ := v.(types.VirtualMachinePowerState)
-		r.vm.PowerState = backends.PowerState(s)
+		r.vm.PowerState = intern(backends.PowerState(s))
 	}},
-	{"runtime.connectionState", func(r *vmRecord, v any) {
+	{"runtime.connectionState", func(_ *invState, r *vmRecord, v any) {
 		s, _ := v.(types.VirtualMachineConnectionState)
-		r.vm.ConnectionState = string(s)
+		r.vm.ConnectionState = intern(string(s))
 	}},
-	{"runtime.host", func(r *vmRecord, v any) { r.vm.Host = refVal(v).Value }},
-	{"resourcePool", func(r *vmRecord, v any) {
+	{"runtime.host", func(_ *invState, r *vmRecord, v any) { r.vm.Host = intern(refVal(v).Value) }},
+	{"resourcePool", func(_ *invState, r *vmRecord, v any) {
 		p := refVal(v)
-		r.vm.ResourcePool, r.vm.ResourcePoolType = p.Value, p.Type
+		r.vm.ResourcePool = intern(types.ManagedObjectReference{Type: p.Type, Value: p.Value})
 	}},
-	{"guest.hostName", func(r *vmRecord, v any) { r.vm.GuestHostName = stringVal(v) }},
-	{"guest.net", func(r *vmRecord, v any) {
+	{"guest.hostName", func(_ *invState, r *vmRecord, v any) { r.vm.GuestHostName = stringVal(v) }},
+	{"guest.net", func(s *invState, r *vmRecord, v any) {
 		a, _ := v.(types.ArrayOfGuestNicInfo)
-		r.vm.NICs = nicsOf(a.GuestNicInfo)
+		r.vm.NICs = s.nics(a.GuestNicInfo)
 	}},
 	// By keyed path: the whole extraConfig can be large (cloud-init user
 	// data).
-	{`config.extraConfig["guestinfo.metadata"]`, func(r *vmRecord, v any) { r.vm.GuestInfoMetadata = extraConfigString(v) }},
-	{`config.extraConfig["guestinfo.metadata.encoding"]`, func(r *vmRecord, v any) { r.vm.GuestInfoMetadataEncoding = extraConfigString(v) }},
-	// Interned: one of a few values on every VM, held per VM otherwise.
-	{`config.extraConfig["disk.EnableUUID"]`, func(r *vmRecord, v any) { r.vm.DiskEnableUUID = internFlag(extraConfigString(v)) }},
+	{`config.extraConfig["guestinfo.metadata"]`, func(_ *invState, r *vmRecord, v any) { r.vm.GuestInfoMetadata = extraConfigString(v) }},
+	{`config.extraConfig["guestinfo.metadata.encoding"]`, func(_ *invState, r *vmRecord, v any) {
+		r.vm.GuestInfoMetadataEncoding = intern(extraConfigString(v))
+	}},
+	{`config.extraConfig["disk.EnableUUID"]`, func(_ *invState, r *vmRecord, v any) { r.vm.DiskEnableUUID = intern(extraConfigString(v)) }},
 }
 
 // vmProperties are the paths of vmPropertyTable: what both reads request.
@@ -68,8 +72,8 @@ var vmProperties = func() []string {
 }()
 
 // vmSetters are vmPropertyTable's setters by path.
-var vmSetters = func() map[string]func(*vmRecord, any) {
-	out := make(map[string]func(*vmRecord, any), len(vmPropertyTable))
+var vmSetters = func() map[string]func(*invState, *vmRecord, any) {
+	out := make(map[string]func(*invState, *vmRecord, any), len(vmPropertyTable))
 	for _, p := range vmPropertyTable {
 		out[p.path] = p.set
 	}
@@ -77,7 +81,7 @@ var vmSetters = func() map[string]func(*vmRecord, any) {
 }()
 
 // set applies one property change, as read or as watched, to a VM record.
-func (r *vmRecord) set(c types.PropertyChange) {
+func (s *invState) set(r *vmRecord, c types.PropertyChange) {
 	set, ok := vmSetters[c.Name]
 	if !ok {
 		return
@@ -86,7 +90,7 @@ func (r *vmRecord) set(c types.PropertyChange) {
 	if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
 		v = nil
 	}
-	set(r, v)
+	set(s, r, v)
 }
 
 func stringVal(v any) string {
@@ -115,24 +119,44 @@ func extraConfigString(v any) string {
 	return s
 }
 
-// internFlag returns the literal of a usual boolean option value, so that
-// every VM's copy shares it; anything else as is.
-func internFlag(s string) string {
-	for _, v := range [...]string{"TRUE", "true", "FALSE", "false", "1", "0", "True", "False"} {
-		if s == v {
-			return v
-		}
+// nics converts the guest's NICs: one array for the NICs and one for
+// all their addresses (each NIC's capped: VMs handed out share them), the
+// network names interned; the decoded NICs, with the guest's IP, DNS and
+// routing configuration, are not kept.
+func (s *invState) nics(net []types.GuestNicInfo) []backends.NIC {
+	if len(net) == 0 {
+		return nil
 	}
-	return s
-}
-
-// nicsOf converts the guest's NICs.
-func nicsOf(net []types.GuestNicInfo) []backends.NIC {
-	var out []backends.NIC
-	for _, n := range net {
-		out = append(out, backends.NIC{Network: n.Network, MAC: n.MacAddress, IPs: n.IpAddress, DeviceConfigID: n.DeviceConfigId})
+	n := 0
+	for _, x := range net {
+		n += len(x.IpAddress)
+	}
+	ips := make([]string, 0, n)
+	out := make([]backends.NIC, len(net))
+	for i, x := range net {
+		nic := backends.NIC{Network: s.network(x.Network), MAC: x.MacAddress, DeviceConfigID: x.DeviceConfigId}
+		if x.IpAddress != nil {
+			start := len(ips)
+			ips = append(ips, x.IpAddress...)
+			nic.IPs = ips[start:len(ips):len(ips)]
+		}
+		out[i] = nic
 	}
 	return out
+}
+
+// network is name as s holds it: one copy per name however many NICs are
+// on it.
+func (s *invState) network(name string) string {
+	if held, ok := s.networks[name]; ok || name == "" {
+		return held
+	}
+	if s.networks == nil {
+		s.networks = map[string]string{}
+	}
+	name = strings.Clone(name)
+	s.networks[name] = name
+	return name
 }
 
 // asUpdate is an object read directly as the watch would see it enter,

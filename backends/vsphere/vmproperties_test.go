@@ -130,31 +130,45 @@ func TestBothReadsRequestEveryTableProperty(t *testing.T) {
 }
 
 // A VM record's every field (vmFields) reaches the VM placed hands out,
-// under the same name.
+// under the same name: an interned reference as its Value, and its Type
+// as the field named so followed by Type.
 func TestPlacedCopiesEveryRecordField(t *testing.T) {
 	var rec vmRecord
 	f := reflect.ValueOf(&rec.vm).Elem()
+	want := map[string]any{} // backends.VM's field -> its value
 	for i := range f.NumField() {
-		switch v := f.Field(i); v.Kind() {
-		case reflect.String:
-			v.SetString(f.Type().Field(i).Name)
-		case reflect.Int32:
+		name := f.Type().Field(i).Name
+		switch v := f.Field(i); v.Interface().(type) {
+		case string:
+			v.SetString(name)
+			want[name] = name
+		case int32:
 			v.SetInt(int64(i + 1))
-		case reflect.Slice:
+			want[name] = int32(i + 1)
+		case []backends.NIC:
 			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+			want[name] = v.Interface()
+		case interned[string]:
+			v.Set(reflect.ValueOf(intern(name)))
+			want[name] = name
+		case interned[backends.PowerState]:
+			v.Set(reflect.ValueOf(intern(backends.PowerState(name))))
+			want[name] = backends.PowerState(name)
+		case interned[types.ManagedObjectReference]:
+			v.Set(reflect.ValueOf(intern(types.ManagedObjectReference{Type: "T" + name, Value: name})))
+			want[name], want[name+"Type"] = name, "T"+name
 		default:
-			t.Fatalf("vmFields.%s: kind %s not handled by this test", f.Type().Field(i).Name, v.Kind())
+			t.Fatalf("vmFields.%s: type %s not handled by this test", name, v.Type())
 		}
 	}
 	vm := reflect.ValueOf(newInvState().placed(&rec))
-	for i := range f.NumField() {
-		name := f.Type().Field(i).Name
+	for name, w := range want {
 		got := vm.FieldByName(name)
 		if name == "ID" {
 			got = vm.FieldByName("Ref").FieldByName("ID")
 		}
-		if !got.IsValid() || !reflect.DeepEqual(got.Interface(), f.Field(i).Interface()) {
-			t.Errorf("vmFields.%s = %v is not copied to backends.VM.%s", name, f.Field(i).Interface(), name)
+		if !got.IsValid() || !reflect.DeepEqual(got.Interface(), w) {
+			t.Errorf("vmFields.%s = %v is not copied to backends.VM.%s", name, w, name)
 		}
 	}
 }
