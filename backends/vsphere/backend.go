@@ -31,6 +31,7 @@ import (
 var (
 	_ backends.Backend             = (*Backend)(nil)
 	_ backends.CredentialRefresher = (*Backend)(nil)
+	_ backends.ConnectReporter     = (*Backend)(nil)
 )
 
 // tagTTL bounds how long a tag's or category's name is served from memory.
@@ -714,6 +715,9 @@ func (b *Backend) InstanceUUID() string {
 
 // Reachability implements backends.Backend.
 func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
+
+// ConnectProgress implements backends.ConnectReporter.
+func (b *Backend) ConnectProgress() backends.ConnectProgress { return b.sessions.connectProgress() }
 
 // Probe implements backends.Backend: a login when there is no session,
 // then one cheap request.
