@@ -89,6 +89,7 @@ func New(opts Options) *Backend {
 	}
 	b.inv = newInventory(b.sessions, heartbeat, log)
 	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
+	b.inv.loaded = b.tagsWithInventory
 	return b
 }
 

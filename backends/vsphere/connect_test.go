@@ -74,3 +74,34 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 		t.Errorf("ConnectProgress = %+v; want a round trip of %v or more", pr, wanDelay)
 	}
 }
+
+// The tags are read in bulk as soon as the inventory has loaded, not at
+// the first lookup that needs them: that lookup asks vCenter nothing.
+func TestTagsAreReadWithTheInventory(t *testing.T) {
+	vc, p := proxiedVCenter(t, vcsim.Options{})
+	p.SetDelay(wanDelay / 4)
+	var rest atomic.Int64
+	b := startedVia(t, vc, p, &rest)
+	deadline := time.Now().Add(20 * time.Second)
+	for !inService(b) || rest.Load() == 0 || b.bulkTags.get() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no tags read in bulk %v after the inventory loaded (in service %v, %d REST requests)", 20*time.Second, inService(b), rest.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx := ctxFor(t)
+	before := rest.Load()
+	for _, want := range firstPerDatacenter(vc) {
+		vms, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{want.UUID}, AllowCached: true})
+		if err != nil || len(vms) != 1 {
+			t.Fatalf("Find(%s) = %+v, %v", want.Name, vms, err)
+		}
+		tg, err := b.Tags(ctx, &vms[0], zoneRegion)
+		if err != nil || tg["k8s-zone"] != want.Zone || tg["k8s-region"] != want.Region {
+			t.Fatalf("Tags(%s) = %v, %v; want zone %s region %s", want.Name, tg, err, want.Zone, want.Region)
+		}
+	}
+	if n := rest.Load() - before; n != 0 {
+		t.Errorf("the first lookups' tags cost %d REST requests; want them read with the inventory", n)
+	}
+}

@@ -60,6 +60,9 @@ type inventory struct {
 	// started is set when the watch starts (Backend.Start): before that
 	// no first load is under way, and nothing waits for one.
 	started atomic.Bool
+	// loaded, when set, is called after each load is published (the
+	// backend reads the tags with it: tagsWithInventory).
+	loaded func()
 
 	mu    sync.RWMutex
 	state *invState // nil until loaded, and after the watch stops
@@ -232,6 +235,9 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, pc types.Man
 				inv.updates.Add(uint64(applied))
 				inv.setState(loading, now.Add(inv.heartbeat+timeout))
 				inv.endFirstAttempt()
+				if inv.loaded != nil {
+					inv.loaded()
+				}
 				loading = nil
 				applied = 0
 			}
