@@ -322,7 +322,12 @@ func (d *Discoverer) connecting(v *targetState, r backends.Reachability, now tim
 	c := connectState{since: since, last: since, window: d.opts.ConnectWait}
 	if cr, ok := v.Backend.(backends.ConnectReporter); ok {
 		p := cr.ConnectProgress()
-		if p.Last.After(c.last) {
+		switch {
+		case p.Phase == "":
+			// No attempt yet (a backend without an inventory connects
+			// on first use): the call about to be made starts it.
+			c.last = now
+		case p.Last.After(c.last):
 			c.last, c.phase = p.Last, p.Phase
 		}
 		c.window = max(c.window, stallRoundTrips*p.RoundTrip)

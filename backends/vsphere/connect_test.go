@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -17,13 +18,13 @@ import (
 // and of the login waits this long.
 const wanDelay = 200 * time.Millisecond
 
-// startedVia is a backend with the inventory, as the CCM makes it, to vc
+// startedVia is a backend, with the inventory or not, to vc
 // through p, closed at the end of the test; restCalls counts its REST
 // (tags) requests.
-func startedVia(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, restCalls *atomic.Int64) *Backend {
+func startedVia(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, restCalls *atomic.Int64, inventory bool) *Backend {
 	t.Helper()
 	o := optionsVia(vc, p.Host(), p.Port(), 10*time.Second)
-	o.Inventory, o.TagRefresh = true, time.Hour
+	o.Inventory, o.TagRefresh = inventory, time.Hour
 	if restCalls != nil {
 		o.WrapTransport = func(next http.RoundTripper) http.RoundTripper {
 			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -48,30 +49,38 @@ func startedVia(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, restCalls *atom
 // the service content, the login: a round trip each). The lookups made
 // meanwhile — the CCM's first, at its start — wait for it while it
 // answers step by step, and find their VMs, instead of failing "still
-// connecting" after ConnectWait (as they did).
+// connecting" after ConnectWait (as they did). Without an inventory the
+// backend connects at its first lookup, however long after it was made.
 func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{})
-	p.SetDelay(wanDelay)
-	b := startedVia(t, vc, p, nil)
-	d := discovery.New([]discovery.Target{{Name: vc.Name, Server: discovery.ServerKey(p.Host(), p.Port()), Backend: b,
-		RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}}, discovery.Options{})
-	d.Start()
-	t.Cleanup(d.Close)
-	if st := b.Reachability().State; st != backends.ConnUnknown {
-		t.Fatalf("reachability %v before the first connect ended; the test proves nothing", st)
-	}
-	start := time.Now()
-	for _, vm := range firstPerDatacenter(vc) {
-		res, err := d.FindByUUID(ctxFor(t), vm.UUID)
-		if err != nil || res == nil || res.VM.Ref.ID != vm.Ref {
-			t.Fatalf("FindByUUID(%s) %v after the start = %v, %v; want found", vm.Name, time.Since(start).Round(time.Millisecond), res, err)
-		}
-	}
-	if took := time.Since(start); took < 2*wanDelay {
-		t.Fatalf("the lookups took %v: connected before they asked, the test proves nothing", took)
-	}
-	if pr := b.ConnectProgress(); pr.RoundTrip < wanDelay*9/10 {
-		t.Errorf("ConnectProgress = %+v; want a round trip of %v or more", pr, wanDelay)
+	for _, inventory := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inventory=%v", inventory), func(t *testing.T) {
+			vc, p := proxiedVCenter(t, vcsim.Options{})
+			p.SetDelay(wanDelay)
+			b := startedVia(t, vc, p, nil, inventory)
+			d := discovery.New([]discovery.Target{{Name: vc.Name, Server: discovery.ServerKey(p.Host(), p.Port()), Backend: b,
+				RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}}, discovery.Options{})
+			d.Start()
+			t.Cleanup(d.Close)
+			if !inventory {
+				time.Sleep(2 * wanDelay) // longer than ConnectWait since it was made
+			}
+			if st := b.Reachability().State; st != backends.ConnUnknown {
+				t.Fatalf("reachability %v before the first connect ended; the test proves nothing", st)
+			}
+			start := time.Now()
+			for _, vm := range firstPerDatacenter(vc) {
+				res, err := d.FindByUUID(ctxFor(t), vm.UUID)
+				if err != nil || res == nil || res.VM.Ref.ID != vm.Ref {
+					t.Fatalf("FindByUUID(%s) %v after the start = %v, %v; want found", vm.Name, time.Since(start).Round(time.Millisecond), res, err)
+				}
+			}
+			if took := time.Since(start); took < 2*wanDelay {
+				t.Fatalf("the lookups took %v: connected before they asked, the test proves nothing", took)
+			}
+			if pr := b.ConnectProgress(); pr.RoundTrip < wanDelay*9/10 {
+				t.Errorf("ConnectProgress = %+v; want a round trip of %v or more", pr, wanDelay)
+			}
+		})
 	}
 }
 
@@ -81,7 +90,7 @@ func TestTagsAreReadWithTheInventory(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{})
 	p.SetDelay(wanDelay / 4)
 	var rest atomic.Int64
-	b := startedVia(t, vc, p, &rest)
+	b := startedVia(t, vc, p, &rest, true)
 	deadline := time.Now().Add(20 * time.Second)
 	for !inService(b) || rest.Load() == 0 || b.bulkTags.get() == nil {
 		if time.Now().After(deadline) {
