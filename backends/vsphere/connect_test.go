@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/cache"
+
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
@@ -70,5 +72,46 @@ func TestTagsAreReadWithTheInventory(t *testing.T) {
 	}
 	if n := rest.Load() - before; n != 0 {
 		t.Errorf("the first lookups' tags cost %d REST requests; want them read with the inventory", n)
+	}
+}
+
+// The bulk read of the tags reads the names of the tags and categories
+// it meets several at a time: one after another they cost a round trip
+// each, seconds across a WAN for a vCenter with a few dozen tags.
+func TestBulkTagReadReadsNamesInParallel(t *testing.T) {
+	vc, p := proxiedVCenter(t, vcsim.Options{})
+	var rest atomic.Int64
+	b := startedVia(t, vc, p, &rest, true)
+	deadline := time.Now().Add(20 * time.Second)
+	for !inService(b) || b.bulkTags.get() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the inventory and its tags did not load")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.SetDelay(wanDelay / 2)
+	ctx := ctxFor(t)
+	// The baseline: one REST request (the tags on an object without any).
+	start := time.Now()
+	if _, err := b.attachedTags(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	one := time.Since(start)
+	b.names = cache.NewExpiring() // every name to read again
+	before := rest.Load()
+	start = time.Now()
+	if _, err := b.loadTags(ctx, b.bulkTags.get()); err != nil {
+		t.Fatal(err)
+	}
+	took, requests := time.Since(start), rest.Load()-before
+	if requests < 6 {
+		t.Fatalf("the bulk read made %d REST requests; the test needs names to read", requests)
+	}
+	t.Logf("bulk read: %d REST requests in %v; one request %v", requests, took, one)
+	// One after another they take requests × one; at nameReads at a time
+	// about half of that here (each concurrent read opens a connection of
+	// its own: a TLS handshake more).
+	if float64(took) > float64(requests)*float64(one)*3/4 {
+		t.Errorf("the bulk read took %v for %d requests of %v each: its names were read one after another", took, requests, one)
 	}
 }
