@@ -71,7 +71,10 @@ type Options struct {
 	// Backend.Reachability); default 1s.
 	ProbeInterval time.Duration
 	// ConnectWait bounds how long a lookup waits for a vCenter that is not
-	// known up (its first connection attempt under way); default 250ms.
+	// known up (its first connection attempt under way) while the attempt
+	// makes no progress; one that reports progress (a ConnectReporter: a
+	// vCenter across a WAN) is waited for while it does, up to half the
+	// lookup's deadline. Default 250ms.
 	ConnectWait time.Duration
 	// DuplicateScan is how often the inventories' UUIDs are compared
 	// across vCenters; default 1s. OnDuplicate, when set, is told of each
@@ -699,7 +702,8 @@ type answer struct {
 // seen, not absent.
 //
 // It always waits for vCenters known up. One that is not (connecting for
-// the first time) is waited for at most ConnectWait, and not at all with
+// the first time) is waited for ConnectWait, or while its connect
+// progresses (patience), and not at all with
 // foundFast once a VM is found in a served datacenter: its call is
 // cancelled and counts as not answered — which a found VM does not need,
 // and which makes absence an error. A vCenter known down answers at once
