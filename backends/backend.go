@@ -253,6 +253,31 @@ type Reachability struct {
 	Since time.Time
 }
 
+// ConnectReporter is a Backend that tells how its first connection
+// attempt is going while its Reachability is ConnUnknown
+// (backends/vsphere's): across a WAN a TLS handshake and a login take
+// seconds, and a caller may wait for a vCenter that keeps answering while
+// it gives up soon on one that stays silent (a black hole).
+type ConnectReporter interface {
+	ConnectProgress() ConnectProgress
+}
+
+// ConnectProgress is the state of a backend's first connection attempt.
+type ConnectProgress struct {
+	// Phase is the last step it reached: "dialing", "tcp connected",
+	// "tls done", "answering" (an HTTP answer, a login's included);
+	// "" before the attempt starts.
+	Phase string
+	// Last is when the attempt started or the vCenter last answered
+	// anything (a TCP connect, a TLS handshake, an HTTP response);
+	// zero before the attempt starts.
+	Last time.Time
+	// RoundTrip is the longest the attempt has waited for an answer that
+	// came: at least one network round trip, plus the vCenter's own time.
+	// How long a silence may last before it is a stall scales with it.
+	RoundTrip time.Duration
+}
+
 // CredentialRefresher is a Backend holding a login. RefreshCredentials
 // re-reads its credentials; when they changed it logs in with the new ones,
 // swaps the session in and logs the old one out after grace. rotated says

@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -25,8 +26,10 @@ const AnnotationLookupRetry = "vsphere-federated-ccm.io/lookup-retry"
 
 // requeueOnRecovery touches every Node still carrying the uninitialized
 // taint when a vCenter comes back (known down or behind an open breaker,
-// then healthy), so it is looked up again at once. healthy is each
-// vCenter's health at the previous poll.
+// then healthy), or first connects after refusing lookups as still
+// connecting (a first connect is no recovery: a vCenter not yet known is
+// healthy), so it is looked up again at once. healthy is each vCenter's
+// health at the previous poll.
 func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, healthy map[string]bool) {
 	var back []string
 	for _, h := range n.discovery.Health() {
@@ -34,6 +37,11 @@ func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interfa
 		healthy[h.Name] = h.Healthy()
 		if seen && !was && h.Healthy() {
 			back = append(back, h.Name)
+		}
+	}
+	for _, name := range n.discovery.Connected() {
+		if !slices.Contains(back, name) {
+			back = append(back, name)
 		}
 	}
 	if len(back) == 0 {

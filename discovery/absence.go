@@ -437,6 +437,21 @@ func (d *Discoverer) Health() []VCenterHealth {
 	return out
 }
 
+// Connected lists, once each time, the vCenters that refused a lookup as
+// still connecting (ErrVCenterConnecting) and are up now: the lookups
+// they failed are worth making again at once, as after an outage. A
+// lookup refused after the vCenter came up (it began before) is listed
+// at the next call.
+func (d *Discoverer) Connected() []string {
+	var out []string
+	for _, v := range *d.vcenters.Load() {
+		if v.refusedConnecting.Load() && v.Backend.Reachability().State == backends.ConnUp && v.refusedConnecting.CompareAndSwap(true, false) {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
 // probeLater starts a probe of v in the background unless one runs or
 // ran within ProbeInterval: lookups fail fast for a vCenter known down,
 // so something else must notice when it is back.

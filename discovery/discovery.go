@@ -71,7 +71,10 @@ type Options struct {
 	// Backend.Reachability); default 1s.
 	ProbeInterval time.Duration
 	// ConnectWait bounds how long a lookup waits for a vCenter that is not
-	// known up (its first connection attempt under way); default 250ms.
+	// known up (its first connection attempt under way) while the attempt
+	// makes no progress; one that reports progress (a ConnectReporter: a
+	// vCenter across a WAN) is waited for while it does, up to half the
+	// lookup's deadline. Default 250ms.
 	ConnectWait time.Duration
 	// DuplicateScan is how often the inventories' UUIDs are compared
 	// across vCenters; default 1s. OnDuplicate, when set, is told of each
@@ -135,9 +138,12 @@ type targetState struct {
 	probing   atomic.Bool
 	lastProbe atomic.Int64
 	// connectingSince is when a lookup first found this vCenter not yet
-	// connected (unix nanoseconds; 0 once it is up or down). Past
-	// ConnectWait, lookups stop waiting for it.
+	// connected (unix nanoseconds; 0 once it is up or down). Once its
+	// connect stalls (connecting), lookups stop waiting for it.
 	connectingSince atomic.Int64
+	// refusedConnecting is set when a lookup got ErrVCenterConnecting
+	// from it, until Connected reports it up.
+	refusedConnecting atomic.Bool
 	// noted is the instance UUID last reported to OnIdentity.
 	noted atomic.Pointer[string]
 }
@@ -222,12 +228,24 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 	next := make([]*targetState, 0, len(vcs))
 	for _, v := range vcs {
 		if o, ok := old[v.Name]; ok && o.Backend == v.Backend && o.ConsecutiveFailures == v.ConsecutiveFailures && o.OpenTimeout == v.OpenTimeout {
-			next = append(next, &targetState{Target: v, breaker: o.breaker})
+			next = append(next, o.successor(v, o.breaker))
+			continue
+		}
+		if o, ok := old[v.Name]; ok && o.Backend == v.Backend {
+			next = append(next, o.successor(v, d.newBreaker(v)))
 			continue
 		}
 		next = append(next, &targetState{Target: v, breaker: d.newBreaker(v)})
 	}
 	d.vcenters.Store(&next)
+}
+
+// successor is o's state for its new settings v: the Nodes owed a
+// lookup once it is connected stay owed (Connected).
+func (o *targetState) successor(v Target, breaker *gobreaker.CircuitBreaker[any]) *targetState {
+	n := &targetState{Target: v, breaker: breaker}
+	n.refusedConnecting.Store(o.refusedConnecting.Load())
+	return n
 }
 
 func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
@@ -252,12 +270,12 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 }
 
 // unready is the error of a vCenter a call should not wait for: known
-// down, or still connecting for the first time longer than ConnectWait
-// since its backend was made or a lookup first met it so (its first
-// connect to a black hole takes seconds; a lookup waiting on it each time
-// would hold its worker as long). Both
-// start a background probe, which for a backend without an inventory is
-// what connects it.
+// down, or still connecting for the first time without progress for
+// longer than its stall window (connecting). A first connect to a black
+// hole takes seconds; a lookup waiting on it each time would hold its
+// worker as long, while one across a WAN answers step by step and is
+// worth waiting for. Both start a background probe, which for a backend
+// without an inventory is what connects it.
 func (d *Discoverer) unready(v *targetState, now time.Time) error {
 	r := v.Backend.Reachability()
 	switch r.State {
@@ -267,18 +285,70 @@ func (d *Discoverer) unready(v *targetState, now time.Time) error {
 		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err) //nolint:errorlint // the backend's error is shown, not wrapped: this error's kind is ErrVCenterDown
 	case backends.ConnUnknown:
 		v.connectingSince.CompareAndSwap(0, now.UnixNano())
-		since := time.Unix(0, v.connectingSince.Load())
-		if !r.Since.IsZero() && r.Since.Before(since) {
-			since = r.Since // connecting since the backend was made
-		}
-		if now.Sub(since) > d.opts.ConnectWait {
+		if c := d.connecting(v, r, now); c.stalled(now) {
 			d.probeLater(v)
-			return fmt.Errorf("%w for %s", ErrVCenterConnecting, now.Sub(since).Round(time.Millisecond))
+			v.refusedConnecting.Store(true)
+			return fmt.Errorf("%w %s", ErrVCenterConnecting, c.describe(now))
 		}
 	default:
 		v.connectingSince.Store(0)
 	}
 	return nil
+}
+
+// connectState is how a vCenter's first connection attempt is going, as
+// a lookup judges whether to wait for it.
+type connectState struct {
+	since time.Time // connecting since: its backend was made or a lookup first met it so
+	last  time.Time // since, or the attempt's last progress when later
+	phase string
+	// window is how long a silence may last before it is a stall:
+	// ConnectWait, or more for a vCenter far away (stallRoundTrips of
+	// its slowest answer so far).
+	window time.Duration
+}
+
+// stallRoundTrips scales a vCenter's slowest answer during its connect
+// into its stall window: each step of a connect (TCP, TLS, each request
+// of the login) is one round trip plus the vCenter's own time, which
+// varies (a login takes longer than reading the service content).
+const stallRoundTrips = 4
+
+func (d *Discoverer) connecting(v *targetState, r backends.Reachability, now time.Time) connectState {
+	since := time.Unix(0, v.connectingSince.Load())
+	if v.connectingSince.Load() == 0 {
+		since = now
+	}
+	if !r.Since.IsZero() && r.Since.Before(since) {
+		since = r.Since // connecting since the backend was made
+	}
+	c := connectState{since: since, last: since, window: d.opts.ConnectWait}
+	if cr, ok := v.Backend.(backends.ConnectReporter); ok {
+		p := cr.ConnectProgress()
+		switch {
+		case p.Phase == "":
+			// No attempt yet (a backend without an inventory connects
+			// on first use): the call about to be made starts it.
+			c.last = now
+		case p.Last.After(c.last):
+			c.last, c.phase = p.Last, p.Phase
+		}
+		c.window = max(c.window, stallRoundTrips*p.RoundTrip)
+	}
+	return c
+}
+
+// stalledAt is when the attempt counts as stalled, unless it progresses.
+func (c connectState) stalledAt() time.Time { return c.last.Add(c.window) }
+
+func (c connectState) stalled(now time.Time) bool { return now.After(c.stalledAt()) }
+
+func (c connectState) describe(now time.Time) string {
+	if c.phase == "" {
+		return fmt.Sprintf("for %s without progress", now.Sub(c.since).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("for %s; its last progress (%s) was %s ago, beyond its stall window %s",
+		now.Sub(c.since).Round(time.Millisecond), c.phase, now.Sub(c.last).Round(time.Millisecond), c.window.Round(time.Millisecond))
 }
 
 // call runs fn against v under the breaker and v's request deadline. A
@@ -636,7 +706,8 @@ type answer struct {
 // again without AllowCached, every datacenter.
 //
 // It always waits for vCenters known up. One that is not (connecting for
-// the first time) is waited for at most ConnectWait, and not at all with
+// the first time) is waited for ConnectWait, or while its connect
+// progresses (patience), and not at all with
 // foundFast once a VM is found in a served datacenter: its call is
 // cancelled and counts as not answered — which a found VM does not need,
 // and which makes absence an error. A vCenter known down answers at once
@@ -678,17 +749,19 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 	for i := range vcs {
 		pending[i] = true
 	}
-	connectWait := time.NewTimer(d.opts.ConnectWait)
-	defer connectWait.Stop()
-	found, patient := false, true
+	// Patient while the lookup is younger than ConnectWait, or a pending
+	// vCenter still connecting makes progress (within its share of the
+	// lookup's deadline); re-judged when that would end.
+	check := time.NewTimer(d.opts.ConnectWait)
+	defer check.Stop()
+	found := false
 	var why error
 	for len(pending) > 0 {
 		select {
 		case i := <-done:
 			delete(pending, i)
 			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Datacenter()) })
-		case <-connectWait.C:
-			patient = false
+		case <-check.C:
 		}
 		if waitingForUp(vcs, pending) {
 			continue
@@ -697,9 +770,19 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 			why = errNotWaited
 			break
 		}
-		if !patient {
-			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, d.opts.ConnectWait)
+		now := time.Now()
+		until := d.patience(outer, vcs, pending, start, now)
+		if !now.Before(until) {
+			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
+			for i := range pending {
+				if vcs[i].Backend.Reachability().State == backends.ConnUnknown {
+					vcs[i].refusedConnecting.Store(true)
+				}
+			}
 			break
+		}
+		if len(pending) > 0 {
+			check.Reset(until.Sub(now))
 		}
 	}
 	cancel()
@@ -723,6 +806,39 @@ func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
 		out = append(out, vcs[i])
 	}
 	return out
+}
+
+// patience is until when a lookup started at start waits for its pending
+// vCenters none of which is known up: ConnectWait, or longer while one
+// still connecting progresses (connecting), but never past half of what
+// is left of the lookup's deadline (its ctx's and the vCenter's request
+// timeout, whichever is first): the other half is for the lookup itself
+// once connected.
+func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending map[int]bool, start, now time.Time) time.Time {
+	until := start.Add(d.opts.ConnectWait)
+	for i := range pending {
+		v := vcs[i]
+		r := v.Backend.Reachability()
+		if r.State != backends.ConnUnknown {
+			continue
+		}
+		deadline := start.Add(v.RequestTimeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
+		if t := minTime(d.connecting(v, r, now).stalledAt(), bound); t.After(until) {
+			until = t
+		}
+	}
+	return until
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // waitingForUp reports whether a pending vCenter is known up.

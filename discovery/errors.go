@@ -97,7 +97,8 @@ func errorStrings(errs []error) []string {
 }
 
 // ErrVCenterConnecting is a vCenter not waited for: its first connection
-// attempt had not ended within ConnectWait.
+// attempt had not ended, and had made no progress within ConnectWait (or
+// its stall window), or had taken half the lookup's deadline.
 var ErrVCenterConnecting = errors.New("vCenter still connecting")
 
 // OutsideError is a lookup whose VM exists only in datacenters that are

@@ -32,6 +32,7 @@ var (
 	_ backends.Backend             = (*Backend)(nil)
 	_ backends.CredentialRefresher = (*Backend)(nil)
 	_ backends.DatacenterScope     = (*Backend)(nil)
+	_ backends.ConnectReporter     = (*Backend)(nil)
 )
 
 // tagTTL bounds how long a tag's or category's name is served from memory.
@@ -89,6 +90,7 @@ func New(opts Options) *Backend {
 	}
 	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
 	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
+	b.inv.loaded = b.tagsWithInventory
 	return b
 }
 
@@ -596,6 +598,13 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 		}
 		break
 	}
+	var ids []string
+	for _, l := range lists {
+		ids = append(ids, l.TagIDs...)
+	}
+	if err := b.readNames(ctx, m, ids); err != nil {
+		return nil, err
+	}
 	out := map[types.ManagedObjectReference][]namedTag{}
 	for _, l := range lists {
 		ref := l.ObjectID.Reference()
@@ -614,6 +623,91 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 type tagName struct {
 	name     string
 	category string // a tag's category ID; "" for a category
+}
+
+// nameReads bounds the tag and category names read at once.
+const nameReads = 8
+
+// readNames reads the names of the tags ids that names does not hold,
+// then of their categories it does not hold, nameReads at a time: one
+// after another, a bulk read of a vCenter with a few dozen tags took
+// seconds across a WAN, a round trip per name.
+func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) error {
+	missing := func(ids []string) []string {
+		var out []string
+		for _, id := range ids {
+			if _, ok := b.names.Get(id); !ok && id != "" && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	if err := parallel(ctx, missing(ids), func(id string) error {
+		_, err := b.name(id, func() (tagName, error) {
+			got, err := m.GetTag(ctx, id)
+			if err != nil {
+				return tagName{}, fmt.Errorf("tag %s: %w", id, err)
+			}
+			return tagName{name: got.Name, category: got.CategoryID}, nil
+		})
+		return err
+	}); err != nil {
+		return err
+	}
+	var cats []string
+	for _, id := range ids {
+		if v, ok := b.names.Get(id); ok {
+			cats = append(cats, v.(tagName).category)
+		}
+	}
+	return parallel(ctx, missing(cats), func(id string) error {
+		_, err := b.name(id, func() (tagName, error) {
+			got, err := m.GetCategory(ctx, id)
+			if err != nil {
+				return tagName{}, fmt.Errorf("category %s: %w", id, err)
+			}
+			return tagName{name: got.Name}, nil
+		})
+		return err
+	})
+}
+
+// parallel runs fn on each of ids, nameReads at a time, and returns the
+// first error; after one, or once ctx ends, it starts no more.
+func parallel(ctx context.Context, ids []string, fn func(id string) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	slots := make(chan struct{}, nameReads)
+	for _, id := range ids {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			mu.Lock()
+			first = err
+			mu.Unlock()
+			break
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := fn(id); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // tag names the tag id and its category, through names.
@@ -726,6 +820,9 @@ func (b *Backend) InstanceUUID() string {
 
 // Reachability implements backends.Backend.
 func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
+
+// ConnectProgress implements backends.ConnectReporter.
+func (b *Backend) ConnectProgress() backends.ConnectProgress { return b.sessions.connectProgress() }
 
 // Probe implements backends.Backend: a login when there is no session,
 // then one cheap request.

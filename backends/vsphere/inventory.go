@@ -77,6 +77,9 @@ type inventory struct {
 	// or the list of datacenters changed: it starts and stops datacenter
 	// watches to match.
 	rescoped chan struct{}
+	// loaded, when set, is called whenever a load completes what is
+	// configured (the backend reads the tags with it: tagsWithInventory).
+	loaded func()
 
 	mu sync.RWMutex
 	// specs are the configured datacenters; empty: every datacenter.
@@ -422,6 +425,9 @@ func (inv *inventory) setState(w *watched, s *invState, freshUntil time.Time) {
 	}
 	if complete {
 		inv.endFirstAttempt()
+		if inv.loaded != nil {
+			inv.loaded()
+		}
 	}
 }
 

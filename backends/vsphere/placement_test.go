@@ -53,15 +53,17 @@ func TestPlacementFromMemoryFollowsAMove(t *testing.T) {
 		return ps[0]
 	}
 
-	// Before any tag lookup: the VM, its tags unknown.
+	// Whether or not the tags are read yet (they are read with the
+	// inventory): the VM, and tags only when known.
 	p := placementOf()
 	if !reflect.DeepEqual(p.VM, *direct) {
 		t.Fatalf("Placement's VM = %+v, a direct read %+v", p.VM, *direct)
 	}
-	if p.TagsKnown || p.Tags != nil {
-		t.Fatalf("before the tag cache is loaded: Tags %v, TagsKnown %v; want nil, false", p.Tags, p.TagsKnown)
+	if !p.TagsKnown && p.Tags != nil {
+		t.Fatalf("tags not known yet: Tags %v; want nil", p.Tags)
 	}
-	// A lookup loads the cache: then Placement has the tags too.
+	// Once the cache is loaded (a lookup waits for it), Placement has
+	// the tags too.
 	if _, err := fx.b.Tags(ctx, direct, zoneRegion); err != nil {
 		t.Fatal(err)
 	}

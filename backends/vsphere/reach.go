@@ -120,6 +120,9 @@ func (s *sessions) reachabilityOf(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		res, err := next.RoundTrip(req)
 		ctx := req.Context()
+		if err == nil {
+			s.noteProgress(phaseAnswer)
+		}
 		switch {
 		case ctx.Value(loginKey{}) != nil:
 		case err == nil:
@@ -146,4 +149,36 @@ func (s *sessions) recordReachability(ctx context.Context, what string, err erro
 	default:
 		s.setReachability(classify(fmt.Errorf("%s: %w", what, err)))
 	}
+}
+
+// The phases of ConnectProgress.
+const (
+	phaseDialing = "dialing"
+	phaseTCP     = "tcp connected"
+	phaseTLS     = "tls done"
+	phaseAnswer  = "answering"
+)
+
+// noteProgress records a step of the first connection attempt while
+// reach is ConnUnknown: its start (phaseDialing), or the vCenter
+// answering. Afterwards Reachability says it all.
+func (s *sessions) noteProgress(phase string) {
+	now := time.Now()
+	s.reachMu.Lock()
+	defer s.reachMu.Unlock()
+	if s.reach.State != backends.ConnUnknown {
+		return
+	}
+	p := &s.progress
+	if phase != phaseDialing && !p.Last.IsZero() {
+		p.RoundTrip = max(p.RoundTrip, now.Sub(p.Last))
+	}
+	p.Phase, p.Last = phase, now
+}
+
+// connectProgress is ConnectProgress.
+func (s *sessions) connectProgress() backends.ConnectProgress {
+	s.reachMu.Lock()
+	defer s.reachMu.Unlock()
+	return s.progress
 }

@@ -57,6 +57,9 @@ type sessions struct {
 
 	reachMu sync.Mutex
 	reach   backends.Reachability
+	// progress is the first connection attempt's, while reach is
+	// ConnUnknown (ConnectProgress).
+	progress backends.ConnectProgress
 
 	// peerCert is the certificate of the last TLS handshake (servercert.go).
 	peerCert serverCertificate
@@ -249,6 +252,7 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 func (s *sessions) firstLogin(f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
+	s.noteProgress(phaseDialing)
 	c, err := s.connect(ctx)
 	s.recordLogin(err)
 	s.mu.Lock()
@@ -315,7 +319,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record)
+	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record, s.noteProgress)
 	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)

@@ -58,21 +58,47 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // not kept, and neither is its trust in any CA beside a pin. Each
 // handshake that succeeds hands the server's leaf certificate to seen
 // (its expiry is shown), whatever verified it (pin, CA, or nothing with
-// insecureFlag).
-func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Certificate)) {
+// insecureFlag). The TCP connect and the handshake are told to progress
+// as each completes: what a lookup waiting for a vCenter still
+// connecting judges it by (ConnectProgress).
+func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Certificate), progress func(phase string)) {
 	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		conn, err := (&tls.Dialer{Config: t.TLSClientConfig}).DialContext(ctx, network, addr)
+		// As tls.Dialer, in two steps.
+		raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		if tc, ok := conn.(*tls.Conn); ok && seen != nil {
+		if progress != nil {
+			progress(phaseTCP)
+		}
+		cfg := t.TLSClientConfig
+		if cfg == nil {
+			cfg = &tls.Config{} //nolint:gosec // the transport's own config decides; none is Go's default
+		}
+		if cfg.ServerName == "" {
+			host := addr
+			if i := strings.LastIndex(addr, ":"); i >= 0 {
+				host = addr[:i]
+			}
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+		if progress != nil {
+			progress(phaseTLS)
+		}
+		if seen != nil {
 			if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 				seen(certs[0])
 			}
 		}
-		return conn, nil
+		return tc, nil
 	}
 }
 
