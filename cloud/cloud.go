@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -33,6 +34,8 @@ const ProviderName = "vsphere"
 var (
 	_ cloudprovider.Interface   = (*Cloud)(nil)
 	_ cloudprovider.InstancesV2 = (*instances)(nil)
+	// The controllers' shared informers: Nodes watched once.
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
 )
 
 // BackendFactory builds the backend of one vCenter.
@@ -71,6 +74,11 @@ type Options struct {
 	// the config file or of Nodes, no re-queue of Nodes. Lookups, logins
 	// and the inventories are the running CCM's own.
 	ReadOnly bool
+	// AwaitInformers: the caller hands the controllers' shared informer
+	// factory to SetInformers once started (the cloud-controller-manager
+	// does, right after Initialize), so Nodes are watched and held once;
+	// the Node owner waits for it. Otherwise it watches Nodes itself.
+	AwaitInformers bool
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
@@ -98,7 +106,8 @@ type Cloud struct {
 	*instances
 	nodes *nodes
 
-	// mu guards starting (started, cancelWorkers). workers are the
+	// mu guards starting (started, cancelWorkers, the Node owner's
+	// pending start: informers, nodeClient, nodeCtx). workers are the
 	// goroutines Start runs (reloads, the Node writer, releasing the
 	// Secret informers and the Event broadcaster); they end when
 	// Start's stop closes or cancelWorkers is called, and Stop waits
@@ -106,7 +115,14 @@ type Cloud struct {
 	mu            sync.Mutex
 	started       bool
 	cancelWorkers context.CancelFunc
-	workers       sync.WaitGroup
+	// awaitInformers is Options.AwaitInformers; informers the factory
+	// SetInformers gave. nodeClient and nodeCtx are what Start would
+	// have run the Node owner with while it waits for them.
+	awaitInformers bool
+	informers      informers.SharedInformerFactory
+	nodeClient     kubernetes.Interface
+	nodeCtx        context.Context
+	workers        sync.WaitGroup
 }
 
 // New returns a provider for cfg; it talks to no vCenter until Start.
@@ -143,7 +159,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.UninitializedAfter == 0 {
 		opts.UninitializedAfter = DefaultUninitializedAfter
 	}
-	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}}
+	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}, awaitInformers: opts.AwaitInformers}
 	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
 	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
 	if opts.Discovery.OnDuplicate == nil {
@@ -213,12 +229,40 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-ctx.Done(); b.Shutdown() })
-		c.workers.Go(func() { c.nodes.run(ctx, client) })
+		if c.informers != nil || !c.awaitInformers {
+			c.runNodesLocked(ctx, client)
+		} else {
+			c.nodeClient, c.nodeCtx = client, ctx // for SetInformers, which starts the Node owner
+		}
 	}
 	c.fleet.watchFile()
 	c.fleet.apply(ctx)
 	c.workers.Go(func() { c.fleet.reloadLoop(ctx) })
 	c.fleet.RequestReload() // records the history, retried until it is known
+}
+
+// SetInformers implements cloudprovider.InformerUser: the Node owner
+// watches Nodes through the controllers' shared factory instead of one
+// of its own, so each Node is held once. It registers its handlers at
+// once: the caller starts the factory after this returns.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readOnly || c.informers != nil {
+		return
+	}
+	c.informers = factory
+	if c.nodeClient != nil {
+		c.runNodesLocked(c.nodeCtx, c.nodeClient)
+		c.nodeClient, c.nodeCtx = nil, nil
+	}
+}
+
+// runNodesLocked starts the Node owner over the shared factory, if one
+// was given, or its own.
+func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface) {
+	w := c.nodes.watch(client, c.informers)
+	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
 }
 
 // Stop ends what Start started, logs every vCenter session out, replaced

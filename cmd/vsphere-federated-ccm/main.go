@@ -184,6 +184,9 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 	opts := providerOptions(build)
 	opts.Metrics, opts.EventObject, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, podReference(), nodeLabels, unmanaged
 	opts.UninitializedAfter = uninitializedAfter
+	// The controller manager hands its shared informers over
+	// (cloudprovider.InformerUser): Nodes are watched once.
+	opts.AwaitInformers = true
 	opts.NewBackend = vsphereBackends(build.UserAgent(), &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
