@@ -130,6 +130,7 @@ func main() {
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
 			provider := initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
+			prepare(c, provider)
 			// Fatal, not logged: a port asked for and not served would
 			// only show as a /vcenters that never answers.
 			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
@@ -194,6 +195,22 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
 	}
 	return provider
+}
+
+// prepare starts, before the leader election, what every replica may run
+// (cloud.Cloud.Prepare): a standby keeps its vCenter sessions, inventories
+// and tag caches loaded and current, so one that takes the lease serves
+// at once instead of logging in and loading them then. It uses the
+// identity Initialize will (the same client builder and name), so a
+// standby reads with the leader's permissions.
+func prepare(c *ccmconfig.CompletedConfig, provider *cloud.Cloud) {
+	client, err := c.ClientBuilder.Client(cloud.ClientName)
+	if err != nil {
+		// Not fatal: the leader's Initialize starts it all, as without.
+		klog.Background().Error(err, "No Kubernetes client before the leader election; the vCenters are connected once this replica leads")
+		return
+	}
+	provider.Prepare(client, wait.NeverStop)
 }
 
 // unmanagedSelectorFlag selects the Nodes the CCM leaves alone.
