@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,7 @@ func main() {
 		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return
 	}
+	setMemoryLimit(os.Getenv)
 	ccmOptions, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
@@ -211,6 +213,45 @@ func prepare(c *ccmconfig.CompletedConfig, provider *cloud.Cloud) {
 		return
 	}
 	provider.Prepare(client, wait.NeverStop)
+}
+
+// memoryLimitEnv names the container's memory limit in bytes (the chart
+// sets it from the downward API, resourceFieldRef limits.memory): the Go
+// runtime's soft limit is set to memoryLimitShare of it, so the heap is
+// collected harder as it nears the limit instead of the container being
+// OOM-killed. GOMEMLIMIT, when set, wins.
+const memoryLimitEnv = "MEMORY_LIMIT"
+
+// memoryLimitShare is the share of the container's limit the heap may
+// reach: the rest is the runtime's own (stacks, fragmentation) and the
+// kernel's.
+const memoryLimitShare = 0.9
+
+// setMemoryLimit applies memoryLimit, logging why not when it cannot.
+func setMemoryLimit(getenv func(string) string) {
+	limit, err := memoryLimit(getenv)
+	switch {
+	case err != nil:
+		klog.Background().Error(err, "No Go soft memory limit set")
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		klog.Background().V(1).Info("Go soft memory limit set", "bytes", limit, "from", memoryLimitEnv)
+	}
+}
+
+// memoryLimit is the Go soft memory limit memoryLimitEnv asks for: 0
+// (none) when it is unset, or when GOMEMLIMIT is set (the runtime read
+// it).
+func memoryLimit(getenv func(string) string) (int64, error) {
+	raw := getenv(memoryLimitEnv)
+	if raw == "" || getenv("GOMEMLIMIT") != "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want the container's memory limit in bytes (resourceFieldRef limits.memory)", memoryLimitEnv, raw)
+	}
+	return int64(float64(n) * memoryLimitShare), nil
 }
 
 // unmanagedSelectorFlag selects the Nodes the CCM leaves alone.
