@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -167,12 +166,18 @@ func (n *nodes) watch(client kubernetes.Interface, factory informers.SharedInfor
 	return w
 }
 
-// dropManagedFields is the Node informer's transform.
+// dropManagedFields is the Node informer's transform. It changes a copy:
+// an object may be shared with others than this informer (a fake
+// clientset hands one object to every watcher); the copy is shallow, and
+// the original, managedFields and all, is garbage once decoded.
 func dropManagedFields(obj any) (any, error) {
-	if a, err := meta.Accessor(obj); err == nil {
-		a.SetManagedFields(nil)
+	node, ok := obj.(*v1.Node)
+	if !ok || node.ManagedFields == nil {
+		return obj, nil
 	}
-	return obj, nil
+	out := *node
+	out.ManagedFields = nil
+	return &out, nil
 }
 
 // run is every write to Nodes, from the Node informer of w, until ctx

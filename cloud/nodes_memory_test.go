@@ -158,7 +158,7 @@ func heavyManagedFields(labels map[string]string) []metav1.ManagedFieldsEntry {
 	kubeadm := `{"f:metadata":{"f:annotations":{"f:kubeadm.alpha.kubernetes.io/cri-socket":{}}}}`
 	entry := func(manager, sub, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			Time: &metav1.Time{}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: sub}
+			Time: &metav1.Time{}, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields), Subresource: sub}
 	}
 	return []metav1.ManagedFieldsEntry{
 		entry("kubelet", "status", kubelet), entry("kube-controller-manager", "", kcm),
