@@ -79,9 +79,10 @@ type Options struct {
 	// and the inventories are the running CCM's own.
 	ReadOnly bool
 	// AwaitInformers: the caller hands the controllers' shared informer
-	// factory to SetInformers once started (the cloud-controller-manager
-	// does, right after Initialize), so Nodes are watched and held once;
-	// the Node owner waits for it. Otherwise it watches Nodes itself.
+	// factory to SetInformers, and starts it after (the cloud-controller-
+	// manager does, right after Initialize), so Nodes are watched and
+	// held once; the Node owner waits for it. Otherwise it watches Nodes
+	// itself.
 	AwaitInformers bool
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
@@ -221,7 +222,10 @@ func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 		return
 	}
 	c.prepared = true
-	c.prepareLocked(c.workerContextLocked(stop), client, false)
+	ctx := c.workerContextLocked(stop)
+	c.prepareLocked(ctx, client, false)
+	// Lookups load and refresh the tag caches; a standby makes none.
+	c.workers.Go(func() { c.fleet.warmTags(ctx, warmPeriod) })
 }
 
 // prepareLocked starts the reading part of the provider under ctx:
@@ -321,12 +325,13 @@ func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface)
 	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
 }
 
-// Stop ends what Prepare and Start started, logs every vCenter session out, replaced
-// ones too, and stops the background probes.
+// Stop ends what Prepare and Start started, logs every vCenter session
+// out, replaced ones too, and stops the background probes.
 func (c *Cloud) Stop(ctx context.Context) {
 	c.mu.Lock()
 	cancels := c.cancels
 	c.cancels = nil
+	c.nodeClient, c.nodeCtx = nil, nil // a later SetInformers starts nothing
 	c.mu.Unlock()
 	for _, cancel := range cancels {
 		cancel()

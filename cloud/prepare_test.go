@@ -1,6 +1,7 @@
 package cloud_test
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -19,13 +20,18 @@ import (
 )
 
 // startCounted is a fake vCenter's backend that counts its starts (the
-// inventory watch of a real one).
+// inventory watch of a real one) and its tag lookups.
 type startCounted struct {
 	*backendtest.Backend
-	starts *atomic.Int32
+	starts, tags *atomic.Int32
 }
 
 func (b startCounted) Start() { b.starts.Add(1) }
+
+func (b startCounted) Tags(ctx context.Context, vm *backends.VM, categories []string) (map[string]string, error) {
+	b.tags.Add(1)
+	return b.Backend.Tags(ctx, vm, categories)
+}
 
 // standby is a provider over two fake vCenters whose backends are counted
 // as built and started, with a Node whose VM moved to vcB (the Node owner
@@ -35,6 +41,7 @@ type standby struct {
 	c              *cloud.Cloud
 	stop           chan struct{}
 	built, started atomic.Int32
+	tags           atomic.Int32
 }
 
 func newStandby(t *testing.T) *standby {
@@ -43,13 +50,14 @@ func newStandby(t *testing.T) *standby {
 	for _, b := range s.w.f {
 		b.Inventoried()
 	}
+	s.w.f["vcA"].Add(fakeVM("dc0", "vm-9", "node-z", uuidC), tags("z-1", "r-1"))
 	s.w.f["vcB"].Add(placedVM("dc1", "esx-2", "c-2"), tags("z-1", "r-1"))
 	writeAtomically(t, s.w.path, s.w.f.yaml("  notAKey: 1\n", "vcA")+driftBase)
 	opts := s.w.f.options()
 	opts.RecoveryPoll = 10 * time.Millisecond
 	opts.NewBackend = func(vc config.VCenter, _ credentials.Source) backends.Backend {
 		s.built.Add(1)
-		return startCounted{Backend: s.w.f[vc.Name], starts: &s.started}
+		return startCounted{Backend: s.w.f[vc.Name], starts: &s.started, tags: &s.tags}
 	}
 	c, err := cloud.NewFromFile(s.w.path, opts)
 	if err != nil {
@@ -94,8 +102,8 @@ func reads(client *fake.Clientset, verb, resource string) int {
 }
 
 // A standby replica (Prepare, before it holds the lease) has its vCenters'
-// backends built and started — their inventories load and stay current —
-// and follows edits of the config, but writes nothing to the cluster: no
+// backends built and started — their inventories load and stay current,
+// their tag caches are read — and follows edits of the config, but writes nothing to the cluster: no
 // Event (not even about the config), no Node relabelled, no history
 // written (it is read).
 func TestPreparedStandbyStartsBackendsAndWritesNothing(t *testing.T) {
@@ -105,6 +113,8 @@ func TestPreparedStandbyStartsBackendsAndWritesNothing(t *testing.T) {
 		t.Fatalf("prepared: %d backends built, %d started; want vcA's, started", s.built.Load(), s.started.Load())
 	}
 	eventually(t, "the history to be read", func() bool { return reads(s.w.client, "get", "configmaps") > 0 })
+	// Its tag cache is loaded as a lookup would load it.
+	eventually(t, "a tag lookup ahead of leadership", func() bool { return s.tags.Load() > 0 })
 	// An edit adds vcB, where node-a's VM is now: applied at once.
 	writeAtomically(t, s.w.path, s.w.f.yaml("  notAKey: 1\n", "vcA", "vcB")+driftBase)
 	eventually(t, "vcB's backend to start", func() bool { return s.started.Load() == 2 })
