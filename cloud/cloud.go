@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -30,9 +31,15 @@ import (
 // ProviderName is CPI's, so this CCM is a drop-in replacement.
 const ProviderName = "vsphere"
 
+// ClientName is the name Initialize asks the controller manager's client
+// builder for (with --use-service-account-credentials, a ServiceAccount's).
+const ClientName = "vsphere-federated-ccm"
+
 var (
 	_ cloudprovider.Interface   = (*Cloud)(nil)
 	_ cloudprovider.InstancesV2 = (*instances)(nil)
+	// The controllers' shared informers: Nodes watched once.
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
 )
 
 // BackendFactory builds the backend of one vCenter.
@@ -71,6 +78,12 @@ type Options struct {
 	// the config file or of Nodes, no re-queue of Nodes. Lookups, logins
 	// and the inventories are the running CCM's own.
 	ReadOnly bool
+	// AwaitInformers: the caller hands the controllers' shared informer
+	// factory to SetInformers, and starts it after (the cloud-controller-
+	// manager does, right after Initialize), so Nodes are watched and
+	// held once; the Node owner waits for it. Otherwise it watches Nodes
+	// itself.
+	AwaitInformers bool
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
@@ -98,15 +111,24 @@ type Cloud struct {
 	*instances
 	nodes *nodes
 
-	// mu guards starting (started, cancelWorkers). workers are the
-	// goroutines Start runs (reloads, the Node writer, releasing the
-	// Secret informers and the Event broadcaster); they end when
-	// Start's stop closes or cancelWorkers is called, and Stop waits
-	// for them.
-	mu            sync.Mutex
-	started       bool
-	cancelWorkers context.CancelFunc
-	workers       sync.WaitGroup
+	// mu guards starting (prepared, started, cancels, the Node owner's
+	// pending start: informers, nodeClient, nodeCtx). workers are the
+	// goroutines Prepare and Start run (reloads, the Node writer,
+	// releasing the Secret informers and the Event broadcaster); each
+	// ends when the stop it was started with closes or Stop cancels it,
+	// and Stop waits for them.
+	mu       sync.Mutex
+	prepared bool
+	started  bool
+	cancels  []context.CancelFunc
+	// awaitInformers is Options.AwaitInformers; informers the factory
+	// SetInformers gave. nodeClient and nodeCtx are what Start would
+	// have run the Node owner with while it waits for them.
+	awaitInformers bool
+	informers      informers.SharedInformerFactory
+	nodeClient     kubernetes.Interface
+	nodeCtx        context.Context
+	workers        sync.WaitGroup
 }
 
 // New returns a provider for cfg; it talks to no vCenter until Start.
@@ -143,7 +165,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.UninitializedAfter == 0 {
 		opts.UninitializedAfter = DefaultUninitializedAfter
 	}
-	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}}
+	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}, awaitInformers: opts.AwaitInformers}
 	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
 	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
 	if opts.Discovery.OnDuplicate == nil {
@@ -181,15 +203,63 @@ func NewFromFile(path string, opts Options) (*Cloud, error) {
 
 // Initialize implements cloudprovider.Interface.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	c.Start(clientBuilder.ClientOrDie("vsphere-federated-ccm"), stop)
+	c.Start(clientBuilder.ClientOrDie(ClientName), stop)
+}
+
+// Prepare starts, ahead of Start, everything a standby replica may run
+// while another holds the leader lease, so that taking the lease serves
+// at once: the Secrets credentials are read from, the watch of the config
+// file and its reloads, and the vCenter backends with their inventories
+// and tag caches. It writes nothing to the cluster: no Event, no Node
+// write, no write of the history (it is read, as a read-only provider
+// reads it). Start adds the writers and keeps these backends. client
+// must not be nil; a read-only provider is not prepared (its Start does
+// all it does). What Prepare starts ends when stop closes or at Stop.
+func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if client == nil || c.readOnly || c.prepared || c.started {
+		return
+	}
+	c.prepared = true
+	ctx := c.workerContextLocked(stop)
+	c.prepareLocked(ctx, client, false)
+	// Lookups load and refresh the tag caches; a standby makes none.
+	c.workers.Go(func() { c.fleet.warmTags(ctx, warmPeriod) })
+}
+
+// prepareLocked starts the reading part of the provider under ctx:
+// Secrets and the history read through client (nil: none), the history
+// written when writeHistory, the config file watched and applied (the
+// backends built and started), reloads.
+func (c *Cloud) prepareLocked(ctx context.Context, client kubernetes.Interface, writeHistory bool) {
+	c.fleet.discovery.Start()
+	if client != nil {
+		secrets := c.fleet.useCluster(client, writeHistory)
+		c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
+	}
+	c.fleet.watchFile()
+	c.fleet.apply(ctx)
+	c.workers.Go(func() { c.fleet.reloadLoop(ctx) })
+	c.fleet.RequestReload() // reads the history (and records it when it writes), retried until it is known
+}
+
+// workerContextLocked is the context of workers started now: done when
+// stop closes or at Stop.
+func (c *Cloud) workerContextLocked(stop <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
+	c.cancels = append(c.cancels, cancel)
+	return ctx
 }
 
 // Start connects the provider to Kubernetes (Secrets, Events, the history
 // ConfigMap, Nodes; client may be nil: none) and creates the vCenter
-// backends. Sessions open lazily, in parallel, on first lookup. A
-// read-only provider reads the cluster and applies the config once: no
-// Event, no Node write, no write of the history, no watch of the config
-// file or of Nodes.
+// backends, unless Prepare did: then it adds only the writers (Events,
+// the history written, the Node owner) and keeps Prepare's backends.
+// Sessions open lazily, in parallel, on first lookup, or as inventories
+// load. A read-only provider reads the cluster and applies the config
+// once: no Event, no Node write, no write of the history, no watch of the
+// config file or of Nodes.
 func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -197,37 +267,73 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		return
 	}
 	c.started = true
-	c.fleet.discovery.Start()
-	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
-	c.cancelWorkers = cancel
-	if client != nil {
-		secrets := c.fleet.useCluster(client, !c.readOnly)
-		c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
-	}
+	ctx := c.workerContextLocked(stop)
 	if c.readOnly {
+		c.fleet.discovery.Start()
+		if client != nil {
+			secrets := c.fleet.useCluster(client, false)
+			c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
+		}
 		c.fleet.apply(ctx)
 		return
 	}
 	if client != nil {
+		// Bound before the config is reported on (prepareLocked, lead).
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-ctx.Done(); b.Shutdown() })
-		c.workers.Go(func() { c.nodes.run(ctx, client) })
 	}
-	c.fleet.watchFile()
-	c.fleet.apply(ctx)
-	c.workers.Go(func() { c.fleet.reloadLoop(ctx) })
-	c.fleet.RequestReload() // records the history, retried until it is known
+	if c.prepared {
+		if client != nil {
+			c.fleet.lead(client)
+		}
+		c.fleet.RequestReload() // records the history
+	} else {
+		c.prepareLocked(ctx, client, true)
+	}
+	if client != nil {
+		if c.informers != nil || !c.awaitInformers {
+			c.runNodesLocked(ctx, client)
+		} else {
+			c.nodeClient, c.nodeCtx = client, ctx // for SetInformers, which starts the Node owner
+		}
+	}
 }
 
-// Stop ends what Start started, logs every vCenter session out, replaced
-// ones too, and stops the background probes.
+// SetInformers implements cloudprovider.InformerUser: the Node owner
+// watches Nodes through the controllers' shared factory instead of one
+// of its own, so each Node is held once. It registers its handlers at
+// once: the caller starts the factory after this returns.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readOnly || c.informers != nil {
+		return
+	}
+	c.informers = factory
+	if c.nodeClient != nil {
+		c.runNodesLocked(c.nodeCtx, c.nodeClient)
+		c.nodeClient, c.nodeCtx = nil, nil
+	}
+}
+
+// runNodesLocked starts the Node owner over the shared factory, if one
+// was given, or its own.
+func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface) {
+	w := c.nodes.watch(client, c.informers)
+	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
+}
+
+// Stop ends what Prepare and Start started, logs every vCenter session
+// out, replaced ones too, and stops the background probes.
 func (c *Cloud) Stop(ctx context.Context) {
 	c.mu.Lock()
-	cancel := c.cancelWorkers
+	cancels := c.cancels
+	c.cancels = nil
+	c.nodeClient, c.nodeCtx = nil, nil // a later SetInformers starts nothing
 	c.mu.Unlock()
-	if cancel != nil {
+	for _, cancel := range cancels {
 		cancel()
 	}
 	c.workers.Wait()

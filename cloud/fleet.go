@@ -112,6 +112,20 @@ func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials
 	return f.secrets
 }
 
+// lead makes a prepared fleet (useCluster without writes) the leader's:
+// the history is written through client from now on, and what a standby
+// records no Event of is reported again now that Events are recorded —
+// the current config's notices, and a file still rejected.
+func (f *fleet) lead(client kubernetes.Interface) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: true}
+	f.publishHistoryLocked()
+	f.rejected.sum = [32]byte{}
+	f.noticed = nil
+	f.reportNoticesLocked(f.cfg.Load())
+}
+
 // apply makes the current config serve: its backends built, handed to
 // discovery.
 func (f *fleet) apply(ctx context.Context) {

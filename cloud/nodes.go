@@ -11,7 +11,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -130,23 +132,66 @@ func (n *nodes) waitForCache(name string, location map[string]string) {
 	}
 }
 
-// run is every write to Nodes, from one Node informer, until ctx ends:
-// location labels as lookups report them, and, every poll, the
-// duplicate-UUID Events, the re-queue of uninitialized Nodes when a
-// vCenter comes back (recovery.go) and the Nodes following their VMs
-// (drift.go).
-func (n *nodes) run(ctx context.Context, client kubernetes.Interface) {
-	factory := informers.NewSharedInformerFactory(client, 0)
-	informer := factory.Core().V1().Nodes()
-	lister := informer.Lister()
-	// Registered before Start.
-	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+// nodeWatch is the Node informer the owner reads: the controllers' shared
+// one (Cloud.SetInformers) or, without it, one of its own.
+type nodeWatch struct {
+	informer cache.SharedIndexInformer
+	lister   corelisters.NodeLister
+	// own is the factory the owner started itself; nil for a shared one,
+	// which its owner starts.
+	own informers.SharedInformerFactory
+}
+
+// watch registers the owner's handlers on factory's Node informer (nil:
+// a factory of its own over client), before that factory starts, and
+// drops the managedFields nobody here reads from the objects it holds:
+// the largest part of a Node, held for every Node.
+func (n *nodes) watch(client kubernetes.Interface, factory informers.SharedInformerFactory) nodeWatch {
+	var w nodeWatch
+	if factory == nil {
+		factory = informers.NewSharedInformerFactory(client, 0)
+		w.own = factory
+	}
+	nodes := factory.Core().V1().Nodes()
+	w.informer, w.lister = nodes.Informer(), nodes.Lister()
+	// Fails only once started: then its objects keep their fields.
+	if err := w.informer.SetTransform(dropManagedFields); err != nil {
+		klog.Background().V(2).Info("Node informer already started: its Nodes keep their managedFields", "err", err)
+	}
+	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    n.seen,
 		UpdateFunc: func(_, obj any) { n.seen(obj) },
 		DeleteFunc: n.gone,
 	})
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	return w
+}
+
+// dropManagedFields is the Node informer's transform. It changes a copy:
+// an object may be shared with others than this informer (a fake
+// clientset hands one object to every watcher); the copy is shallow, and
+// the original, managedFields and all, is garbage once decoded.
+func dropManagedFields(obj any) (any, error) {
+	node, ok := obj.(*v1.Node)
+	if !ok || node.ManagedFields == nil {
+		return obj, nil
+	}
+	out := *node
+	out.ManagedFields = nil
+	return &out, nil
+}
+
+// run is every write to Nodes, from the Node informer of w, until ctx
+// ends: location labels as lookups report them, and, every poll, the
+// duplicate-UUID Events, the re-queue of uninitialized Nodes when a
+// vCenter comes back (recovery.go) and the Nodes following their VMs
+// (drift.go). A shared informer is started by its owner: until then
+// the lister is empty and followVMs waits for it to sync.
+func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatch) {
+	informer, lister := w.informer, w.lister
+	if w.own != nil {
+		w.own.Start(ctx.Done())
+		defer w.own.Shutdown()
+	}
 
 	healthy := map[string]bool{}
 	tick := time.NewTicker(n.poll)
@@ -161,7 +206,7 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface) {
 			n.reportDuplicates(lister)
 			n.requeueOnRecovery(ctx, client, lister, healthy)
 			n.checks.tick(lister, n.discovery.Health(), time.Now())
-			if informer.Informer().HasSynced() {
+			if informer.HasSynced() {
 				n.followVMs(ctx, client, lister, now)
 			}
 		}

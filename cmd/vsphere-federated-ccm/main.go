@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,7 @@ func main() {
 		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return
 	}
+	setMemoryLimit(os.Getenv)
 	ccmOptions, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
@@ -130,6 +132,7 @@ func main() {
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
 			provider := initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
+			prepare(c, provider)
 			// Fatal, not logged: a port asked for and not served would
 			// only show as a /vcenters that never answers.
 			if err := serveVCenters(c, provider, vcentersPort, wait.NeverStop); err != nil {
@@ -184,6 +187,9 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 	opts := providerOptions(build)
 	opts.Metrics, opts.EventObject, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, podReference(), nodeLabels, unmanaged
 	opts.UninitializedAfter = uninitializedAfter
+	// The controller manager hands its shared informers over
+	// (cloudprovider.InformerUser): Nodes are watched once.
+	opts.AwaitInformers = true
 	opts.NewBackend = vsphereBackends(build.UserAgent(), &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
@@ -191,6 +197,61 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 		klog.Fatalf("--cloud-config %s is invalid", shared.CloudConfigFile)
 	}
 	return provider
+}
+
+// prepare starts, before the leader election, what every replica may run
+// (cloud.Cloud.Prepare): a standby keeps its vCenter sessions, inventories
+// and tag caches loaded and current, so one that takes the lease serves
+// at once instead of logging in and loading them then. It uses the
+// identity Initialize will (the same client builder and name), so a
+// standby reads with the leader's permissions.
+func prepare(c *ccmconfig.CompletedConfig, provider *cloud.Cloud) {
+	client, err := c.ClientBuilder.Client(cloud.ClientName)
+	if err != nil {
+		// Not fatal: the leader's Initialize starts it all, as without.
+		klog.Background().Error(err, "No Kubernetes client before the leader election; the vCenters are connected once this replica leads")
+		return
+	}
+	provider.Prepare(client, wait.NeverStop)
+}
+
+// memoryLimitEnv names the container's memory limit in bytes (the chart
+// sets it from the downward API, resourceFieldRef limits.memory): the Go
+// runtime's soft limit is set to memoryLimitShare of it, so the heap is
+// collected harder as it nears the limit instead of the container being
+// OOM-killed. GOMEMLIMIT, when set, wins.
+const memoryLimitEnv = "MEMORY_LIMIT"
+
+// memoryLimitShare is the share of the container's limit the heap may
+// reach: the rest is the runtime's own (stacks, fragmentation) and the
+// kernel's.
+const memoryLimitShare = 0.9
+
+// setMemoryLimit applies memoryLimit, logging why not when it cannot.
+func setMemoryLimit(getenv func(string) string) {
+	limit, err := memoryLimit(getenv)
+	switch {
+	case err != nil:
+		klog.Background().Error(err, "No Go soft memory limit set")
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		klog.Background().V(1).Info("Go soft memory limit set", "bytes", limit, "from", memoryLimitEnv)
+	}
+}
+
+// memoryLimit is the Go soft memory limit memoryLimitEnv asks for: 0
+// (none) when it is unset, or when GOMEMLIMIT is set (the runtime read
+// it).
+func memoryLimit(getenv func(string) string) (int64, error) {
+	raw := getenv(memoryLimitEnv)
+	if raw == "" || getenv("GOMEMLIMIT") != "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want the container's memory limit in bytes (resourceFieldRef limits.memory)", memoryLimitEnv, raw)
+	}
+	return int64(float64(n) * memoryLimitShare), nil
 }
 
 // unmanagedSelectorFlag selects the Nodes the CCM leaves alone.

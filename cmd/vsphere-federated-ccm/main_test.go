@@ -47,3 +47,28 @@ func TestVersionFromLdflags(t *testing.T) {
 		t.Fatalf("--version printed %q, want %q", out, want)
 	}
 }
+
+// The container's memory limit (MEMORY_LIMIT, from the downward API) sets
+// the Go soft limit at 90% of it, unless GOMEMLIMIT is set; a value that
+// is not a byte count is an error naming the variable.
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+		err  bool
+	}{
+		{env: nil, want: 0},
+		{env: map[string]string{"MEMORY_LIMIT": "536870912"}, want: 483183820},
+		{env: map[string]string{"MEMORY_LIMIT": "536870912", "GOMEMLIMIT": "300MiB"}, want: 0},
+		{env: map[string]string{"MEMORY_LIMIT": "512Mi"}, err: true},
+		{env: map[string]string{"MEMORY_LIMIT": "0"}, err: true},
+	} {
+		got, err := memoryLimit(func(k string) string { return tc.env[k] })
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%v: memoryLimit = %d, %v; want %d, error %v", tc.env, got, err, tc.want, tc.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "MEMORY_LIMIT") {
+			t.Errorf("%v: error %q does not name MEMORY_LIMIT", tc.env, err)
+		}
+	}
+}

@@ -278,6 +278,13 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 			t.Errorf("no env %s from the downward API field %s", name, path)
 		}
 	}
+	// The Go soft memory limit follows the container's (main.go).
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "MEMORY_LIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" && e.ValueFrom.ResourceFieldRef.ContainerName == c.Name
+	}) {
+		t.Error("no env MEMORY_LIMIT from the downward API resource limits.memory")
+	}
 	args := map[string]string{}
 	for _, a := range c.Args {
 		k, v, _ := strings.Cut(a, "=")
