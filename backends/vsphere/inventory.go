@@ -33,19 +33,19 @@ var inventoryKinds = []string{
 	"Folder", "Datacenter", "ResourcePool", "VirtualApp",
 }
 
-// defaultPageSize bounds the objects per WaitForUpdatesEx answer (vCenter
-// may send fewer); the initial load of a large datacenter arrives in
-// pages. At WAN latency every page costs a round trip: 5,000 objects
-// make a page of a few MB, loaded in a fifth of the round trips 1,000
-// took (see TestInventoryLoadAtWANLatency).
+// defaultPageSize bounds the objects per answer of the first load's
+// RetrievePropertiesEx and of WaitForUpdatesEx (vCenter may send fewer).
+// At WAN latency every page costs a round trip: 5,000 objects make a page
+// of a few MB (see TestInventoryColdLoadMeasured).
 const defaultPageSize = 5000
 
 // inventory is one vCenter's VMs and the entities above them, in the
 // datacenters the config names (every datacenter when it names none),
 // kept in memory by PropertyCollector watches: one per datacenter (its
 // own collector, a ContainerView of the datacenter, and the datacenter
-// and its folders up to the root folder), loaded in parallel and followed
-// each by its own long poll (WaitForUpdatesEx), and one of the list of
+// and its folders up to the root folder), loaded in parallel (a snapshot
+// in RetrievePropertiesEx pages, see snapshot) and followed each by its
+// own long poll (WaitForUpdatesEx), and one of the list of
 // datacenters (what the configured ones resolve to, and what
 // Backend.Datacenters answers). A datacenter added to the config, or
 // created later and named by it, gets a watch of its own; one removed
@@ -352,11 +352,31 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		This:    pc.Reference(),
 		Options: &types.WaitOptions{MaxWaitSeconds: &wait, MaxObjectUpdates: inv.pageSize},
 	}
-	loading := newInvState() // the initial load, published when complete
-	// Held before the watch sends it: it ends every ancestry as a direct
+	// The initial load, published when complete. The root folder is held
+	// before the watch sends it: it ends every ancestry as a direct
 	// read's does, so that datacenters' paths are known complete
 	// (invState.datacenter).
-	loading.entities[vc.ServiceContent.RootFolder] = entity{}
+	newLoad := func() *invState {
+		s := newInvState()
+		s.entities[vc.ServiceContent.RootFolder] = entity{}
+		return s
+	}
+	loading := newLoad()
+	// seen, while the watch's initial set is applied over a published
+	// snapshot, is what the set named: the rest is dropped when it ends.
+	var seen map[types.ManagedObjectReference]struct{}
+	if n, err := inv.snapshot(ctx, vc, pc.Reference(), spec, loading); err == nil {
+		inv.updates.Add(uint64(n))
+		inv.setState(w, loading, time.Now().Add(inv.heartbeat+timeout))
+		loading = nil
+		seen = map[types.ManagedObjectReference]struct{}{vc.ServiceContent.RootFolder: {}}
+	} else if ctx.Err() != nil {
+		return fmt.Errorf("%s: snapshot: %w", op, err)
+	} else {
+		// Only slower: the watch's own pages load it.
+		inv.log.Info("vCenter inventory snapshot failed, loading from the watch", "datacenter", w.dc.Value, "err", err)
+		loading = newLoad()
+	}
 	applied := 0
 	for {
 		// The poll's deadline: vCenter answers by MaxWaitSeconds even
@@ -399,8 +419,17 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		for _, fs := range set.FilterSet {
 			w.state.apply(fs.ObjectSet)
 			applied += len(fs.ObjectSet)
+			if seen != nil {
+				for _, u := range fs.ObjectSet {
+					seen[u.Obj] = struct{}{}
+				}
+			}
 		}
 		if !truncated {
+			if seen != nil {
+				w.state.keepOnly(seen)
+				seen = nil
+			}
 			w.freshUntil = now.Add(inv.heartbeat + timeout)
 		}
 		inv.updates.Add(uint64(applied)) // under the lock, with the state it counts
@@ -410,6 +439,41 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		}
 		applied = 0
 	}
+}
+
+// snapshot reads what spec selects into s in RetrievePropertiesEx pages
+// of pageSize, each under its own deadline, and returns the objects read.
+// It is the first load: vCenter may answer a WaitForUpdatesEx with far
+// fewer objects than asked (vcsim: 100, a round trip each, 50 for 5,000
+// VMs), a RetrievePropertiesEx with as many as asked. The watch's own
+// initial set follows and corrects it; until that set ends the state
+// lags vCenter by at most its length, and is current only for heartbeat
+// + requestTimeout after the snapshot, as after any poll.
+func (inv *inventory) snapshot(ctx context.Context, vc *vim25.Client, pc types.ManagedObjectReference, spec types.PropertyFilterSpec, s *invState) (int, error) {
+	timeout := inv.sessions.requestTimeout()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	res, err := methods.RetrievePropertiesEx(rctx, vc, &types.RetrievePropertiesEx{
+		This: pc, SpecSet: []types.PropertyFilterSpec{spec}, Options: types.RetrieveOptions{MaxObjects: inv.pageSize},
+	})
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	page, n := res.Returnval, 0
+	for page != nil {
+		n += s.applyContent(page.Objects)
+		if page.Token == "" {
+			break
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		next, err := methods.ContinueRetrievePropertiesEx(rctx, vc, &types.ContinueRetrievePropertiesEx{This: pc, Token: page.Token})
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		page = &next.Returnval
+	}
+	return n, nil
 }
 
 // setState publishes w's initial load s: the one place a load is

@@ -121,7 +121,9 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			delete(s.vms, id)
 			continue
 		}
-		if rec == nil {
+		// An enter holds every property the VM has: what an earlier
+		// record held (a snapshot's) and it leaves out is unset now.
+		if rec == nil || u.Kind == types.ObjectUpdateKindEnter {
 			rec = &vmRecord{vm: vmFields{ID: id}}
 			s.vms[id] = rec
 		}
@@ -137,7 +139,10 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 		delete(s.entities, u.Obj)
 		return
 	}
-	e := s.entities[u.Obj]
+	var e entity // an enter holds every property, as for a VM
+	if u.Kind != types.ObjectUpdateKindEnter {
+		e = s.entities[u.Obj]
+	}
 	for _, c := range u.ChangeSet {
 		v := c.Val
 		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
@@ -156,6 +161,38 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 		}
 	}
 	s.entities[u.Obj] = e
+}
+
+// applyContent folds a RetrievePropertiesEx page into s, each object as
+// the enter a watch would send for it, and returns how many it held.
+func (s *invState) applyContent(objs []types.ObjectContent) int {
+	var u [1]types.ObjectUpdate
+	var changes []types.PropertyChange // reused: set keeps no change
+	for _, oc := range objs {
+		changes = changes[:0]
+		for _, p := range oc.PropSet {
+			changes = append(changes, types.PropertyChange{Name: p.Name, Op: types.PropertyChangeOpAssign, Val: p.Val})
+		}
+		u[0] = types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter, Obj: oc.Obj, ChangeSet: changes}
+		s.apply(u[:])
+	}
+	return len(objs)
+}
+
+// keepOnly drops every VM and entity seen does not hold: a watch's
+// initial set, applied over a snapshot, drops what left between the two.
+func (s *invState) keepOnly(seen map[types.ManagedObjectReference]struct{}) {
+	for id, rec := range s.vms {
+		if _, ok := seen[types.ManagedObjectReference{Type: "VirtualMachine", Value: id}]; !ok {
+			s.unindex(rec)
+			delete(s.vms, id)
+		}
+	}
+	for ref := range s.entities {
+		if _, ok := seen[ref]; !ok {
+			delete(s.entities, ref)
+		}
+	}
 }
 
 // index adds rec under its keys.
