@@ -11,15 +11,15 @@ import (
 )
 
 // coldLoad starts a backend with the inventory scoped to specs, reached
-// through p, with pages of pageSize, and returns how long until it was in
-// service, the SOAP calls vc handled meanwhile, and the VMs held.
-func coldLoad(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, pageSize int32, specs ...string) (time.Duration, map[string]int64, int) {
+// through p, its inventory tuned by tune, and returns how long until it
+// was in service, the SOAP calls vc handled meanwhile, and the VMs held.
+func coldLoad(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, tune func(*inventory), specs ...string) (time.Duration, map[string]int64, int) {
 	t.Helper()
 	opts := optionsVia(vc, p.Host(), p.Port(), 30*time.Second)
 	opts.Config.Datacenters = specs
 	opts.Inventory, opts.Heartbeat, opts.TagRefresh = true, time.Minute, time.Hour
 	b := New(opts)
-	b.inv.pageSize = pageSize
+	tune(b.inv)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -44,6 +44,8 @@ func coldLoad(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, pageSize int32, s
 	return took, calls, held
 }
 
+func keep(*inventory) {}
+
 func total(calls map[string]int64) (n int64) {
 	for _, c := range calls {
 		n += c
@@ -63,8 +65,8 @@ func TestInventoryColdLoadMeasured(t *testing.T) {
 	t.Run("one of ten datacenters", func(t *testing.T) {
 		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 10, MachinesPerPool: 50})
 		p.SetDelay(20 * time.Millisecond)
-		allTook, allCalls, allHeld := coldLoad(t, vc, p, defaultPageSize)
-		oneTook, oneCalls, oneHeld := coldLoad(t, vc, p, defaultPageSize, "DC0")
+		allTook, allCalls, allHeld := coldLoad(t, vc, p, keep)
+		oneTook, oneCalls, oneHeld := coldLoad(t, vc, p, keep, "DC0")
 		t.Logf("all 10 datacenters: %v, %d SOAP calls (%d WaitForUpdatesEx), %d VMs held", allTook.Round(time.Millisecond), total(allCalls), allCalls["WaitForUpdatesEx"], allHeld)
 		t.Logf("DC0 only:           %v, %d SOAP calls (%d WaitForUpdatesEx), %d VMs held", oneTook.Round(time.Millisecond), total(oneCalls), oneCalls["WaitForUpdatesEx"], oneHeld)
 		if allHeld != len(vc.VMs) || oneHeld != len(vmsOf(vc, "DC0")) {
@@ -76,7 +78,7 @@ func TestInventoryColdLoadMeasured(t *testing.T) {
 			vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: shape.dcs, MachinesPerPool: shape.perPool})
 			p.SetDelay(200 * time.Millisecond)
 			for _, size := range []int32{1000, 5000, 10000} {
-				took, calls, held := coldLoad(t, vc, p, size)
+				took, calls, held := coldLoad(t, vc, p, func(inv *inventory) { inv.pageSize = size })
 				t.Logf("pages of %5d: %v, %d SOAP calls (%d WaitForUpdatesEx), %d VMs held", size, took.Round(time.Millisecond), total(calls), calls["WaitForUpdatesEx"], held)
 				if held != len(vc.VMs) {
 					t.Fatalf("held %d; want %d", held, len(vc.VMs))

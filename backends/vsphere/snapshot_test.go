@@ -65,6 +65,7 @@ func TestInventoryServesFromASnapshotTheWatchCorrects(t *testing.T) {
 	o := opts(true)
 	o.WrapTransport = holdingWaits(release, &held)
 	b := New(o)
+	b.inv.snapshotRoundTrip = 0 // whatever the round trip
 	b.Start()
 	direct := New(opts(false))
 	direct.Start()
@@ -148,5 +149,24 @@ func TestAnEnterReplacesTheRecord(t *testing.T) {
 	s.apply([]types.ObjectUpdate{{Kind: types.ObjectUpdateKindEnter, Obj: folder, ChangeSet: []types.PropertyChange{{Name: "name", Val: "f"}}}})
 	if e := s.entities[folder]; e != (entity{name: "f"}) {
 		t.Fatalf("entity = %+v, want its parent unset", e)
+	}
+}
+
+// Where a round trip costs less than snapshotRoundTrip the watch's pages
+// load a datacenter; from there, one snapshot per watch (the list's and
+// each datacenter's) does.
+func TestInventorySnapshotsWhereRoundTripsAreDear(t *testing.T) {
+	vc, p := proxiedVCenter(t, vcsim.Options{})
+	const dear = 100 * time.Millisecond
+	tune := func(inv *inventory) { inv.snapshotRoundTrip = dear }
+	_, lan, lanHeld := coldLoad(t, vc, p, tune)
+	p.SetDelay(dear + dear/2)
+	_, wan, wanHeld := coldLoad(t, vc, p, tune)
+	watches := int64(1 + len(firstPerDatacenter(vc)))
+	if lan["RetrievePropertiesEx"] != 0 || wan["RetrievePropertiesEx"] != watches {
+		t.Fatalf("RetrievePropertiesEx calls: %d without delay, %d at %v; want 0 and %d (one per watch)", lan["RetrievePropertiesEx"], wan["RetrievePropertiesEx"], dear+dear/2, watches)
+	}
+	if lanHeld != len(vc.VMs) || wanHeld != len(vc.VMs) {
+		t.Fatalf("held %d and %d VMs; want %d", lanHeld, wanHeld, len(vc.VMs))
 	}
 }
