@@ -41,15 +41,6 @@ var inventoryKinds = []string{
 // VM load at 200 ms 0.5 s more (see TestInventoryColdLoadMeasured).
 const defaultPageSize = 1000
 
-// defaultSnapshotRoundTrip is the round trip from which a datacenter's
-// first load is a snapshot. The snapshot saves a round trip per page of
-// the watch's initial set (vcsim's 100 objects: 50 for 5,000 VMs), and
-// costs decoding the load twice (the watch still sends its initial set):
-// 20 ms is about what decoding a page of 100 VMs again costs on a loaded
-// 2-core host (50,000 VMs at 0 ms: all Nodes initialized 10 s later with
-// a snapshot than without).
-const defaultSnapshotRoundTrip = 20 * time.Millisecond
-
 // inventory is one vCenter's VMs and the entities above them, in the
 // datacenters the config names (every datacenter when it names none),
 // kept in memory by PropertyCollector watches: one per datacenter (its
@@ -73,10 +64,7 @@ type inventory struct {
 	sessions  *sessions
 	heartbeat time.Duration
 	pageSize  int32
-	// snapshotRoundTrip: from a round trip this long, the first load is a
-	// snapshot (see snapshot).
-	snapshotRoundTrip time.Duration
-	log               klog.Logger
+	log       klog.Logger
 	// updates counts the object updates applied since start, loads
 	// included: a change seen moves it.
 	updates atomic.Uint64
@@ -122,7 +110,7 @@ func (w *watched) current(now time.Time) bool {
 
 func newInventory(s *sessions, heartbeat time.Duration, specs []config.DatacenterSpec, log klog.Logger) *inventory {
 	return &inventory{
-		sessions: s, heartbeat: heartbeat, pageSize: defaultPageSize, snapshotRoundTrip: defaultSnapshotRoundTrip, log: log, specs: specs,
+		sessions: s, heartbeat: heartbeat, pageSize: defaultPageSize, log: log, specs: specs,
 		firstAttempt: make(chan struct{}), rescoped: make(chan struct{}, 1),
 	}
 }
@@ -336,17 +324,9 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		defer cancel()
 		_ = d(dctx)
 	}
-	// rtt is the quickest of the setup's round trips: what a page of
-	// the load costs beyond its own transfer (see snapshotRoundTrip).
-	rtt, start := time.Duration(math.MaxInt64), time.Now()
-	timed := func() {
-		now := time.Now()
-		rtt, start = min(rtt, now.Sub(start)), now
-	}
 	// A collector of its own: the default one serves direct lookups, and
 	// one collector allows one WaitForUpdatesEx at a time.
 	pc, err := property.DefaultCollector(vc).Create(sctx)
-	timed()
 	if err != nil {
 		return fmt.Errorf("%s: create property collector: %w", op, err)
 	}
@@ -355,9 +335,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	if root.Value == "" {
 		root, kinds = vc.ServiceContent.RootFolder, []string{"Datacenter"}
 	}
-	start = time.Now()
 	v, err := view.NewManager(vc).CreateContainerView(sctx, root, kinds, true)
-	timed()
 	if err != nil {
 		return fmt.Errorf("%s: create container view: %w", op, err)
 	}
@@ -366,10 +344,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	if w.dc.Value != "" {
 		spec = datacenterSpec(v.Reference(), w.dc)
 	}
-	start = time.Now()
-	_, err = pc.CreateFilter(sctx, types.CreateFilter{Spec: spec, PartialUpdates: false})
-	timed()
-	if err != nil {
+	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: spec, PartialUpdates: false}); err != nil {
 		return fmt.Errorf("%s: create filter: %w", op, err)
 	}
 	cancel()
@@ -392,22 +367,20 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	// seen, while the watch's initial set is applied over a published
 	// snapshot, is what the set named: the rest is dropped when it ends.
 	var seen map[types.ManagedObjectReference]struct{}
-	if rtt >= inv.snapshotRoundTrip {
-		n, err := inv.snapshot(ctx, vc, pc.Reference(), spec, loading)
-		switch {
-		case err == nil:
-			inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities), "snapshot", true, "roundTrip", rtt)
-			inv.updates.Add(uint64(n))
-			inv.setState(w, loading, time.Now().Add(inv.heartbeat+timeout))
-			loading = nil
-			seen = map[types.ManagedObjectReference]struct{}{vc.ServiceContent.RootFolder: {}}
-		case ctx.Err() != nil:
-			return fmt.Errorf("%s: snapshot: %w", op, err)
-		default:
-			// Only slower: the watch's own pages load it.
-			inv.log.Info("vCenter inventory snapshot failed, loading from the watch", "datacenter", w.dc.Value, "err", err)
-			loading = newLoad()
-		}
+	n, err := inv.snapshot(ctx, vc, pc.Reference(), spec, loading)
+	switch {
+	case err == nil:
+		inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities), "snapshot", true)
+		inv.updates.Add(uint64(n))
+		inv.setState(w, loading, time.Now().Add(inv.heartbeat+timeout))
+		loading = nil
+		seen = map[types.ManagedObjectReference]struct{}{vc.ServiceContent.RootFolder: {}}
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: snapshot: %w", op, err)
+	default:
+		// Only slower: the watch's own pages load it.
+		inv.log.Info("vCenter inventory snapshot failed, loading from the watch", "datacenter", w.dc.Value, "err", err)
+		loading = newLoad()
 	}
 	applied := 0
 	for {
@@ -475,10 +448,13 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 
 // snapshot reads what spec selects into s in RetrievePropertiesEx pages
 // of pageSize, each under its own deadline, and returns the objects read.
-// It is the first load where round trips are dear: vCenter may answer a WaitForUpdatesEx with far
+// It is the first load: vCenter may answer a WaitForUpdatesEx with far
 // fewer objects than asked (vcsim: 100, a round trip each, 50 for 5,000
 // VMs), a RetrievePropertiesEx with as many as asked. The watch's own
-// initial set follows and corrects it; until that set ends the state
+// initial set follows and corrects it (a second read of the load: at
+// 50,000 VMs and 0 ms on 2 cores, no slower in the bench than without the
+// snapshot, which a round trip that decides it cannot tell from a busy
+// CPU); until that set ends the state
 // lags vCenter by at most its length, and is current only for heartbeat
 // + requestTimeout after the snapshot, as after any poll.
 func (inv *inventory) snapshot(ctx context.Context, vc *vim25.Client, pc types.ManagedObjectReference, spec types.PropertyFilterSpec, s *invState) (int, error) {

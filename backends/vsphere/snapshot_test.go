@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -65,7 +66,6 @@ func TestInventoryServesFromASnapshotTheWatchCorrects(t *testing.T) {
 	o := opts(true)
 	o.WrapTransport = holdingWaits(release, &held)
 	b := New(o)
-	b.inv.snapshotRoundTrip = 0 // whatever the round trip
 	b.Start()
 	direct := New(opts(false))
 	direct.Start()
@@ -152,21 +152,17 @@ func TestAnEnterReplacesTheRecord(t *testing.T) {
 	}
 }
 
-// Where a round trip costs less than snapshotRoundTrip the watch's pages
-// load a datacenter; from there, one snapshot per watch (the list's and
-// each datacenter's) does.
-func TestInventorySnapshotsWhereRoundTripsAreDear(t *testing.T) {
+// A snapshot that fails costs only time: the watch's own pages load the
+// inventory, and it holds what vCenter holds.
+func TestInventoryLoadsFromTheWatchWhenTheSnapshotFails(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{})
-	const dear = 100 * time.Millisecond
-	tune := func(inv *inventory) { inv.snapshotRoundTrip = dear }
-	_, lan, lanHeld := coldLoad(t, vc, p, tune)
-	p.SetDelay(dear + dear/2)
-	_, wan, wanHeld := coldLoad(t, vc, p, tune)
-	watches := int64(1 + len(firstPerDatacenter(vc)))
-	if lan["RetrievePropertiesEx"] != 0 || wan["RetrievePropertiesEx"] != watches {
-		t.Fatalf("RetrievePropertiesEx calls: %d without delay, %d at %v; want 0 and %d (one per watch)", lan["RetrievePropertiesEx"], wan["RetrievePropertiesEx"], dear+dear/2, watches)
+	faults := vc.InjectFault(simulator.FaultTypeGeneric, 1, "RetrievePropertiesEx")
+	defer faults.Remove()
+	_, calls, held := coldLoad(t, vc, p, keep)
+	if faults.Injected()["RetrievePropertiesEx"] == 0 {
+		t.Fatal("no snapshot was refused: the test proves nothing")
 	}
-	if lanHeld != len(vc.VMs) || wanHeld != len(vc.VMs) {
-		t.Fatalf("held %d and %d VMs; want %d", lanHeld, wanHeld, len(vc.VMs))
+	if held != len(vc.VMs) || calls["WaitForUpdatesEx"] == 0 {
+		t.Fatalf("held %d VMs after %d WaitForUpdatesEx; want %d", held, calls["WaitForUpdatesEx"], len(vc.VMs))
 	}
 }
