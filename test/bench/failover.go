@@ -82,7 +82,7 @@ func (w *world) failover(ctx context.Context, dir string, flags map[string]strin
 		if err != nil {
 			return nil, err
 		}
-		p, err := harness.StartCCMProcess(name, w.cfg.Binary, dir, args)
+		p, err := harness.StartCCMProcess(name, w.cfg.Binary, dir, args, res.Env...)
 		if err != nil {
 			return nil, err
 		}

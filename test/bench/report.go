@@ -37,6 +37,7 @@ func (r *report) markdown() string {
 	}
 	if len(r.Runs) > 0 {
 		fmt.Fprintf(&b, "- CCM args: `%s`\n", strings.Join(r.Runs[0].Args, " "))
+		fmt.Fprintf(&b, "- CCM env (the DaemonSet's): `%s`\n", strings.Join(r.Runs[0].Env, " "))
 	}
 	fmt.Fprintf(&b, "- requestTimeout %s; delays added per chunk of client data by the vCenters' proxies\n", c.RequestTimeout)
 	fmt.Fprintf(&b, "- machine: %d CPUs, load average %s at the start, %s; shared with other work, so timings are noisy (counts are not)\n",

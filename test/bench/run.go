@@ -24,6 +24,7 @@ type runResult struct {
 	Dir   string
 	Nodes int
 	Args  []string
+	Env   []string // the DaemonSet's literal env, added to the bench's
 
 	Register    time.Duration // creating every Node
 	Initialized int           // Nodes initialized by the end of init
@@ -123,6 +124,9 @@ func (w *world) runOnce(ctx context.Context, delay time.Duration, dir string) (*
 		return nil, err
 	}
 	res.Args = args
+	if res.Env, err = harness.DaemonSetEnv(w.env.Manifests); err != nil {
+		return nil, err
+	}
 	statusEvery := 5 * time.Minute // the library's default
 	if d, err := time.ParseDuration(flags["node-status-update-frequency"]); err == nil {
 		statusEvery = d
@@ -130,7 +134,7 @@ func (w *world) runOnce(ctx context.Context, delay time.Duration, dir string) (*
 
 	start := w.snapshot()
 	t0 := start.At
-	p, err := harness.StartCCMProcess("ccm", w.cfg.Binary, dir, args)
+	p, err := harness.StartCCMProcess("ccm", w.cfg.Binary, dir, args, res.Env...)
 	if err != nil {
 		return nil, err
 	}

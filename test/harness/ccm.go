@@ -28,7 +28,10 @@ type CCMProcess struct {
 	Name string
 	Bin  string
 	Args []string
-	Dir  string
+	// Env is added to this process's environment (the DaemonSet's
+	// literal env: DaemonSetEnv).
+	Env []string
+	Dir string
 	// SecurePort is the value of --secure-port in Args (0 when absent).
 	SecurePort int
 
@@ -41,9 +44,10 @@ type CCMProcess struct {
 	untrack func()
 }
 
-// StartCCMProcess starts bin with args, logging to dir.
-func StartCCMProcess(name, bin, dir string, args []string) (*CCMProcess, error) {
-	p := &CCMProcess{Name: name, Bin: bin, Args: args, Dir: dir}
+// StartCCMProcess starts bin with args and env added to this process's
+// environment, logging to dir.
+func StartCCMProcess(name, bin, dir string, args []string, env ...string) (*CCMProcess, error) {
+	p := &CCMProcess{Name: name, Bin: bin, Args: args, Env: env, Dir: dir}
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
 			p.SecurePort, _ = strconv.Atoi(v)
@@ -68,6 +72,9 @@ func (p *CCMProcess) start() error {
 		return err
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -335,6 +335,34 @@ func DaemonSetArgs(m *Manifests) ([]string, error) {
 	return args, nil
 }
 
+// DaemonSetEnv is the environment the DaemonSet in the manifests sets with
+// literal values (GOGC), as NAME=value; what it takes from the downward
+// API is left out.
+func DaemonSetEnv(m *Manifests) ([]string, error) {
+	ds := m.Find("DaemonSet", Namespace, DaemonSetName)
+	if ds == nil {
+		return nil, fmt.Errorf("harness: no DaemonSet %s/%s in the manifests", Namespace, DaemonSetName)
+	}
+	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) == 0 {
+		return nil, fmt.Errorf("harness: DaemonSet %s has no containers (%w)", DaemonSetName, err)
+	}
+	c, _ := containers[0].(map[string]any)
+	env, _, err := unstructured.NestedSlice(c, "env")
+	if err != nil {
+		return nil, fmt.Errorf("harness: DaemonSet %s env: %w", DaemonSetName, err)
+	}
+	var out []string
+	for _, e := range env {
+		e, _ := e.(map[string]any)
+		name, _ := e["name"].(string)
+		if v, ok := e["value"].(string); ok && name != "" {
+			out = append(out, name+"="+v)
+		}
+	}
+	return out, nil
+}
+
 // StartCCM builds the binary (once per process) and starts a CCM named name
 // (its logs are <Dir>/<name>.<n>.log). It does not wait for it: see
 // CCMProcess.WaitHealthy.
@@ -344,6 +372,7 @@ func (e *Env) StartCCM(name string, o CCMOptions) (*CCMProcess, error) {
 		return nil, err
 	}
 	var bin string
+	var env []string
 	switch {
 	case o.Image != "" && o.Race:
 		return nil, errors.New("harness: CCMOptions.Image and Race: the image holds no race-detector build")
@@ -367,8 +396,11 @@ func (e *Env) StartCCM(name string, o CCMOptions) (*CCMProcess, error) {
 		if bin, err = build(); err != nil {
 			return nil, err
 		}
+		if env, err = DaemonSetEnv(e.Manifests); err != nil {
+			return nil, err
+		}
 	}
-	p, err := StartCCMProcess(name, bin, e.Opts.Dir, args)
+	p, err := StartCCMProcess(name, bin, e.Opts.Dir, args, env...)
 	if err != nil {
 		return nil, err
 	}
