@@ -269,7 +269,7 @@ func (inv *inventory) reconcile(start func(*watched)) {
 			start(w)
 		}
 	}
-	_, complete := inv.heldLocked(time.Now())
+	complete := inv.loadedLocked()
 	inv.mu.Unlock()
 	if complete {
 		inv.endFirstAttempt() // nothing (more) to load
@@ -490,7 +490,7 @@ func (inv *inventory) snapshot(ctx context.Context, vc *vim25.Client, pc types.M
 func (inv *inventory) setState(w *watched, s *invState, freshUntil time.Time) {
 	inv.mu.Lock()
 	w.state, w.freshUntil = s, freshUntil
-	_, complete := inv.heldLocked(time.Now())
+	complete := inv.loadedLocked()
 	inv.mu.Unlock()
 	if w.dc.Value == "" {
 		inv.rescope() // the list is known: its datacenters are watched
@@ -547,6 +547,23 @@ func (inv *inventory) heldLocked(now time.Time) ([]*invState, bool) {
 		out = append(out, w.state)
 	}
 	return out, true
+}
+
+// loadedLocked reports whether the list and every datacenter configured
+// have been loaded, current or not: the first load is over when the last
+// is published, also if another went overdue meanwhile (a snapshot whose
+// watch's initial set outlasts heartbeat + requestTimeout), which nothing
+// would publish again. The caller holds inv.mu.
+func (inv *inventory) loadedLocked() bool {
+	if inv.list == nil || inv.list.state == nil {
+		return false
+	}
+	for _, ref := range inv.wantedLocked() {
+		if w := inv.views[ref]; w == nil || w.state == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // scopeLocked returns the states of the datacenters specs name (every
