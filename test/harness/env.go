@@ -314,15 +314,10 @@ func (e *Env) CCMArgs(o CCMOptions) ([]string, error) {
 // DaemonSetArgs returns the CCM container's args of the manifests'
 // DaemonSet; every one must have the --name=value form.
 func DaemonSetArgs(m *Manifests) ([]string, error) {
-	ds := m.Find("DaemonSet", Namespace, DaemonSetName)
-	if ds == nil {
-		return nil, fmt.Errorf("harness: no DaemonSet %s/%s in the manifests", Namespace, DaemonSetName)
+	c, err := daemonSetContainer(m)
+	if err != nil {
+		return nil, err
 	}
-	containers, _, err := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
-	if err != nil || len(containers) == 0 {
-		return nil, fmt.Errorf("harness: DaemonSet %s has no containers (%w)", DaemonSetName, err)
-	}
-	c, _ := containers[0].(map[string]any)
 	args, _, err := unstructured.NestedStringSlice(c, "args")
 	if err != nil {
 		return nil, fmt.Errorf("harness: DaemonSet %s args: %w", DaemonSetName, err)
@@ -335,10 +330,8 @@ func DaemonSetArgs(m *Manifests) ([]string, error) {
 	return args, nil
 }
 
-// DaemonSetEnv is the environment the DaemonSet in the manifests sets with
-// literal values (GOGC), as NAME=value; what it takes from the downward
-// API is left out.
-func DaemonSetEnv(m *Manifests) ([]string, error) {
+// daemonSetContainer is the CCM's container of the DaemonSet in m.
+func daemonSetContainer(m *Manifests) (map[string]any, error) {
 	ds := m.Find("DaemonSet", Namespace, DaemonSetName)
 	if ds == nil {
 		return nil, fmt.Errorf("harness: no DaemonSet %s/%s in the manifests", Namespace, DaemonSetName)
@@ -348,6 +341,17 @@ func DaemonSetEnv(m *Manifests) ([]string, error) {
 		return nil, fmt.Errorf("harness: DaemonSet %s has no containers (%w)", DaemonSetName, err)
 	}
 	c, _ := containers[0].(map[string]any)
+	return c, nil
+}
+
+// DaemonSetEnv is the environment the DaemonSet in the manifests sets with
+// literal values (GOGC), as NAME=value; what it takes from the downward
+// API is left out.
+func DaemonSetEnv(m *Manifests) ([]string, error) {
+	c, err := daemonSetContainer(m)
+	if err != nil {
+		return nil, err
+	}
 	env, _, err := unstructured.NestedSlice(c, "env")
 	if err != nil {
 		return nil, fmt.Errorf("harness: DaemonSet %s env: %w", DaemonSetName, err)
