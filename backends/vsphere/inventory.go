@@ -36,9 +36,10 @@ var inventoryKinds = []string{
 // defaultPageSize bounds the objects per answer of the first load's
 // RetrievePropertiesEx and of WaitForUpdatesEx (vCenter may send fewer).
 // At WAN latency every page costs a round trip, but each is one request
-// under one requestTimeout, also when 20 datacenters load at once: pages
-// of 5,000 VMs timed out so at 50,000 VMs on 2 cores, 1,000 cost a 5,000
-// VM load at 200 ms 0.5 s more (see TestInventoryColdLoadMeasured).
+// under one requestTimeout, also when 20 datacenters load at once on a
+// busy host: pages of 5,000 VMs timed out so in the 50,000-VM bench;
+// 1,000 cost a 5,000-VM load at 200 ms ~0.5 s more (see
+// TestInventoryColdLoadMeasured).
 const defaultPageSize = 1000
 
 // inventory is one vCenter's VMs and the entities above them, in the
@@ -451,12 +452,11 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 // It is the first load: vCenter may answer a WaitForUpdatesEx with far
 // fewer objects than asked (vcsim: 100, a round trip each, 50 for 5,000
 // VMs), a RetrievePropertiesEx with as many as asked. The watch's own
-// initial set follows and corrects it (a second read of the load: at
-// 50,000 VMs and 0 ms on 2 cores, no slower in the bench than without the
-// snapshot, which a round trip that decides it cannot tell from a busy
-// CPU); until that set ends the state
-// lags vCenter by at most its length, and is current only for heartbeat
-// + requestTimeout after the snapshot, as after any poll.
+// initial set follows and corrects it: the load is read twice (~4 s of
+// CPU at 50,000 VMs), always, as the setup's round trips cannot tell a
+// WAN from a busy host (29-155 ms at 0 ms under load). Until that set
+// ends the state lags vCenter by at most its length, and is current only
+// for heartbeat + requestTimeout after the snapshot, as after any poll.
 func (inv *inventory) snapshot(ctx context.Context, vc *vim25.Client, pc types.ManagedObjectReference, spec types.PropertyFilterSpec, s *invState) (int, error) {
 	timeout := inv.sessions.requestTimeout()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
