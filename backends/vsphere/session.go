@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -467,30 +468,52 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 	return f.wait(ctx, "re-login")
 }
 
-// reloginFlight is flight f: c's re-login.
+// reloginFlight is flight f: c's re-login. A session lost because
+// another appliance now answers at the address (a re-image, a DNS
+// cut-over) is not logged in again on c: c says which vCenter it is by
+// the service content it connected with, and discovery tells vCenters
+// apart by that. c is retired instead, and the next call connects anew.
 func (s *sessions) reloginFlight(c *conn, f *flight) {
 	ctx, cancel := s.loginContext()
 	defer cancel()
-	loggedOut := false
-	served, err := s.chain.Login(ctx, func(cr credentials.Served) error {
-		if !loggedOut {
-			// NotAuthenticated can come while the server still holds
-			// our session (a vCenter then refuses Login on it): end it
-			// first; an error only means it was already gone.
-			loggedOut = true
-			if sm := c.vim.ServiceContent.SessionManager; sm != nil {
-				_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
+	var served credentials.Served
+	err := s.sameAppliance(ctx, c)
+	var changed *applianceChangedError
+	switch {
+	case errors.As(err, &changed):
+		s.recordLogin(nil) // it answered
+	case err != nil:
+		s.recordLogin(err)
+	default:
+		loggedOut := false
+		served, err = s.chain.Login(ctx, func(cr credentials.Served) error {
+			if !loggedOut {
+				// NotAuthenticated can come while the server still holds
+				// our session (a vCenter then refuses Login on it): end it
+				// first; an error only means it was already gone.
+				loggedOut = true
+				if sm := c.vim.ServiceContent.SessionManager; sm != nil {
+					_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
+				}
 			}
+			return s.login(ctx, c, cr)
+		})
+		if err != nil {
+			err = credentialsFailure(err)
 		}
-		return s.login(ctx, c, cr)
-	})
-	if err != nil {
-		err = credentialsFailure(err)
+		s.recordLogin(err)
 	}
-	s.recordLogin(err)
 	s.mu.Lock()
 	c.relogging = nil
-	if err == nil {
+	switch {
+	case changed != nil:
+		if s.cur == c && !s.closed {
+			s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew", "was", changed.was, "now", changed.now)
+			s.cur = nil
+			s.generation++
+			s.goLocked(func() { _ = s.logout(c) })
+		}
+	case err == nil:
 		c.setServed(served)
 		c.restValid = false
 		s.generation++
@@ -502,6 +525,29 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 	f.err = err
 	s.mu.Unlock()
 	close(f.done)
+}
+
+// sameAppliance is an applianceChangedError when the address now answers
+// as another vCenter than the one c connected to: its service content,
+// which needs no session, names another instance UUID.
+func (s *sessions) sameAppliance(ctx context.Context, c *conn) error {
+	res, err := methods.RetrieveServiceContent(ctx, c.raw, &types.RetrieveServiceContent{This: vim25.ServiceInstance})
+	if err != nil {
+		return classify(fmt.Errorf("read the service content: %w", err))
+	}
+	was, now := c.vim.ServiceContent.About.InstanceUuid, res.Returnval.About.InstanceUuid
+	if !strings.EqualFold(was, now) {
+		return &applianceChangedError{was: strings.ToLower(was), now: strings.ToLower(now)}
+	}
+	return nil
+}
+
+// applianceChangedError is a session lost to another appliance at the
+// address.
+type applianceChangedError struct{ was, now string }
+
+func (e *applianceChangedError) Error() string {
+	return fmt.Sprintf("the address now answers as vCenter instance %s, not instance %s: connecting anew", e.now, e.was)
 }
 
 func (s *sessions) currentGeneration() uint64 {
