@@ -8,12 +8,9 @@ package vcsim
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"reflect"
+	"math/rand/v2"
 	"slices"
 	"sync"
-	"time"
-	"unsafe"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/session"
@@ -22,107 +19,97 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// faultRulesMu serialises the management of fault rules (the injector's
-// rules are addressed by index).
-var faultRulesMu sync.Mutex
-
-// lockedSource is a rand.Source safe for concurrent use.
-type lockedSource struct {
-	mu  sync.Mutex
-	src rand.Source64
+// faultRules are the fault rules of one simulator, matched by its
+// Registry.Handler (vcsim.go) on every call. Not the simulator's own
+// FaultInjector: v0.56.0 matches its rules under a read lock and counts
+// their injections unsynchronised, a data race between two requests
+// answered at once (an inventory's snapshots of two datacenters).
+type faultRules struct {
+	mu    sync.Mutex
+	rules []*faultRule
 }
 
-func (s *lockedSource) Int63() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.src.Int63()
+type faultRule struct {
+	method      string // SOAP method name; "*" for all
+	probability float64
+	ft          simulator.FaultType
+	injected    int64
 }
 
-func (s *lockedSource) Uint64() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.src.Uint64()
-}
-
-func (s *lockedSource) Seed(seed int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.src.Seed(seed)
-}
-
-// withLockedRNG gives rule a random number generator that is safe for
-// concurrent use. The simulator (v0.56.0) draws each rule's probability
-// from an unexported *rand.Rand while holding only a read lock, so two
-// requests answered at once use a math/rand source concurrently, which can
-// corrupt its state and panic (index out of range) inside the test process.
-// AddRule keeps an rng already set, so setting it first is enough.
-func withLockedRNG(rule *simulator.FaultInjectionRule) {
-	f := reflect.ValueOf(rule).Elem().FieldByName("rng")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[*rand.Rand]() {
-		return // another simulator version: keep its own
+// match returns the fault for a call of method on this, or nil. Only a
+// call with a session is faulted, as the simulator's injector faults only
+// calls it would answer: one without a session stays NotAuthenticated.
+func (r *faultRules) match(ctx *simulator.Context, method *simulator.Method) types.BaseMethodFault {
+	if ctx.Session == nil {
+		return nil
 	}
-	src := rand.NewSource(time.Now().UnixNano()).(rand.Source64)
-	rng := rand.New(&lockedSource{src: src})
-	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(rng))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rule := range r.rules {
+		if rule.method != "*" && rule.method != method.Name {
+			continue
+		}
+		if rule.probability < 1 && rand.Float64() >= rule.probability {
+			continue
+		}
+		rule.injected++
+		return rule.fault(method)
+	}
+	return nil
+}
+
+// fault is the fault rule injects, as the simulator's injector makes it
+// for the types these tests use; any other type is a SystemError.
+func (rule *faultRule) fault(method *simulator.Method) types.BaseMethodFault {
+	switch rule.ft {
+	case simulator.FaultTypeNotAuthenticated:
+		return &types.NotAuthenticated{NoPermission: types.NoPermission{Object: &method.This, PrivilegeId: "System.View"}}
+	case simulator.FaultTypeNoPermission:
+		return &types.NoPermission{Object: &method.This, PrivilegeId: "System.Modify"}
+	}
+	return &types.SystemErrorFault{Reason: "injected by test/vcsim"}
 }
 
 // FaultRules is a set of injection rules added to one simulator.
 type FaultRules struct {
 	vc    *VCenter
-	rules []*simulator.FaultInjectionRule
+	rules []*faultRule
 }
 
 // InjectFault makes the simulator answer each of methods (SOAP method
 // names such as "RetrieveProperties"; "*" for all) on any object with a
-// fault of type ft, with the given probability (0 to 1). The session stays
-// valid: the fault is only the answer. Remove undoes it.
+// fault of type ft, with the given probability (0 to 1), to calls made in
+// a session. The session stays valid: the fault is only the answer.
+// Remove undoes it.
 func (vc *VCenter) InjectFault(ft simulator.FaultType, probability float64, methods ...string) *FaultRules {
-	faultRulesMu.Lock()
-	defer faultRulesMu.Unlock()
+	vc.faults.mu.Lock()
+	defer vc.faults.mu.Unlock()
 	fr := &FaultRules{vc: vc}
 	for _, m := range methods {
-		rule := &simulator.FaultInjectionRule{
-			MethodName:  m,
-			ObjectType:  "*",
-			ObjectName:  "*",
-			Probability: probability,
-			FaultType:   ft,
-			Message:     "injected by test/vcsim",
-			Enabled:     true,
-		}
-		withLockedRNG(rule)
-		vc.Model.Service.AddFaultRule(rule)
+		rule := &faultRule{method: m, probability: probability, ft: ft}
+		vc.faults.rules = append(vc.faults.rules, rule)
 		fr.rules = append(fr.rules, rule)
 	}
 	return fr
 }
 
 // Injected is how many faults each of the rules has injected so far, by
-// SOAP method name (read from the simulator's statistics, which number the
-// rules by position).
+// SOAP method name; nothing once removed.
 func (fr *FaultRules) Injected() map[string]int64 {
-	faultRulesMu.Lock()
-	defer faultRulesMu.Unlock()
-	stats := fr.vc.Model.Service.GetFaultStats()
+	fr.vc.faults.mu.Lock()
+	defer fr.vc.faults.mu.Unlock()
 	out := map[string]int64{}
 	for _, r := range fr.rules {
-		if i := slices.Index(fr.vc.Model.Service.GetFaultRules(), r); i >= 0 {
-			n, _ := stats[fmt.Sprintf("rule_%d_count", i)].(int64)
-			out[r.MethodName] += n
-		}
+		out[r.method] += r.injected
 	}
 	return out
 }
 
 // Remove takes the rules out of the simulator; safe to call more than once.
 func (fr *FaultRules) Remove() {
-	faultRulesMu.Lock()
-	defer faultRulesMu.Unlock()
-	for _, r := range fr.rules {
-		if i := slices.Index(fr.vc.Model.Service.GetFaultRules(), r); i >= 0 {
-			fr.vc.Model.Service.RemoveFaultRule(i)
-		}
-	}
+	fr.vc.faults.mu.Lock()
+	defer fr.vc.faults.mu.Unlock()
+	fr.vc.faults.rules = slices.DeleteFunc(fr.vc.faults.rules, func(r *faultRule) bool { return slices.Contains(fr.rules, r) })
 	fr.rules = nil
 }
 

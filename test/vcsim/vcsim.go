@@ -73,7 +73,8 @@ type VCenter struct {
 	mu       sync.Mutex
 	accepted string // the password logins must use; see SetPassword
 
-	soap methodCounts // every SOAP call the simulator handled
+	soap   methodCounts // every SOAP call the simulator handled
+	faults faultRules   // InjectFault's
 }
 
 // methodCounts counts SOAP calls by method name. The simulator calls its
@@ -221,13 +222,13 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 		defer vc.mu.Unlock()
 		return req.UserName == vc.User && req.Password == vc.accepted
 	}
-	// Count every SOAP call: the simulator calls Registry.Handler (which it
-	// never sets itself in v0.56.0) before dispatching each method; nil, nil
-	// leaves the call to the normal handler. Set before the server starts,
-	// like ValidLogin.
-	m.Map().Handler = func(_ *simulator.Context, method *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	// Count every SOAP call, and answer InjectFault's: the simulator calls
+	// Registry.Handler (which it never sets itself in v0.56.0) before
+	// dispatching each method; nil, nil leaves the call to the normal
+	// handler. Set before the server starts, like ValidLogin.
+	m.Map().Handler = func(ctx *simulator.Context, method *simulator.Method) (mo.Reference, types.BaseMethodFault) {
 		vc.soap.add(method.Name)
-		return nil, nil
+		return nil, vc.faults.match(ctx, method)
 	}
 	m.Service.RegisterEndpoints = true
 	m.Service.TLS = new(tls.Config)
