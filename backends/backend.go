@@ -61,7 +61,10 @@ type Backend interface {
 	// (ServiceContent.About.InstanceUuid) as the current session read it;
 	// "" before the first login. With the server it identifies a vCenter:
 	// the same address answering with another instance UUID is another
-	// vCenter (a DNS name or an address moved to a new appliance).
+	// vCenter (a DNS name or an address moved to a new appliance). It
+	// must never outlive its appliance: a session lost to another one is
+	// not carried over (no answer of the new one under the old UUID), and
+	// it is "" while no session is current.
 	InstanceUUID() string
 	// Datacenters lists every datacenter of the vCenter with its name,
 	// managed object ID and inventory path: from the inventory while it
