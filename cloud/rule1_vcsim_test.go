@@ -5,8 +5,9 @@ package cloud_test
 // sessions, instance UUIDs, breakers and timeouts. The federation is
 // started once per test (simulators are slow to build) and every sequence
 // starts it over from a known state: every proxy passing, every instance
-// UUID the simulator's own. VMs a sequence destroyed stay destroyed; the
-// model only needs the truth.
+// UUID the simulator's own, every VM readable. VMs a sequence destroyed
+// stay destroyed, and moved ones stay where they went; the model only
+// needs the truth.
 //
 // Size: rapid's -rapid.checks and -rapid.steps, or RAPID_CHECKS and
 // RAPID_STEPS; by default a few short sequences (see TestRule1ModelVCsim).
@@ -53,11 +54,12 @@ var simNames = []string{"east", "west", "north"}
 
 // simWorld is the federation, shared by every sequence of a test.
 type simWorld struct {
-	fed       *vcsim.Federation
-	proxies   []*vcsim.Proxy // in front of fed.VCenters[i]: server i
-	instances []string       // the simulators' own instance UUIDs
-	destroyed map[*vcsim.VM]bool
-	off       map[*vcsim.VM]bool
+	fed          *vcsim.Federation
+	proxies      []*vcsim.Proxy // in front of fed.VCenters[i]: server i
+	instances    []string       // the simulators' own instance UUIDs
+	destroyed    map[*vcsim.VM]bool
+	off          map[*vcsim.VM]bool
+	inaccessible map[*vcsim.VM]bool
 	// What InstanceExists answered over the run, for the log: a run that
 	// never concluded absence, or never met an error, checked little.
 	present, absent, errored atomic.Int64
@@ -143,6 +145,12 @@ func newSimModel(t *rapid.T, w *simWorld, steps *atomic.Int64) *simModel {
 		}
 		vc.SetInstanceUUID(w.instances[i])
 	}
+	for vm := range w.inaccessible {
+		if vc := w.fed.VCenter(vm.VCenter); vc != nil && !w.destroyed[vm] {
+			vc.MakeAccessible(vm)
+		}
+	}
+	clear(w.inaccessible)
 	dir, err := os.MkdirTemp("", "rule1-vcsim-")
 	if err != nil {
 		t.Fatal(err)
@@ -261,17 +269,19 @@ func (m *simModel) stopCloud() {
 
 func (m *simModel) actions() map[string]func(*rapid.T) {
 	a := map[string]func(*rapid.T){
-		"EditAdd":     m.editAdd,
-		"EditRemove":  m.editRemove,
-		"EditRename":  m.editRename,
-		"EditRepoint": m.editRepoint,
-		"Restart":     func(t *rapid.T) { m.stopCloud(); m.startCloud(t) },
-		"ProxyFault":  m.proxyFault,
-		"ProxyHeal":   m.proxyHeal,
-		"Reimage":     m.reimage,
-		"VMDestroy":   m.vmDestroy,
-		"VMPower":     m.vmPower,
-		"NodeCreate":  m.nodeCreate,
+		"EditAdd":      m.editAdd,
+		"EditRemove":   m.editRemove,
+		"EditRename":   m.editRename,
+		"EditRepoint":  m.editRepoint,
+		"Restart":      func(t *rapid.T) { m.stopCloud(); m.startCloud(t) },
+		"ProxyFault":   m.proxyFault,
+		"ProxyHeal":    m.proxyHeal,
+		"Reimage":      m.reimage,
+		"VMDestroy":    m.vmDestroy,
+		"VMPower":      m.vmPower,
+		"VMMove":       m.vmMove,
+		"VMUnreadable": m.vmUnreadable,
+		"NodeCreate":   m.nodeCreate,
 	}
 	for name, f := range a {
 		a[name] = func(t *rapid.T) { m.do(name, func() { f(t) }) }
@@ -431,6 +441,7 @@ func (m *simModel) vmDestroy(t *rapid.T) {
 		t.Fatalf("destroy %s: %v", vm.Name, err)
 	}
 	m.w.destroyed[vm] = true
+	delete(m.w.inaccessible, vm)
 	delete(m.current[i].uuids, vm.UUID)
 	m.note("  vm %s (uuid %s) destroyed in %s", vm.Name, vm.UUID, m.current[i])
 }
@@ -442,6 +453,9 @@ func (m *simModel) namedVMs() []*vcsim.VM {
 
 func (m *simModel) vmPower(t *rapid.T) {
 	vm, i := m.pickVM(t)
+	if m.w.inaccessible[vm] {
+		t.Skip("an unreadable VM cannot be powered")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	vc := m.w.fed.VCenters[i]
@@ -456,6 +470,68 @@ func (m *simModel) vmPower(t *rapid.T) {
 	}
 	m.w.off[vm] = !m.w.off[vm]
 	m.note("  vm %s powered off: %t", vm.Name, m.w.off[vm])
+}
+
+// vmMove moves a VM, mostly one a Node names, to a datacenter of any
+// vCenter (its own for another datacenter), as a cross-vCenter vMotion or
+// a failover re-registering it does: a twin for a moment, never a moment
+// without it. The truth follows it to the appliance at the target's
+// server; a target never configured may take the VM out of the CCM's
+// sight, and then absence is right.
+func (m *simModel) vmMove(t *rapid.T) {
+	var vm *vcsim.VM
+	if named := m.namedVMs(); len(named) > 0 && rapid.Bool().Draw(t, "a Node's VM") {
+		vm = named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")]
+	} else {
+		vm, _ = m.pickVM(t)
+	}
+	from := slices.IndexFunc(m.w.fed.VCenters, func(vc *vcsim.VCenter) bool { return vc.Name == vm.VCenter })
+	to := rapid.IntRange(0, len(m.w.fed.VCenters)-1).Draw(t, "to server")
+	target := m.w.fed.VCenters[to]
+	dc := rapid.SampledFrom([]string{"DC0", "DC1"}).Draw(t, "to datacenter")
+	if to == from && dc == vm.Datacenter {
+		t.Skip("already there")
+	}
+	hosts := target.Hosts(dc)
+	if len(hosts) == 0 {
+		t.Skip("no host there")
+	}
+	host := rapid.SampledFrom(hosts).Draw(t, "to host")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.w.fed.Move(ctx, vm, target, dc, host); err != nil {
+		if strings.Contains(err.Error(), "no VM to clone") {
+			t.Skip(err.Error())
+		}
+		t.Fatalf("move %s: %v", vm.Name, err)
+	}
+	// The clone is readable and powered on, whatever the VM was.
+	delete(m.w.inaccessible, vm)
+	m.w.off[vm] = false
+	delete(m.current[from].uuids, vm.UUID)
+	m.current[to].uuids[vm.UUID] = vm.Name
+	m.note("  vm %s (uuid %s) moved from server %d to %s %s", vm.Name, vm.UUID, from, m.current[to], dc)
+}
+
+// vmUnreadable makes a VM, mostly one a Node names, inaccessible (its
+// files unreachable: its UUID cannot be read, a search by UUID misses it)
+// or readable again. It exists all along: CPI deletes its Node (#642).
+func (m *simModel) vmUnreadable(t *rapid.T) {
+	var vm *vcsim.VM
+	if named := m.namedVMs(); len(named) > 0 && rapid.Bool().Draw(t, "a Node's VM") {
+		vm = named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")]
+	} else {
+		vm, _ = m.pickVM(t)
+	}
+	vc := m.w.fed.VCenter(vm.VCenter)
+	if m.w.inaccessible[vm] {
+		vc.MakeAccessible(vm)
+		delete(m.w.inaccessible, vm)
+	} else {
+		vc.MakeInaccessible(vm)
+		m.w.inaccessible[vm] = true
+	}
+	m.note("  vm %s unreadable: %t", vm.Name, m.w.inaccessible[vm])
 }
 
 var simNodeShapes = []string{
@@ -630,7 +706,7 @@ func TestRule1ModelVCsim(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fed.Close)
-	w := &simWorld{fed: fed, destroyed: map[*vcsim.VM]bool{}, off: map[*vcsim.VM]bool{}}
+	w := &simWorld{fed: fed, destroyed: map[*vcsim.VM]bool{}, off: map[*vcsim.VM]bool{}, inaccessible: map[*vcsim.VM]bool{}}
 	for _, vc := range fed.VCenters {
 		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
 		if err != nil {

@@ -108,7 +108,7 @@ func (f *Federation) Move(ctx context.Context, vm *VM, to *VCenter, dc, host str
 	}
 	var source *VM
 	for _, v := range to.VMs {
-		if v.Datacenter == dc && v != vm {
+		if v.Datacenter == dc && v != vm && to.Exists(v) {
 			source = v
 			break
 		}
