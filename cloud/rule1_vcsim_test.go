@@ -414,27 +414,30 @@ func (m *simModel) pickVM(t *rapid.T) (*vcsim.VM, int) {
 	if len(vms) == 0 {
 		t.Skip("no VM")
 	}
-	vm := vms[rapid.IntRange(0, len(vms)-1).Draw(t, "vm")]
-	for i, vc := range m.w.fed.VCenters {
-		if vc.Name == vm.VCenter {
-			return vm, i
-		}
-	}
-	t.Fatalf("vm %s of no vCenter", vm.Name)
-	return nil, 0
+	return m.withServer(t, vms[rapid.IntRange(0, len(vms)-1).Draw(t, "vm")])
 }
 
-// vmDestroy destroys a VM, mostly one a Node names: that is where a
-// wrongful absence would show.
-func (m *simModel) vmDestroy(t *rapid.T) {
-	var vm *vcsim.VM
-	var i int
+// pickNamedVM draws a live VM, mostly one a Node is named after: that is
+// where a wrongful absence would show.
+func (m *simModel) pickNamedVM(t *rapid.T) (*vcsim.VM, int) {
 	if named := m.namedVMs(); len(named) > 0 && rapid.Bool().Draw(t, "a Node's VM") {
-		vm = named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")]
-		i = slices.IndexFunc(m.w.fed.VCenters, func(vc *vcsim.VCenter) bool { return vc.Name == vm.VCenter })
-	} else {
-		vm, i = m.pickVM(t)
+		return m.withServer(t, named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")])
 	}
+	return m.pickVM(t)
+}
+
+// withServer returns vm with the index of the server it is at now.
+func (m *simModel) withServer(t *rapid.T, vm *vcsim.VM) (*vcsim.VM, int) {
+	i := slices.IndexFunc(m.w.fed.VCenters, func(vc *vcsim.VCenter) bool { return vc.Name == vm.VCenter })
+	if i < 0 {
+		t.Fatalf("vm %s of no vCenter", vm.Name)
+	}
+	return vm, i
+}
+
+// vmDestroy destroys a VM, mostly one a Node names.
+func (m *simModel) vmDestroy(t *rapid.T) {
+	vm, i := m.pickNamedVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := m.w.fed.VCenters[i].Destroy(ctx, vm); err != nil {
@@ -479,13 +482,7 @@ func (m *simModel) vmPower(t *rapid.T) {
 // server; a target never configured may take the VM out of the CCM's
 // sight, and then absence is right.
 func (m *simModel) vmMove(t *rapid.T) {
-	var vm *vcsim.VM
-	if named := m.namedVMs(); len(named) > 0 && rapid.Bool().Draw(t, "a Node's VM") {
-		vm = named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")]
-	} else {
-		vm, _ = m.pickVM(t)
-	}
-	from := slices.IndexFunc(m.w.fed.VCenters, func(vc *vcsim.VCenter) bool { return vc.Name == vm.VCenter })
+	vm, from := m.pickNamedVM(t)
 	to := rapid.IntRange(0, len(m.w.fed.VCenters)-1).Draw(t, "to server")
 	target := m.w.fed.VCenters[to]
 	dc := rapid.SampledFrom([]string{"DC0", "DC1"}).Draw(t, "to datacenter")
@@ -517,13 +514,8 @@ func (m *simModel) vmMove(t *rapid.T) {
 // files unreachable: its UUID cannot be read, a search by UUID misses it)
 // or readable again. It exists all along: CPI deletes its Node (#642).
 func (m *simModel) vmUnreadable(t *rapid.T) {
-	var vm *vcsim.VM
-	if named := m.namedVMs(); len(named) > 0 && rapid.Bool().Draw(t, "a Node's VM") {
-		vm = named[rapid.IntRange(0, len(named)-1).Draw(t, "Node's vm")]
-	} else {
-		vm, _ = m.pickVM(t)
-	}
-	vc := m.w.fed.VCenter(vm.VCenter)
+	vm, i := m.pickNamedVM(t)
+	vc := m.w.fed.VCenters[i]
 	if m.w.inaccessible[vm] {
 		vc.MakeAccessible(vm)
 		delete(m.w.inaccessible, vm)

@@ -2,7 +2,6 @@ package vsphere_test
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -19,9 +18,7 @@ import (
 func TestReloginToAnotherApplianceIsANewVCenter(t *testing.T) {
 	f := startFederation(t, 1)
 	vc := f.VCenters[0]
-	var logins atomic.Int64
-	creds := countingSource{Source: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, n: &logins}
-	b := newBackend(t, vc, creds, nil)
+	b := newBackend(t, vc, credentials.Static{User: vc.User, Password: config.Password(vc.Password)}, nil)
 	ctx := t.Context()
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}
 	if _, err := b.Find(ctx, q); err != nil {
