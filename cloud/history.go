@@ -293,11 +293,16 @@ type historyStore interface {
 }
 
 // memoryHistory keeps the record in the process only (no cluster): what
-// the process knows is all there is.
+// the process knows is all there is. It folds the current vCenters in as
+// the ConfigMap's record does: an instance UUID learned after the config
+// was applied, and an appliance that answers in its place later, are
+// recorded (and the old one retired) here too.
 type memoryHistory struct{}
 
-func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, _ []serving, _ time.Duration, _ time.Time) (*configHistory, bool, error) {
-	return mem, false, nil
+func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, current []serving, retention time.Duration, now time.Time) (*configHistory, bool, error) {
+	h := mem.clone()
+	h.update(current, now, retention)
+	return h, false, nil
 }
 
 func (memoryHistory) writes() bool { return false }

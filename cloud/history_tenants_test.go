@@ -63,3 +63,31 @@ func TestHistoryDatacenterByPathThenName(t *testing.T) {
 		t.Fatalf("dc-west removed: retired %+v", h.Retired)
 	}
 }
+
+// Without a cluster the record is kept in memory, and it follows the
+// vCenters as the ConfigMap's does: the instance UUID learned after the
+// config was applied is recorded, and another appliance answering at the
+// address later retires it. It used to return what it was given: an
+// appliance change was never recorded, and a VM the new appliance lacked
+// was gone.
+func TestMemoryHistoryRecordsInstances(t *testing.T) {
+	vc := config.VCenter{Name: "vc1", Server: "vc.example.com", Port: 443}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var store historyStore = memoryHistory{}
+	h := &configHistory{}
+	h.update([]serving{{VCenter: vc}}, now, time.Hour) // applied before it answered
+	h, _, err := store.record(t.Context(), h, false, []serving{{VCenter: vc, instance: "uuid-old"}}, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.forDiscovery().Instances["vc.example.com:443"]; got != "uuid-old" {
+		t.Fatalf("instance recorded after it answered = %q, want uuid-old", got)
+	}
+	h, _, err = store.record(t.Context(), h, false, []serving{{VCenter: vc, instance: "uuid-new"}}, time.Hour, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Retired) != 1 || h.Retired[0].InstanceUUID != "uuid-old" {
+		t.Fatalf("after another appliance answered: retired %+v, want the old instance", h.Retired)
+	}
+}

@@ -617,7 +617,14 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 		}
 		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
 	}
-	d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref, dc: found.VM.Datacenter()})
+	// A VM found while its vCenter's instance is not known (between an
+	// appliance change and the next connection, its inventory still
+	// answering) is served, but does not replace a location that names
+	// an instance: one without would match whatever appliance answers at
+	// the address next, and a "not found" there would forget the VM.
+	if prev, ok := d.locations.get(l.key); !ok || found.Where.InstanceUUID != "" || prev.where.InstanceUUID == "" {
+		d.locations.set(l.key, location{vcenter: found.VCenter, where: found.Where, ref: found.VM.Ref, dc: found.VM.Datacenter()})
+	}
 	return found, nil
 }
 

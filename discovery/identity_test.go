@@ -115,6 +115,40 @@ func TestServerAnsweringAsAnotherInstanceIsAnotherVCenter(t *testing.T) {
 	}
 }
 
+// A VM found while its vCenter's instance is not known (its connection
+// retired for another appliance at the address, its inventory still
+// answering) is served, but where it was is not remembered over what was:
+// a location without an instance matches whatever appliance answers next,
+// and that one's "not found" forgot it and concluded absence (seen over
+// vcsim with the race detector: TestReimagedVCenterKeepsItsNodes).
+func TestFoundWhileTheInstanceIsUnknownKeepsTheLocation(t *testing.T) {
+	f := newFleet()
+	for i, n := range f.names {
+		f.backends[n].SetInstanceUUID("instance-" + string(rune('a'+i)))
+	}
+	d := discovery.New(f.targets(nil), discovery.Options{})
+	d.Start()
+	t.Cleanup(d.Close)
+	// Known, recording no instance: only the location cache can tell.
+	d.SetHistory(discovery.History{Known: true})
+	ctx := t.Context()
+	vm := f.vms["vc1"][1]
+	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)}
+	if res, err := d.Exists(ctx, keys); err != nil || res == nil {
+		t.Fatalf("before: Exists = %v, %v", res, err)
+	}
+	f.backends["vc1"].SetInstanceUUID("")
+	if res, err := d.Exists(ctx, keys); err != nil || res == nil {
+		t.Fatalf("instance unknown, VM still answered: Exists = %v, %v; want it found", res, err)
+	}
+	f.backends["vc1"].SetInstanceUUID("instance-new")
+	f.backends["vc1"].Remove(vm.Ref.ID)
+	res, err := d.Exists(ctx, keys)
+	if res != nil || err == nil || !strings.Contains(err.Error(), "instance-a") {
+		t.Fatalf("another appliance at vc1's address without the VM: Exists = %v, %v; want an error naming instance-a, where it was last seen", res, err)
+	}
+}
+
 // Issue 20, finding 7: a VM found while a vCenter cannot answer is served
 // only if the duplicate index holds that vCenter's UUIDs. One it does not
 // (inventory off) may hold a twin: once it has answered, the lookup fails
