@@ -96,6 +96,10 @@ func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (stri
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxTicketAnswer+1))
 	switch {
+	case ctx.Err() != nil:
+		// An answer that raced the deadline (a service that gave up as
+		// the connection closed answers an empty 200) is the deadline's.
+		return "", fmt.Errorf("%s: %w", where, ctx.Err())
 	case err != nil:
 		return "", fmt.Errorf("%s: reading its answer: %w", where, err)
 	case res.StatusCode != http.StatusOK:
