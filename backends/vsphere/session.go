@@ -283,14 +283,6 @@ func (s *sessions) firstLogin(f *flight) {
 // its request timeout, and seen back sooner after it heals.
 const maxHandshake = 5 * time.Second
 
-// maxIdleConns is how many idle connections to one vCenter are kept for
-// the next requests. net/http keeps 2; a CCM has more under way at once (a
-// long poll per watched datacenter and the datacenter list, lookups of
-// several workers, tag reads), and every connection released beyond the
-// cap is closed: the next request pays a TCP and TLS handshake, two to
-// three round trips over a WAN.
-const maxIdleConns = 16
-
 // withRetries makes each request try up to attempts times while it fails
 // with a temporary network error (soapRoundtripCount).
 func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
@@ -329,7 +321,6 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 		}
 	}
 	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record, s.noteProgress)
-	sc.DefaultTransport().MaxIdleConnsPerHost = maxIdleConns
 	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)

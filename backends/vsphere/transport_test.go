@@ -3,13 +3,11 @@ package vsphere
 import (
 	"context"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/view"
-	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -92,48 +90,5 @@ func TestRetriesArePerRequest(t *testing.T) {
 	}
 	if withRetries(f, 1) != soap.RoundTripper(f) {
 		t.Fatal("soapRoundtripCount 1 must mean no retry")
-	}
-}
-
-// Requests under way at once leave their connections to the next ones: a
-// second burst as wide as the first opens none, where net/http's default
-// keeps two idle and the rest pay a new TLS handshake each.
-func TestConcurrentRequestsKeepTheirConnections(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 1})
-	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
-	b.Start()
-	ctx := ctxFor(t)
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	c, err := b.sessions.client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Delayed, so that a burst's requests overlap on the wire.
-	p.SetDelay(50 * time.Millisecond)
-	const width = 10
-	burst := func() int64 {
-		before := p.Traffic().Connections
-		var wg sync.WaitGroup
-		errs := make(chan error, width)
-		for range width {
-			wg.Go(func() {
-				if _, err := methods.GetCurrentTime(ctx, c); err != nil {
-					errs <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		return p.Traffic().Connections - before
-	}
-	first := burst()
-	if first < width/2 {
-		t.Fatalf("the first burst of %d requests opened %d connections: they did not overlap, the test proves nothing", width, first)
-	}
-	if second := burst(); second > 1 {
-		t.Errorf("the second burst of %d requests opened %d new connections (the first opened %d): released connections were closed", width, second, first)
 	}
 }
