@@ -591,3 +591,27 @@ func (vc *VCenter) MakeInaccessible(vm *VM) {
 		types.PropertyChange{Name: "config.uuid", Val: ""},
 		types.PropertyChange{Name: "summary.config.uuid", Val: ""})
 }
+
+// AddGuestNIC adds a network adapter with the given IPs to what a VM's
+// VMware Tools report (guest.net), as a VM with a second NIC on a
+// storage, management or pod network shows it; the first NIC keeps its
+// place. network names the VM network the adapter is on. The adapter's
+// MAC and device key follow the VM's others, so it is a virtual device
+// (DeviceConfigId != -1) that CPI's selection considers.
+func (vc *VCenter) AddGuestNIC(vm *VM, network string, ips ...string) {
+	obj := vc.Object(vm)
+	ctx := vc.Model.Service.Context
+	vc.Model.Map().WithLock(ctx, obj.Reference(), func() {
+		nics := append([]types.GuestNicInfo(nil), obj.Guest.Net...)
+		key := int32(4000)
+		for _, n := range nics {
+			key = max(key, n.DeviceConfigId+1)
+		}
+		mac := fmt.Sprintf("00:50:56:fe:%02x:%02x", (key-4000)>>8&0xff, (key-4000)&0xff)
+		nics = append(nics, types.GuestNicInfo{
+			Network: network, IpAddress: append([]string(nil), ips...), Connected: true,
+			MacAddress: mac, DeviceConfigId: key,
+		})
+		ctx.Update(obj, []types.PropertyChange{{Name: "guest.net", Val: nics}})
+	})
+}

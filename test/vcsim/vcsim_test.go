@@ -109,3 +109,45 @@ func TestStartRefusesBeyondTheAddressScheme(t *testing.T) {
 	}
 	t.Logf("refused after %s: %v", time.Since(start), err)
 }
+
+// TestAddGuestNIC checks that a second NIC shows in guest.net after the
+// first, with its own MAC and device key, its IPs in order, and that the
+// first NIC is unchanged.
+func TestAddGuestNIC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := Start(Options{VCenters: 1, Datacenters: 1, MachinesPerPool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vc := f.VCenters[0]
+	vm := vc.VMs[0]
+	vc.AddGuestNIC(vm, "storage", "192.0.2.10", "2001:db8::10")
+	vc.AddGuestNIC(vm, "management", "198.51.100.10")
+	c, err := vc.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got mo.VirtualMachine
+	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: vm.Ref}
+	if err := object.NewVirtualMachine(c.Client, ref).Properties(ctx, ref, []string{"guest.net"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	net := got.Guest.Net
+	if len(net) != 3 {
+		t.Fatalf("guest.net has %d NICs, want 3: %+v", len(net), net)
+	}
+	if net[0].IpAddress[0] != vm.IP || net[0].DeviceConfigId != 4000 {
+		t.Errorf("first NIC changed: %+v", net[0])
+	}
+	if net[1].Network != "storage" || len(net[1].IpAddress) != 2 || net[1].IpAddress[0] != "192.0.2.10" || net[1].IpAddress[1] != "2001:db8::10" || net[1].DeviceConfigId != 4001 {
+		t.Errorf("second NIC: %+v", net[1])
+	}
+	if net[2].Network != "management" || len(net[2].IpAddress) != 1 || net[2].IpAddress[0] != "198.51.100.10" || net[2].DeviceConfigId != 4002 {
+		t.Errorf("third NIC: %+v", net[2])
+	}
+	if net[1].MacAddress == net[0].MacAddress || net[1].MacAddress == net[2].MacAddress {
+		t.Errorf("NICs share a MAC: %s %s %s", net[0].MacAddress, net[1].MacAddress, net[2].MacAddress)
+	}
+}
