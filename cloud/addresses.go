@@ -44,6 +44,12 @@ func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules
 	return selectAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 }
 
+// nodeAddressesFor is nodeAddresses honouring the kubelet's node IPs
+// (selectForNodeIPs): nodeAddresses when there are none.
+func nodeAddressesFor(vm *backends.VM, families []string, rules config.AddressRules, nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
+	return selectForNodeIPs(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding, nodeIPs)
+}
+
 // selectAddresses is CPI's selection. The guest host name comes first; then,
 // for each IP family in order, an InternalIP and an ExternalIP, each chosen
 // among the family's IPs outside its own exclude list: by subnet (in the
@@ -53,27 +59,16 @@ func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules
 // encoding says) are tried first. The checks before any selection, and
 // their order, are CPI's: each is an error.
 func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string) ([]v1.NodeAddress, error) {
-	if vm.GuestHostName == "" {
-		return nil, fmt.Errorf("vm %q: %w: VMware Tools not running, or no host name yet", vm.Name, ErrGuestHostNameEmpty)
+	if err := guestReported(vm); err != nil {
+		return nil, err
 	}
-	// Counted before NICs without a device are dropped, as CPI does.
-	if len(vm.NICs) == 0 {
-		return nil, fmt.Errorf("vm %q: %w: VMware Tools reports no network adapter", vm.Name, ErrGuestNICsEmpty)
-	}
-	var nics []backends.NIC
-	for _, n := range vm.NICs {
-		if n.DeviceConfigID != -1 { // -1: not a virtual device (docker0, a VPN…)
-			nics = append(nics, n)
-		}
-	}
-	// Only when both names are set, and even if subnets would match: CPI's check.
-	in, ex := rules.InternalNetworkName, rules.ExternalNetworkName
-	if in != "" && ex != "" && !onNetwork(nics, in) && !onNetwork(nics, ex) {
-		return nil, fmt.Errorf("vm %q: %w: no network adapter on VM network %q or %q", vm.Name, ErrNoSuitableIP, in, ex)
+	nics := deviceNICs(vm.NICs)
+	if offNamedNetworks(nics, rules) {
+		return nil, errOffNamedNetworks(vm, rules)
 	}
 	cands := usableIPs(nics)
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("vm %q: %w after filtering out localhost IPs", vm.Name, ErrNoSuitableIP)
+		return nil, errNoUsableIP(vm)
 	}
 	static, err := staticAddresses(metadata, encoding)
 	if err != nil {
@@ -91,11 +86,7 @@ func selectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 	for _, fam := range families {
 		internal, external, n := pickAddresses(cands, fam, rules)
 		if internal == nil && external == nil {
-			why := fmt.Sprintf("no usable %s address on its network adapters", fam)
-			if n > 0 {
-				why = fmt.Sprintf("each %s address is excluded both as internal and as external", fam)
-			}
-			return nil, fmt.Errorf("vm %q: %w with IP family %s: %s", vm.Name, ErrNoSuitableIP, fam, why)
+			return nil, errNoFamilyIP(vm, fam, n)
 		}
 		if internal != nil {
 			add(v1.NodeInternalIP, internal)
@@ -105,6 +96,58 @@ func selectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 		}
 	}
 	return out, nil
+}
+
+// guestReported is CPI's first two checks: VMware Tools reports a host
+// name and at least one network adapter.
+func guestReported(vm *backends.VM) error {
+	if vm.GuestHostName == "" {
+		return fmt.Errorf("vm %q: %w: VMware Tools not running, or no host name yet", vm.Name, ErrGuestHostNameEmpty)
+	}
+	// Counted before NICs without a device are dropped, as CPI does.
+	if len(vm.NICs) == 0 {
+		return fmt.Errorf("vm %q: %w: VMware Tools reports no network adapter", vm.Name, ErrGuestNICsEmpty)
+	}
+	return nil
+}
+
+// deviceNICs are the NICs CPI chooses among: those backed by a virtual
+// device.
+func deviceNICs(all []backends.NIC) []backends.NIC {
+	var nics []backends.NIC
+	for _, n := range all {
+		if n.DeviceConfigID != -1 { // -1: not a virtual device (docker0, a VPN…)
+			nics = append(nics, n)
+		}
+	}
+	return nics
+}
+
+// offNamedNetworks is CPI's check that a VM is on the VM networks named
+// for its addresses: only when both names are set, and even if subnets
+// would match.
+func offNamedNetworks(nics []backends.NIC, rules config.AddressRules) bool {
+	in, ex := rules.InternalNetworkName, rules.ExternalNetworkName
+	return in != "" && ex != "" && !onNetwork(nics, in) && !onNetwork(nics, ex)
+}
+
+// The errors of CPI's selection, in CPI's words: shared by selectAddresses
+// and selectForNodeIPs, so that both fail alike where both fail.
+func errOffNamedNetworks(vm *backends.VM, rules config.AddressRules) error {
+	return fmt.Errorf("vm %q: %w: no network adapter on VM network %q or %q", vm.Name, ErrNoSuitableIP, rules.InternalNetworkName, rules.ExternalNetworkName)
+}
+
+func errNoUsableIP(vm *backends.VM) error {
+	return fmt.Errorf("vm %q: %w after filtering out localhost IPs", vm.Name, ErrNoSuitableIP)
+}
+
+// errNoFamilyIP: no address of family fam; n counts the family's IPs.
+func errNoFamilyIP(vm *backends.VM, fam string, n int) error {
+	why := fmt.Sprintf("no usable %s address on its network adapters", fam)
+	if n > 0 {
+		why = fmt.Sprintf("each %s address is excluded both as internal and as external", fam)
+	}
+	return fmt.Errorf("vm %q: %w with IP family %s: %s", vm.Name, ErrNoSuitableIP, fam, why)
 }
 
 // usableIPs lists the NICs' IPs in order, without unparsable, unspecified,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -51,20 +53,71 @@ func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Resu
 	return res, err
 }
 
+// recordLookupError records why a lookup of node's VM failed: once per
+// cause, however many passes of the controllers meet it (recordCause).
 func (in *instances) recordLookupError(node *v1.Node, err error) {
 	var dup *discovery.DuplicateError
 	if errors.As(err, &dup) {
-		in.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error())
+		in.events.recordCause(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error(), err.Error())
 		return
 	}
-	if errors.As(err, new(*discovery.DeletionHeldError)) {
-		in.events.record(node, v1.EventTypeWarning, ReasonNodeDeletionHeld, err.Error())
+	var held *discovery.DeletionHeldError
+	if errors.As(err, &held) {
+		msg := heldMessage(held)
+		in.events.recordCause(node, v1.EventTypeWarning, ReasonNodeDeletionHeld, msg, msg)
 		return
 	}
 	// Vcenters that could not answer, a VM outside the configured
 	// datacenters or last seen in a removed vCenter: the Node is kept and
 	// the Event says why.
-	in.events.record(node, v1.EventTypeWarning, ReasonLookupFailed, err.Error())
+	in.events.recordCause(node, v1.EventTypeWarning, ReasonLookupFailed, lookupCause(err), err.Error())
+}
+
+// heldMessage says why a deletion is held back in words that stay the same
+// while the cause does: the error's own text says how long ago the VM was
+// confirmed absent, which changes at every pass. A grace names when the
+// absence began (a new run of absence is a new cause) and the grace.
+func heldMessage(e *discovery.DeletionHeldError) string {
+	if e.Reason == discovery.HeldFrozen {
+		return e.Error() // the freeze and the keys that set it: no time
+	}
+	vcs := "vcenter " + strings.Join(e.VCenters, ", ")
+	if len(e.VCenters) != 1 {
+		vcs = "vcenters " + strings.Join(e.VCenters, ", ")
+	}
+	return fmt.Sprintf("%s: its VM has been confirmed absent since %s; reported absent once absent for %s (nodeDeletion.minAbsence of %s); not deleting yet",
+		e.What, e.Since.UTC().Format(time.RFC3339), e.MinAbsence, vcs)
+}
+
+// lookupCause is what tells one failed lookup's cause from another: the
+// vCenters that answered, what was found, and each failing vCenter with
+// the kind of its failure (the errors metric's reason), not the text of
+// its error, which may change at each try (a duration, a port). A failure
+// of no known kind counts by its text.
+func lookupCause(err error) string {
+	var le *discovery.LookupError
+	if !errors.As(err, &le) {
+		return err.Error()
+	}
+	parts := []string{le.What, fmt.Sprint(le.Answered)}
+	if le.Found != nil {
+		parts = append(parts, le.Found.String())
+	}
+	if le.Failed != nil {
+		for _, f := range le.Failed.Errors {
+			var ve *discovery.VCenterError
+			name := ""
+			if errors.As(f, &ve) {
+				name = ve.VCenter
+			}
+			kind := reason(f)
+			if kind == "other" {
+				kind = f.Error()
+			}
+			parts = append(parts, name+": "+kind)
+		}
+	}
+	return strings.Join(parts, "\x00")
 }
 
 // InstanceExists implements cloudprovider.InstancesV2. It answers false only
@@ -130,6 +183,13 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		return unmanagedMetadata(node), nil
 	}
 	defer func() { in.checks.metadataAnswered(node, err) }()
+	// Read before any vCenter is asked: a value no kubelet writes fails
+	// here as the library would fail it, with an Event saying so.
+	nodeIPs, err := providedNodeIPs(node)
+	if err != nil {
+		in.events.recordCause(node, v1.EventTypeWarning, ReasonInvalidNodeIP, err.Error(), err.Error())
+		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+	}
 	cfg := in.fleet.config() // one config for the whole answer, even if a reload lands meanwhile
 	res, err := in.Locate(ctx, node)
 	if err != nil {
@@ -148,9 +208,13 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := nodeAddresses(vm, families, cfg.Nodes)
+	addrs, err := nodeAddressesFor(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
-		in.events.record(node, v1.EventTypeWarning, ReasonNoNodeAddress, err.Error())
+		reason := ReasonNoNodeAddress
+		if errors.As(err, new(*NodeIPError)) {
+			reason = ReasonNodeIPNotOnVM
+		}
+		in.events.recordCause(node, v1.EventTypeWarning, reason, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	location := locationLabels(res)
@@ -203,7 +267,7 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 	}
 	if len(missing) > 0 {
 		err := &ZoneTagError{VM: res.String(), Missing: missing}
-		in.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error())
+		in.events.recordCause(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error(), err.Error())
 		return "", "", err
 	}
 	return zone, region, nil

@@ -48,6 +48,7 @@ const (
 // uninitializedReasons is the fixed set of the metric's reason values.
 var uninitializedReasons = []string{
 	UninitializedPending, ReasonLookupFailed, UninitializedNoVM, ReasonDuplicateUUID, ReasonZoneTagMissing, ReasonNoNodeAddress,
+	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP,
 }
 
 // DefaultUninitializedAfter is how long a Node may stay uninitialized
@@ -111,6 +112,10 @@ func failureReason(err error) string {
 		return ReasonDuplicateUUID
 	case errors.As(err, &zone):
 		return ReasonZoneTagMissing
+	case errors.As(err, new(*NodeIPError)):
+		return ReasonNodeIPNotOnVM
+	case errors.Is(err, ErrInvalidNodeIP):
+		return ReasonInvalidNodeIP
 	case errors.Is(err, ErrGuestHostNameEmpty), errors.Is(err, ErrGuestNICsEmpty), errors.Is(err, ErrNoSuitableIP), errors.Is(err, ErrGuestInfoMetadata):
 		return ReasonNoNodeAddress
 	case errors.Is(err, cloudprovider.InstanceNotFound):
