@@ -2,23 +2,26 @@
 # Provisions the real control-plane binaries used by the envtest-based tests:
 # kube-apiserver and etcd, built from source fetched through the Go module
 # proxy only (no prebuilt downloads). The pinned versions live in the builder
-# modules test/tools/kube-apiserver and test/tools/etcd.
+# modules test/tools/kube-apiserver and test/tools/etcd. The default
+# invocation also builds the node side: kube-controller-manager
+# (test/tools/kube-controller-manager) and vm-kubelet, the real kubelet of a
+# simulated VM (test/tools/vm-kubelet, our own main.go).
 #
 # Usage: KUBEBUILDER_ASSETS=$(test/provision.sh)
 #        test/provision.sh <minor>    e.g. 1.33: an older Kubernetes
 #        test/provision.sh --versions the older minors there are builders for
 #
 # The binaries are cached in <repo>/.cache/bin with a stamp of the builder
-# modules' go.mod/go.sum; when both binaries are present and the stamp
-# matches, the script prints the directory and exits at once. Concurrent runs
-# are serialised with flock. Progress goes to stderr; the only line on stdout
-# is the bin directory.
+# modules' go.mod/go.sum (and vm-kubelet's Go files); when every binary is
+# present and the stamp matches, the script prints the directory and exits
+# at once. Concurrent runs are serialised with flock. Progress goes to
+# stderr; the only line on stdout is the bin directory.
 #
 # An older minor (TestKubernetesVersions) has its own builder modules,
 # test/tools/v<minor>/kube-apiserver and .../etcd (the etcd that release's
 # build/dependencies.yaml names), whose go.mod give the versions; it is
 # cached in <repo>/.cache/kube/v<minor> with its own stamp and lock, apart
-# from .cache/bin.
+# from .cache/bin. It builds kube-apiserver and etcd only.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -46,6 +49,9 @@ if [[ $# -eq 0 ]]; then
 	bin=$cache/bin
 	lock=$cache/provision.lock
 	builds=$cache/build
+	# Built with kube-apiserver's release and ldflags, from their own
+	# builder modules.
+	node_tools=(kube-controller-manager vm-kubelet)
 elif [[ $# -eq 1 && $1 =~ ^1\.[0-9]+$ ]]; then
 	tools=$repo/test/tools/v$1
 	if [[ ! -f $tools/kube-apiserver/go.mod || ! -f $tools/etcd/go.mod ]]; then
@@ -59,6 +65,7 @@ elif [[ $# -eq 1 && $1 =~ ^1\.[0-9]+$ ]]; then
 	bin=$cache/kube/v$1
 	lock=$cache/kube/v$1.lock
 	builds=$cache/kube/build-v$1
+	node_tools=()
 else
 	printf 'usage: %s [<minor> | --versions]   (minor: e.g. 1.33)\n' "$0" >&2
 	exit 2
@@ -69,21 +76,38 @@ log() { printf 'provision: %s\n' "$*" >&2; }
 
 # One stamp line per binary: its name, its version and a hash of its builder
 # module files. Changing either builder only rebuilds that binary.
-stamp_line() { # name version
+stamp_line() { # name version [more files to hash]
 	local name=$1 version=$2 hash
-	hash=$(cat "$tools/$name/go.mod" "$tools/$name/go.sum" | sha256sum | cut -d' ' -f1)
+	shift 2
+	hash=$(cat "$tools/$name/go.mod" "$tools/$name/go.sum" "$@" | sha256sum | cut -d' ' -f1)
 	printf '%s %s %s\n' "$name" "$version" "$hash"
 }
 
 want_kube=$(stamp_line kube-apiserver "$KUBE_VERSION")
 want_etcd=$(stamp_line etcd "$ETCD_VERSION")
+declare -A want_node=()
+for name in "${node_tools[@]}"; do
+	case $name in
+	# Our own code: a change to it must rebuild the binary.
+	vm-kubelet) want_node[$name]=$(stamp_line "$name" "$KUBE_VERSION" "$tools/$name"/*.go) ;;
+	*) want_node[$name]=$(stamp_line "$name" "$KUBE_VERSION") ;;
+	esac
+done
 
 have_line() { # line
 	[[ -f $stamp ]] && grep -qxF "$1" "$stamp"
 }
 
+node_tool_up_to_date() { # name
+	[[ -x $bin/$1 ]] && have_line "${want_node[$1]}"
+}
+
 up_to_date() {
-	[[ -x $bin/kube-apiserver && -x $bin/etcd ]] && have_line "$want_kube" && have_line "$want_etcd"
+	[[ -x $bin/kube-apiserver && -x $bin/etcd ]] && have_line "$want_kube" && have_line "$want_etcd" || return 1
+	local name
+	for name in "${node_tools[@]}"; do
+		node_tool_up_to_date "$name" || return 1
+	done
 }
 
 if up_to_date; then
@@ -133,20 +157,45 @@ trap 'rm -rf "$tmp"' EXIT
 # stamping (the builders live inside this repository's work tree).
 export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 
-build_kube_apiserver() {
+# build_kube builds a Kubernetes binary from its builder module with the
+# release's version stamped in, as the Kubernetes build does.
+build_kube() { # name package
 	local major minor ldflags=() key val
 	major=${KUBE_VERSION#v}
 	major=${major%%.*}
 	minor=${KUBE_VERSION#v*.}
 	minor=${minor%%.*}
-	log "building kube-apiserver $KUBE_VERSION from the Go module proxy (first time: ~5 min, ~2.5 GB memory)..."
 	for kv in "gitVersion=$KUBE_VERSION" "gitMajor=$major" "gitMinor=$minor" "gitTreeState=clean"; do
 		key=${kv%%=*}
 		val=${kv#*=}
 		ldflags+=("-X k8s.io/component-base/version.$key=$val" "-X k8s.io/client-go/pkg/version.$key=$val")
 	done
-	(cd "$tools/kube-apiserver" &&
-		go build -trimpath -ldflags "-s -w ${ldflags[*]}" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+	(cd "$tools/$1" &&
+		go build -trimpath -ldflags "-s -w ${ldflags[*]}" -o "$tmp/$1" "$2")
+}
+
+build_kube_apiserver() {
+	log "building kube-apiserver $KUBE_VERSION from the Go module proxy (first time: ~5 min, ~2.5 GB memory)..."
+	build_kube kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+}
+
+build_node_tool() { # name
+	local t=$SECONDS
+	case $1 in
+	kube-controller-manager)
+		log "building kube-controller-manager $KUBE_VERSION from the Go module proxy (after kube-apiserver, first time: ~3 min)..."
+		build_kube kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+		;;
+	vm-kubelet)
+		log "building vm-kubelet (the kubelet of $KUBE_VERSION with a fake runtime) from the Go module proxy (after kube-apiserver, first time: ~3 min)..."
+		build_kube vm-kubelet .
+		;;
+	*)
+		log "error: no build for $1"
+		return 1
+		;;
+	esac
+	log "built $1 in $((SECONDS - t))s"
 }
 
 build_etcd() {
@@ -177,6 +226,16 @@ else
 	mv -f "$tmp/etcd" "$bin/etcd"
 	record etcd "$want_etcd"
 fi
+
+for name in "${node_tools[@]}"; do
+	if node_tool_up_to_date "$name"; then
+		log "$name $KUBE_VERSION is up to date"
+	else
+		build_node_tool "$name"
+		mv -f "$tmp/$name" "$bin/$name"
+		record "$name" "${want_node[$name]}"
+	fi
+done
 
 log "done in $((SECONDS - start))s: $bin"
 echo "$bin"
