@@ -1,10 +1,13 @@
 // Command demo shows vsphere-federated-ccm at work: three simulated vCenters
-// with two datacenters each, a real local kube-apiserver and etcd, and the
-// CCM binary. Nodes register as kubelets with --cloud-provider=external do;
-// the CCM fills them in, printed live. Then one vCenter goes down: its Nodes
-// stay, while a Node whose VM was really destroyed is deleted and new Nodes
-// in the healthy vCenters keep initializing. It ends by itself and stops
-// every process it started.
+// with two datacenters each, a real local kube-apiserver, etcd and
+// kube-controller-manager, real kubelets (the kubelet's own code without
+// containers, one per VM, --cloud-provider=external; one with --node-ip on
+// its VM's second NIC) and the CCM binary. The kubelets register their
+// Nodes; the CCM fills them in, printed live. Then one vCenter goes down and
+// its kubelets stop: its Nodes stay, while a Node whose VM was really
+// destroyed is deleted and new Nodes in the healthy vCenters keep
+// initializing. It ends by itself and stops every process it started. The
+// kubelets run in network namespaces of their own, so it runs as root.
 //
 //	go run ./test/demo
 package main
@@ -12,10 +15,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -52,7 +57,7 @@ func say(format string, args ...any) {
 
 func run(ctx context.Context) error {
 	start := time.Now()
-	say("Provisioning kube-apiserver v1.37.1 and etcd 3.7.3 (built from the Go module proxy the first time: ~7 min on 2 cores; cached in .cache/bin after)")
+	say("Provisioning kube-apiserver, kube-controller-manager and the kubelet v1.37.1 and etcd 3.7.3 (built from the Go module proxy the first time: ~15 min on 2 cores; cached in .cache/bin after)")
 	assets, err := provision()
 	if err != nil {
 		return err
@@ -66,10 +71,19 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// The simulators log through the standard logger (a client hanging up
+	// mid-request, as the CCM does when a vCenter's proxy stops): into a
+	// file, not among the demo's lines.
+	simLog, err := os.Create(filepath.Join(dir, "vcsim.log"))
+	if err != nil {
+		return err
+	}
+	defer simLog.Close()
+	log.SetOutput(simLog)
 
-	say("Starting a local kube-apiserver + etcd and 3 simulated vCenters × 2 datacenters (zone and region tags)")
+	say("Starting a local kube-apiserver + etcd, a kube-controller-manager (node lifecycle) and 3 simulated vCenters × 2 datacenters (zone and region tags)")
 	env, err := harness.Start(ctx, harness.Options{
-		Dir: dir, AssetsDir: assets, VCenters: 3, Datacenters: 2, MachinesPerPool: 1,
+		Dir: dir, AssetsDir: assets, VCenters: 3, Datacenters: 2, MachinesPerPool: 1, RealNodes: true,
 		Logf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) },
 	})
 	if err != nil {
@@ -106,12 +120,22 @@ func run(ctx context.Context) error {
 		first = append(first, vm)
 	}
 
-	say("Registering %d Nodes, one per datacenter, as kubelets with --cloud-provider=external do (tainted uninitialized)", len(first))
+	// One VM has a second NIC, and its kubelet names that NIC's IP: CPI
+	// never initializes such a Node (kubernetes/cloud-provider-vsphere#614).
+	twoNICs := first[1]
+	const storageIP = "192.0.2.20" // a documentation range: routed nowhere
+	fed.VCenter(twoNICs.VCenter).AddGuestNIC(twoNICs, "storage", storageIP)
+	say("Starting %d kubelets, one per datacenter, with --cloud-provider=external: they register their Nodes tainted uninitialized", len(first))
+	fmt.Printf("    %s's VM has a second NIC (%s) and its kubelet runs with --node-ip=%s\n", twoNICs.Name, storageIP, storageIP)
+	fmt.Printf("    a Node is printed once the CCM has filled it in (providerID, labels, addresses)\n")
 	table := newTable()
-	if err := register(ctx, env, first); err != nil {
+	if _, err := env.StartNode(ctx, twoNICs, harness.KubeletOptions{NodeIPs: []string{storageIP}}); err != nil {
 		return err
 	}
-	if err := table.watch(ctx, env, first, time.Minute); err != nil {
+	if err := env.CreateNodes(ctx, slices.DeleteFunc(slices.Clone(first), func(vm *vcsim.VM) bool { return vm == twoNICs })); err != nil {
+		return err
+	}
+	if err := table.watch(ctx, env, first, 2*time.Minute); err != nil {
 		return err
 	}
 
@@ -123,30 +147,28 @@ func run(ctx context.Context) error {
 		}
 	}
 	gone := first[0] // in vc1
-	say("vCenter %s stops answering (connections refused); its %d Nodes go NotReady", down.Name, len(downVMs))
+	say("vCenter %s stops answering (connections refused), and VM %s in vCenter %s is destroyed", down.Name, gone.Name, gone.VCenter)
 	if err := env.Proxies[down.Name].SetMode(vcsim.Refuse); err != nil {
 		return err
 	}
-	for _, vm := range downVMs {
-		if err := env.SetReady(ctx, vm, false); err != nil {
-			return err
-		}
-	}
-	say("Meanwhile VM %s in vCenter %s is destroyed, and its Node goes NotReady", gone.Name, gone.VCenter)
 	if err := fed.VCenter(gone.VCenter).Destroy(ctx, gone); err != nil {
 		return err
 	}
-	if err := env.SetReady(ctx, gone, false); err != nil {
+	fmt.Printf("    their %d kubelets stop (killed); the kube-controller-manager marks their Nodes Unknown\n", len(downVMs)+1)
+	fmt.Printf("    once they miss their heartbeats (grace period 12 s here, 50 s in a default cluster)\n")
+	stopped := time.Now()
+	if err := env.SetNodesReady(ctx, append(slices.Clone(downVMs), gone), false); err != nil {
 		return err
 	}
+	fmt.Printf("    Unknown %s after the kill\n", time.Since(stopped).Round(time.Second))
 	var fresh []*vcsim.VM
 	for _, vm := range later {
 		if vm.VCenter != down.Name && len(fresh) < 2 {
 			fresh = append(fresh, vm)
 		}
 	}
-	say("And %d new Nodes register in the healthy vCenters", len(fresh))
-	if err := register(ctx, env, fresh); err != nil {
+	say("And %d new kubelets register their Nodes in the healthy vCenters", len(fresh))
+	if err := env.CreateNodes(ctx, fresh); err != nil {
 		return err
 	}
 	if err := table.watch(ctx, env, fresh, time.Minute); err != nil {
@@ -232,15 +254,6 @@ func provision() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func register(ctx context.Context, env *harness.Env, vms []*vcsim.VM) error {
-	for _, vm := range vms {
-		if _, err := env.CreateNode(ctx, vm); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // table prints one row per Node as the CCM initializes it.
 type table struct {
 	w       *tabwriter.Writer
@@ -267,7 +280,7 @@ func (t *table) watch(ctx context.Context, env *harness.Env, vms []*vcsim.VM, ti
 				continue
 			}
 			n, err := env.Client.CoreV1().Nodes().Get(ctx, vm.Name, metav1.GetOptions{})
-			if err != nil || !harness.Initialized(n) {
+			if err != nil || !whole(n) {
 				continue
 			}
 			t.printed[vm.Name] = true
@@ -289,6 +302,13 @@ func (t *table) watch(ctx context.Context, env *harness.Env, vms []*vcsim.VM, ti
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// whole reports whether the CCM is done with n: the cloud-node controller
+// removes the uninitialized taint and sets the providerID first, and
+// writes the addresses in a second update.
+func whole(n *corev1.Node) bool {
+	return harness.Initialized(n) && address(n, corev1.NodeInternalIP) != "" && n.Labels[corev1.LabelTopologyZone] != ""
 }
 
 func address(n *corev1.Node, t corev1.NodeAddressType) string {

@@ -267,13 +267,14 @@ func (w *coldStart) run(label string, dead *deadMode, workers, try int) (healthy
 type initWatch struct {
 	mu      sync.Mutex
 	initAt  map[string]time.Time
-	touched map[string]string // name → what was seen
+	seenAt  map[string]time.Time // first seen at all: registered
+	touched map[string]string    // name → what was seen
 	deleted []string
 	stop    func()
 }
 
 func watchInitialization(ctx context.Context, env *harness.Env) (*initWatch, error) {
-	w := &initWatch{initAt: map[string]time.Time{}, touched: map[string]string{}}
+	w := &initWatch{initAt: map[string]time.Time{}, seenAt: map[string]time.Time{}, touched: map[string]string{}}
 	wctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactory(env.Client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
@@ -285,6 +286,9 @@ func watchInitialization(ctx context.Context, env *harness.Env) (*initWatch, err
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		if _, ok := w.seenAt[n.Name]; !ok {
+			w.seenAt[n.Name] = now
+		}
 		if _, ok := w.initAt[n.Name]; !ok && harness.Initialized(n) {
 			w.initAt[n.Name] = now
 		}
@@ -328,6 +332,18 @@ func (w *initWatch) last(names []string) (at time.Time, done bool) {
 		}
 	}
 	return at, true
+}
+
+// joinTime is how long after the watch first saw Node name (registered)
+// it saw it initialized; 0 when it has not yet.
+func (w *initWatch) joinTime(name string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.initAt[name]
+	if !ok {
+		return 0
+	}
+	return at.Sub(w.seenAt[name])
 }
 
 // pending lists the Nodes of names not seen initialized.

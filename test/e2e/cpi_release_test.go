@@ -95,17 +95,7 @@ func takeoverFromCPIRelease(t *testing.T, k kube) {
 	vms := env.Fed.AllVMs()
 	exp := expectations(env, vms)
 	later := []*vcsim.VM{vmsOf(env, vc1.Name, "")[0], vmsOf(env, vc2.Name, "")[0]} // Nodes that join after the swap
-	before := map[string]*corev1.Node{}
-	for _, vm := range vms {
-		if slices.Contains(later, vm) {
-			continue
-		}
-		n, err := env.Client.CoreV1().Nodes().Create(ctx, cpiNode(vm, exp[harness.NodeName(vm)].instanceType), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[n.Name] = n
-	}
+	before := createCPINodes(t, env, slices.DeleteFunc(slices.Clone(vms), func(vm *vcsim.VM) bool { return slices.Contains(later, vm) }), exp)
 	deletions := watchDeletions(t, env)
 
 	// The swap: CPI's flags, this image.

@@ -211,24 +211,23 @@ func startCCM(t *testing.T, env *harness.Env, name string, o harness.CCMOptions)
 	return p
 }
 
+// createNodes registers the Nodes of vms: with env.Opts.RealNodes their
+// kubelets start (all at once) and register them.
 func createNodes(t *testing.T, env *harness.Env, vms []*vcsim.VM) []string {
 	t.Helper()
-	var names []string
-	for _, vm := range vms {
-		if _, err := env.CreateNode(t.Context(), vm); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, harness.NodeName(vm))
+	if err := env.CreateNodes(t.Context(), vms); err != nil {
+		t.Fatal(err)
 	}
-	return names
+	return names(vms)
 }
 
+// setReady makes the Nodes of vms Ready or not: with env.Opts.RealNodes by
+// killing their kubelets (and waiting until the kube-controller-manager
+// marks them Unknown) or starting them again.
 func setReady(t *testing.T, env *harness.Env, vms []*vcsim.VM, ready bool) {
 	t.Helper()
-	for _, vm := range vms {
-		if err := env.SetReady(t.Context(), vm, ready); err != nil {
-			t.Fatalf("setting %s Ready=%v: %v", vm.Name, ready, err)
-		}
+	if err := env.SetNodesReady(t.Context(), vms, ready); err != nil {
+		t.Fatalf("setting %v Ready=%v: %v", names(vms), ready, err)
 	}
 }
 

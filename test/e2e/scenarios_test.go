@@ -220,13 +220,15 @@ func poweredOffVMGetsShutdownTaint(t *testing.T, k kube) {
 
 // Scenario 4: while a vCenter refuses connections, none of its NotReady
 // Nodes is deleted for two minutes, not even one whose VM really is gone
-// (its vCenter cannot confirm it), while new Nodes of the healthy vCenters
-// keep initializing. When the vCenter is back, the Node of the VM that is
-// really gone is deleted and the rest stay.
+// (its vCenter cannot confirm it), and no Node's labels change, while new
+// Nodes of the healthy vCenters keep initializing. When the vCenter is
+// back, the Node of the VM that is really gone is deleted and the rest
+// stay. Real kubelets register every Node; vc2's are killed for the
+// outage (the kube-controller-manager marks them Unknown), the rest run.
 func TestVCenterOutageDeletesNoNode(t *testing.T) {
 	t.Parallel()
 	const window = 2 * time.Minute
-	env := newEnv(t, harness.Options{})
+	env := newEnv(t, harness.Options{RealNodes: true})
 	down := env.Fed.VCenter("vc2")
 	vc1, vc3 := env.Fed.VCenter("vc1"), env.Fed.VCenter("vc3")
 	// Initial Nodes: every VM of vc2, half of vc1 and vc3. The rest of
@@ -241,7 +243,27 @@ func TestVCenterOutageDeletesNoNode(t *testing.T) {
 	createNodes(t, env, initial)
 	ccm := startCCM(t, env, "ccm", harness.CCMOptions{})
 	waitInitialized(t, env, names(initial), 90*time.Second)
+	checkNodes(t, env, expectations(env, initial))
 	deletions := watchDeletions(t, env)
+	var outage time.Time
+	labelsBefore := map[string]map[string]string{}
+	for _, name := range names(initial) {
+		n, err := env.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		must(t, err)
+		labelsBefore[name] = n.Labels
+	}
+	relabelled := func() error {
+		for name, want := range labelsBefore {
+			n, err := env.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				continue // the ghost, once vc2 is back
+			}
+			if !maps.Equal(n.Labels, want) {
+				return fmt.Errorf("node %s relabelled %s into the vc2 outage: %v, was %v", name, time.Since(outage).Round(time.Second), n.Labels, want)
+			}
+		}
+		return nil
+	}
 
 	// Destroy the ghost while its Node is Ready (the lifecycle controller
 	// ignores Ready Nodes), then take vc2 down and make its Nodes NotReady.
@@ -251,7 +273,7 @@ func TestVCenterOutageDeletesNoNode(t *testing.T) {
 	if err := env.Proxies[down.Name].SetMode(vcsim.Refuse); err != nil {
 		t.Fatal(err)
 	}
-	outage := time.Now()
+	outage = time.Now()
 	downNodes := names(slices.DeleteFunc(slices.Clone(down.VMs), func(vm *vcsim.VM) bool { return vm == downLate }))
 	setReady(t, env, slices.DeleteFunc(slices.Clone(down.VMs), func(vm *vcsim.VM) bool { return vm == downLate }), false)
 	t.Logf("vc2 refuses connections; %d of its Nodes NotReady, among them %s whose VM is destroyed", len(downNodes), ghost.Name)
@@ -279,6 +301,9 @@ func TestVCenterOutageDeletesNoNode(t *testing.T) {
 		observe(t, time.Until(until), func() error {
 			if d := deletions.Deleted(nil); len(d) > 0 {
 				return fmt.Errorf("nodes deleted %s into the vc2 outage: %v", time.Since(outage).Round(time.Second), d)
+			}
+			if err := relabelled(); err != nil {
+				return err
 			}
 			if !sawLookupError && logHas(ccm.Log(), lookupErr) {
 				sawLookupError = true
@@ -309,10 +334,10 @@ func TestVCenterOutageDeletesNoNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cloud-node controller retries a failed Node with exponential
-	// backoff (k8s.io/cloud-provider's default rate limiter, up to 1000s),
-	// but any update of the Node requeues it at once: the kubelet's next
-	// status post, here.
-	setReady(t, env, []*vcsim.VM{downLate}, true)
+	// backoff (k8s.io/cloud-provider's default rate limiter, up to 1000s)
+	// and a live kubelet heartbeats through its Lease, not the Node: what
+	// brings vc2's late Node back is the CCM requeueing the Nodes a
+	// vCenter refused once it answers again.
 	waitInitialized(t, env, []string{downLate.Name}, time.Minute)
 	if d := deletions.Deleted(nil); !slices.Equal(d, []string{ghost.Name}) {
 		t.Fatalf("deleted %v; want only %s", d, ghost.Name)

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -99,12 +100,8 @@ func takeoverFromCPIThenVCenterRemoved(t *testing.T, k kube) {
 	removed := vmsOf(env, "vc3", "")
 	relabeled := removed[0] // "the kubelet" names vc1 in its vcenter label
 	uids := map[string]types.UID{}
-	for _, vm := range vms {
-		n, err := env.Client.CoreV1().Nodes().Create(ctx, cpiNode(vm, exp[harness.NodeName(vm)].instanceType), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[n.Name] = n.UID
+	for name, n := range createCPINodes(t, env, vms, exp) {
+		uids[name] = n.UID
 	}
 	deletions := watchDeletions(t, env)
 	noDeletion := func() error {
@@ -191,6 +188,53 @@ func takeoverFromCPIThenVCenterRemoved(t *testing.T, k kube) {
 			t.Errorf("ConfigMap %s/%s does not name the removed vc3:\n%s", harness.Namespace, stateConfigMap, all.String())
 		}
 	}
+}
+
+// createCPINodes puts the Nodes of vms in the state CPI leaves them in
+// (cpiNode) and returns them. With RealNodes, as in a CPI cluster: their
+// kubelets register them (tainted uninitialized) and report Ready, then
+// what CPI's initialization writes is written over (providerID, labels,
+// addresses, the taint removed). Otherwise the Nodes are created so.
+func createCPINodes(t *testing.T, env *harness.Env, vms []*vcsim.VM, exp map[string]expectation) map[string]*corev1.Node {
+	t.Helper()
+	ctx := t.Context()
+	out := map[string]*corev1.Node{}
+	if !env.Opts.RealNodes {
+		for _, vm := range vms {
+			n, err := env.Client.CoreV1().Nodes().Create(ctx, cpiNode(vm, exp[harness.NodeName(vm)].instanceType), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[n.Name] = n
+		}
+		return out
+	}
+	createNodes(t, env, vms)
+	setReady(t, env, vms, true)
+	for _, vm := range vms {
+		want := cpiNode(vm, exp[harness.NodeName(vm)].instanceType)
+		var n *corev1.Node
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := env.Client.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.ProviderID = want.Spec.ProviderID
+			cur.Spec.Taints = slices.DeleteFunc(cur.Spec.Taints, func(t corev1.Taint) bool { return t.Key == harness.UninitializedTaint })
+			maps.Copy(cur.Labels, want.Labels)
+			if cur, err = env.Client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			cur.Status.Addresses = want.Status.Addresses
+			n, err = env.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("initializing %s as CPI does: %v", want.Name, err)
+		}
+		out[n.Name] = n
+	}
+	return out
 }
 
 // relabel sets vm's Node's vcenter label to value, as a kubelet with

@@ -29,6 +29,11 @@ type kube struct {
 func (k kube) env(t *testing.T, opts harness.Options) *harness.Env {
 	t.Helper()
 	opts.AssetsDir = k.assets
+	// The suite's own Kubernetes runs real kubelets and a real
+	// kube-controller-manager (1.37, as its apiserver); an older minor's
+	// apiserver may not serve a newer kubelet, so there the harness plays
+	// them.
+	opts.RealNodes = k.minor == ""
 	env := newEnv(t, opts)
 	if k.minor != "" {
 		v, err := env.Client.Discovery().ServerVersion()

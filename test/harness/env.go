@@ -49,6 +49,19 @@ type Options struct {
 	// scenarios that are not about the grace expect (the CCM's own
 	// default is 30s).
 	MinAbsence string
+	// RealNodes: Nodes are registered by real kubelets (StartKubelet, one
+	// process each) and watched by a real kube-controller-manager's
+	// node-lifecycle controller, started with the Env. CreateNode starts
+	// the VM's kubelet; SetReady(false) kills it and waits until the
+	// controller marks the Node Unknown, SetReady(true) restarts it. Off,
+	// the harness plays both: CreateNode posts the Node as a kubelet would
+	// and SetReady edits its Ready condition (the scale bench, and the
+	// older Kubernetes minors, whose apiserver a 1.37 kubelet may not be
+	// newer than).
+	RealNodes bool
+	// ControllerManager shapes the RealNodes kube-controller-manager (Dir
+	// and AssetsDir are filled in).
+	ControllerManager ControllerManagerOptions
 	// Logf, when set, narrates what the Env does.
 	Logf func(format string, args ...any)
 }
@@ -77,11 +90,16 @@ type Env struct {
 	CCMToken      string
 	CCMConfig     *rest.Config
 
-	mu      sync.Mutex
-	ccms    []*CCMProcess
-	closers []func()
-	untrack func()
-	closed  bool
+	// ControllerManager runs with RealNodes.
+	ControllerManager *CCMProcess
+
+	mu       sync.Mutex
+	ccms     []*CCMProcess
+	kubelets map[string]*Kubelet // by Node name, RealNodes
+	stopped  map[string]bool     // kubelets SetNodesReady killed
+	closers  []func()
+	untrack  func()
+	closed   bool
 }
 
 // Start builds an Env. On error everything already started is stopped.
@@ -127,6 +145,19 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		opts.Logf("control plane up at %s in %s", cp.Config.Host, time.Since(start).Round(time.Millisecond))
 	}
 	e.Client = e.ControlPlane.Client
+	if opts.RealNodes {
+		o := opts.ControllerManager
+		o.Dir = filepath.Join(opts.Dir, "kube-controller-manager")
+		if o.AssetsDir == "" {
+			o.AssetsDir = e.ControlPlane.Env.BinaryAssetsDirectory
+		}
+		kcm, err := StartControllerManager(e.ControlPlane, o)
+		if err != nil {
+			return nil, err
+		}
+		e.ControllerManager = kcm
+		e.closers = append(e.closers, func() { _ = kcm.Kill() })
+	}
 
 	dir, err := ManifestsDir()
 	if err != nil {
@@ -425,14 +456,18 @@ func (e *Env) CCMs() []*CCMProcess {
 // NodeName is the Node name of a VM (its VM name, as on most clusters).
 func NodeName(vm *vcsim.VM) string { return vm.Name }
 
-// CreateNode registers vm's Node as its kubelet would.
+// CreateNode registers vm's Node: with RealNodes its kubelet does
+// (Env.StartNode), else the harness posts it as a kubelet would.
 func (e *Env) CreateNode(ctx context.Context, vm *vcsim.VM) (*corev1.Node, error) {
+	if e.Opts.RealNodes {
+		return e.StartNode(ctx, vm, KubeletOptions{})
+	}
 	return CreateKubeletNode(ctx, e.Client, NodeName(vm), vm.SystemUUID())
 }
 
-// SetReady posts the Node's Ready condition with a fresh heartbeat.
+// SetReady makes the Node of vm Ready or not: see SetNodesReady.
 func (e *Env) SetReady(ctx context.Context, vm *vcsim.VM, ready bool) error {
-	return SetNodeReady(ctx, e.Client, NodeName(vm), ready)
+	return e.SetNodesReady(ctx, []*vcsim.VM{vm}, ready)
 }
 
 // Close kills every CCM and stops the federation, the proxies and the control
