@@ -83,7 +83,7 @@ type serving struct {
 // still served?); strict needs r's own to be cur's (is a retired one
 // back?).
 func (r vcenterRecord) is(cur serving, strict bool) bool {
-	if !strings.EqualFold(r.Server, cur.Server) || (r.Port != 0 && r.Port != cur.Port) {
+	if !r.atServer(cur) {
 		return false
 	}
 	switch {
@@ -95,11 +95,30 @@ func (r vcenterRecord) is(cur serving, strict bool) bool {
 	return r.InstanceUUID == cur.instance
 }
 
+// atServer reports whether cur is configured at r's server and port.
+func (r vcenterRecord) atServer(cur serving) bool {
+	return strings.EqualFold(r.Server, cur.Server) && (r.Port == 0 || r.Port == cur.Port)
+}
+
 // find returns the current vCenter that r is. Several config entries may
 // name one vCenter (CPI's tenants): it is served as their union — every
 // datacenter when one of them names none — so that an entry whose
 // datacenters differ from another's of the same vCenter retires nothing.
+//
+// Identity is per entry: each entry has its own session, and one may
+// have logged in to a new appliance at the address while another's
+// session is down (its instance unknown) or still on the old one. An
+// instance that any entry of its server answers against is not served,
+// whatever the others answer or do not: an entry of unknown instance
+// never keeps it alive (issue 32 §1: one did, nothing was retired, and a
+// VM on the old appliance was taken for gone once every entry answered
+// as the new one).
 func find(current []serving, r vcenterRecord, strict bool) (serving, bool) {
+	if r.InstanceUUID != "" && slices.ContainsFunc(current, func(cur serving) bool {
+		return r.atServer(cur) && cur.instance != "" && cur.instance != r.InstanceUUID
+	}) {
+		return serving{}, false
+	}
 	var out serving
 	found, all := false, false
 	for _, cur := range current {
@@ -187,16 +206,37 @@ func (h *configHistory) update(current []serving, now time.Time, retention time.
 	for _, vc := range current {
 		rec := vcenterRecord{Server: vc.Server, Port: vc.Port, InstanceUUID: vc.instance}
 		if rec.InstanceUUID == "" {
-			// Not answered yet: keep what was recorded for it.
-			if was, ok := h.Served[vc.Name]; ok && was.is(vc, false) {
-				rec.InstanceUUID = was.InstanceUUID
-			}
+			was, ok := h.Served[vc.Name]
+			rec.InstanceUUID = unanswered(was, ok, vc, current)
 		}
 		served[vc.Name] = servedVCenter{vcenterRecord: rec, Datacenters: slices.Clone(vc.Datacenters)}
 	}
 	h.Served = served
 	after, _ := json.Marshal(h)
 	return string(before) != string(after)
+}
+
+// unanswered is the instance recorded for vc, an entry whose instance is
+// not known now (its session down, or not logged in yet): what was
+// recorded for it while the entries of its server that answer (if any)
+// answer as that; else the one instance they answer as, since an entry
+// is its server's vCenter; else none (they disagree, and every instance
+// recorded there is retired meanwhile: find). An old instance is never
+// kept alive by the silence of an entry.
+func unanswered(was servedVCenter, had bool, vc serving, current []serving) string {
+	var answered []string
+	for _, cur := range current {
+		if cur.instance != "" && strings.EqualFold(cur.Server, vc.Server) && cur.Port == vc.Port && !slices.Contains(answered, cur.instance) {
+			answered = append(answered, cur.instance)
+		}
+	}
+	switch {
+	case had && was.is(vc, false) && (len(answered) == 0 || len(answered) == 1 && answered[0] == was.InstanceUUID):
+		return was.InstanceUUID
+	case len(answered) == 1:
+		return answered[0]
+	}
+	return ""
 }
 
 // merge adds what o served and retired to h: what this process learned
@@ -253,15 +293,23 @@ func (h *configHistory) clone() *configHistory {
 
 // forDiscovery is h as discovery judges absence with it.
 func (h *configHistory) forDiscovery() discovery.History {
-	out := discovery.History{Known: true, Instances: map[string]string{}}
+	out := discovery.History{Known: true, Instances: map[string][]string{}}
 	for _, r := range h.Retired {
 		out.Retired = append(out.Retired, discovery.Retired{
 			VCenter: r.VCenter, Where: r.identity(), Datacenter: r.Datacenter, Since: r.Since, Until: r.Until,
 		})
 	}
+	// Every entry's instance, never one entry's for its server: entries
+	// whose records disagree are not folded into whichever the map's
+	// order keeps (issue 32 §1).
 	for _, s := range h.Served {
-		if s.InstanceUUID != "" && s.Port != 0 {
-			out.Instances[discovery.ServerKey(s.Server, s.Port)] = s.InstanceUUID
+		if s.InstanceUUID == "" || s.Port == 0 {
+			continue
+		}
+		key := discovery.ServerKey(s.Server, s.Port)
+		if !slices.Contains(out.Instances[key], s.InstanceUUID) {
+			out.Instances[key] = append(out.Instances[key], s.InstanceUUID)
+			slices.Sort(out.Instances[key])
 		}
 	}
 	return out

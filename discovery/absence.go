@@ -86,11 +86,15 @@ func (d *Discoverer) Locate(ctx context.Context, k NodeKeys) (res *Result, err e
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, k.Name, err)
 	}
-	res, err = d.find(ctx, l)
+	s, err := d.searched(l.what)
+	if err != nil {
+		return nil, err
+	}
+	res, err = d.find(ctx, s, l)
 	if err != nil || res != nil {
 		return res, err
 	}
-	if res, err = d.fallback(ctx, k, l); err != nil {
+	if res, err = d.fallback(ctx, s, k, l); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return res, nil
@@ -100,9 +104,9 @@ func (d *Discoverer) Locate(ctx context.Context, k NodeKeys) (res *Result, err e
 // one finds the VM or fails: an error stops it (a later, weaker search
 // must not stand in for an answer that could not be had). It never
 // yields absence: (nil, nil) only says these searches found nothing.
-func (d *Discoverer) fallback(ctx context.Context, k NodeKeys, primary lookup) (*Result, error) {
+func (d *Discoverer) fallback(ctx context.Context, s *snapshot, k NodeKeys, primary lookup) (*Result, error) {
 	for _, l := range k.fallbacks() {
-		res, err := d.find(ctx, l)
+		res, err := d.find(ctx, s, l)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %s found no VM, then %w", k.Name, primary.what, err)
 		}
@@ -169,18 +173,19 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, k.Name, err)
 	}
-	vcs, err := d.searched(l.what)
+	// One view of the vCenters for every search and check below.
+	s, err := d.searched(l.what)
 	if err != nil {
 		return nil, err
 	}
-	res, err = d.find(ctx, l)
+	res, err = d.find(ctx, s, l)
 	if err != nil || res != nil {
 		return res, err
 	}
 	// A VM found by CPI's searches keeps the Node; one that fails keeps
 	// it too. Only when they found nothing do the guards below decide,
 	// exactly as without them.
-	if res, err := d.fallback(ctx, k, l); err != nil || res != nil {
+	if res, err := d.fallback(ctx, s, k, l); err != nil || res != nil {
 		if err != nil {
 			err = fmt.Errorf("%s: %w", op, err)
 		}
@@ -192,19 +197,19 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 	if k.ProviderID == "" {
 		return nil, ErrNoProviderID
 	}
-	if err := d.checkClaim(ctx, vcs, k); err != nil {
+	if err := d.checkClaim(ctx, s, k); err != nil {
 		return nil, err
 	}
-	if err := d.checkInstances(vcs); err != nil {
+	if err := d.checkInstances(s); err != nil {
 		return nil, err
 	}
 	if err := d.checkRetired(l.what); err != nil {
 		return nil, err
 	}
-	if err := d.checkNamesake(ctx, vcs, k.Name); err != nil {
+	if err := d.checkNamesake(ctx, s, k.Name); err != nil {
 		return nil, err
 	}
-	if err := d.holds.absent(l.key, l.what, vcs); err != nil {
+	if err := d.holds.absent(l.key, l.what, s.vcs); err != nil {
 		klog.FromContext(ctx).V(2).Info("VM confirmed absent in every vCenter; the deletion policy holds its Node back", "node", k.Name, "lookup", l.what, "err", err)
 		return nil, err
 	}
@@ -216,7 +221,8 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 // server or datacenter that is not configured. A datacenter configured by
 // ID says its name only through its vCenter: one that cannot answer makes
 // it an error, never a match or a mismatch.
-func (d *Discoverer) checkClaim(ctx context.Context, vcs []*targetState, k NodeKeys) error {
+func (d *Discoverer) checkClaim(ctx context.Context, s *snapshot, k NodeKeys) error {
+	vcs := s.vcs
 	if k.ClaimedServer != "" && !slices.ContainsFunc(vcs, func(v *targetState) bool { return ServerLabelValue(v.Server) == k.ClaimedServer }) {
 		return fmt.Errorf("its VM was in a vCenter at server %s (by its label), which is no longer configured; not deleting", k.ClaimedServer)
 	}
@@ -246,6 +252,9 @@ func (d *Discoverer) checkClaim(ctx context.Context, vcs []*targetState, k NodeK
 		dcs, err := call(ctx, d, v, "datacenters", func(ctx context.Context, b backends.Backend) ([]config.Datacenter, error) {
 			return b.Datacenters(ctx)
 		})
+		if err == nil {
+			err = s.confirm(v) // another appliance's datacenters are not its
+		}
 		if err != nil {
 			return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels); whether a datacenter configured by ID (%s) is that one cannot be told: %w; not deleting",
 				k.ClaimedDatacenter, v.Name, rawSpecs(byID), err)
@@ -268,16 +277,22 @@ func rawSpecs(specs []config.DatacenterSpec) string {
 	return strings.Join(raw, ", ")
 }
 
-// checkInstances is an error when a configured server answers with
-// another instance UUID than the History records for it: another
-// appliance now answers at that address, and the one that held the VMs
-// cannot be asked. The record then retires the old one (OnIdentity).
-func (d *Discoverer) checkInstances(vcs []*targetState) error {
+// checkInstances is an error when a configured entry answered (as the
+// lookup knows it: s) with another instance UUID than the History
+// records for its server, by any entry of it: another appliance now
+// answers at that address, and the one that held the VMs cannot be
+// asked. The record then retires the old one (OnIdentity).
+func (d *Discoverer) checkInstances(s *snapshot) error {
 	h := d.history.Load()
-	for _, v := range vcs {
-		was, now := h.Instances[v.Server], v.Backend.InstanceUUID()
-		if was != "" && now != "" && was != now {
-			return fmt.Errorf("vcenter %s: server %s answers as vCenter instance %s, but instance %s served there before, and cannot be asked; not deleting", v.Name, v.Server, now, was)
+	for _, v := range s.vcs {
+		now := s.identity(v).InstanceUUID
+		if now == "" {
+			continue
+		}
+		for _, was := range h.Instances[v.Server] {
+			if was != now {
+				return fmt.Errorf("vcenter %s: server %s answers as vCenter instance %s, but instance %s served there before, and cannot be asked; not deleting", v.Name, v.Server, now, was)
+			}
 		}
 	}
 	return nil
@@ -307,11 +322,11 @@ func (d *Discoverer) checkRetired(what string) error {
 // name whose UUID cannot be read: a search by UUID misses such a VM
 // though it exists. Any vCenter that does not answer makes it an error,
 // whatever the others found: the one that did not answer may hold it.
-func (d *Discoverer) checkNamesake(ctx context.Context, vcs []*targetState, name string) error {
+func (d *Discoverer) checkNamesake(ctx context.Context, s *snapshot, name string) error {
 	what := fmt.Sprintf("vm name %q (looking for an unreadable VM of the Node's name)", name)
 	var failed *multierror.Error
 	var answered []string
-	for _, a := range d.ask(ctx, vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false, fmt.Sprintf("vm name %q (inaccessible-VM check)", name)) {
+	for _, a := range d.ask(ctx, s, s.vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false, fmt.Sprintf("vm name %q (inaccessible-VM check)", name)) {
 		if a.err != nil {
 			failed = multierror.Append(failed, a.err)
 			continue
@@ -341,8 +356,10 @@ type History struct {
 	// Retired are remembered until their Until (zero: for ever).
 	Retired []Retired
 	// Instances are the instance UUIDs recorded for the servers served,
-	// by ServerKey (those known).
-	Instances map[string]string
+	// by ServerKey (those known): every one that an entry of the server
+	// records, so that entries whose records disagree (one re-logged in
+	// to a new appliance, another not) are never folded into one.
+	Instances map[string][]string
 }
 
 // Retired is a vCenter, or a datacenter of one, that has left the config.

@@ -385,7 +385,9 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 }
 
 // noteIdentity tells OnIdentity when v answers with an instance UUID
-// other than the one the History records for its server (once per value).
+// other than the one the History records for its server (once per value):
+// also when any entry of the server records another beside it, so that
+// an entry's old instance is retired once every entry answers as the new.
 func (d *Discoverer) noteIdentity(v *targetState) {
 	id := v.Backend.InstanceUUID()
 	if id == "" || d.opts.OnIdentity == nil {
@@ -395,7 +397,8 @@ func (d *Discoverer) noteIdentity(v *targetState) {
 		return
 	}
 	v.noted.Store(&id)
-	if d.history.Load().Instances[v.Server] != id {
+	recorded := d.history.Load().Instances[v.Server]
+	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
 		d.opts.OnIdentity()
 	}
 }
@@ -454,7 +457,11 @@ func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (res *Result, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return d.find(ctx, l)
+	s, err := d.searched(l.what)
+	if err != nil {
+		return nil, err
+	}
+	return d.find(ctx, s, l)
 }
 
 // FindByProviderID locates the VM of a "vsphere://<uuid>" providerID,
@@ -471,13 +478,22 @@ func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (r
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return d.find(ctx, l)
+	s, err := d.searched(l.what)
+	if err != nil {
+		return nil, err
+	}
+	return d.find(ctx, s, l)
 }
 
 // FindByName locates the VM named name; (nil, nil) as for FindByUUID.
 func (d *Discoverer) FindByName(ctx context.Context, name string) (res *Result, err error) {
 	defer func() { d.count(res, err) }()
-	return d.find(ctx, nameLookup(name))
+	l := nameLookup(name)
+	s, err := d.searched(l.what)
+	if err != nil {
+		return nil, err
+	}
+	return d.find(ctx, s, l)
 }
 
 // The outcomes of a lookup, as discovery_total counts them.
@@ -515,33 +531,31 @@ func (d *Discoverer) count(res *Result, err error) {
 	d.opts.Observer.Lookup(outcome(res, err))
 }
 
-// searched returns the vCenters a lookup asks; none is an error, so that
-// "every vCenter answered" never holds vacuously.
-func (d *Discoverer) searched(what string) ([]*targetState, error) {
+// searched returns the vCenters a lookup asks and what each is, read
+// once for the whole lookup (snapshot); none is an error, so that "every
+// vCenter answered" never holds vacuously.
+func (d *Discoverer) searched(what string) (*snapshot, error) {
 	vcs := *d.vcenters.Load()
 	if len(vcs) == 0 {
 		return nil, fmt.Errorf("%s: no vCenter is configured", what)
 	}
-	return vcs, nil
+	return newSnapshot(vcs), nil
 }
 
-// find searches every vCenter for l; an answer that a VM of l's key
+// find searches every vCenter of s for l; an answer that a VM of l's key
 // exists starts its deletion grace over.
-func (d *Discoverer) find(ctx context.Context, l lookup) (*Result, error) {
-	res, err := d.search(ctx, l)
+func (d *Discoverer) find(ctx context.Context, s *snapshot, l lookup) (*Result, error) {
+	res, err := d.search(ctx, s, l)
 	if vmSeen(res, err) {
 		d.holds.seen(l.key)
 	}
 	return res, err
 }
 
-func (d *Discoverer) search(ctx context.Context, l lookup) (*Result, error) {
-	vcs, err := d.searched(l.what)
-	if err != nil {
-		return nil, err
-	}
+func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result, error) {
+	vcs := s.vcs
 	if !l.strict {
-		if res, ok := d.fromCache(ctx, vcs, l.q, l.key); ok {
+		if res, ok := d.fromCache(ctx, s, l.q, l.key); ok {
 			return res.result, res.err
 		}
 		d.opts.Observer.Cache(false)
@@ -551,7 +565,7 @@ func (d *Discoverer) search(ctx context.Context, l lookup) (*Result, error) {
 	// "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, vcs, q, !l.strict, l.what)
+	answers := d.ask(ctx, s, vcs, q, !l.strict, l.what)
 	if nothingFound(answers) {
 		var again []*targetState
 		for _, v := range vcs {
@@ -561,19 +575,19 @@ func (d *Discoverer) search(ctx context.Context, l lookup) (*Result, error) {
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, again, q, !l.strict, l.what) {
+			for _, a := range d.ask(ctx, s, again, q, !l.strict, l.what) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
 	}
-	return d.judge(ctx, vcs, answers, l)
+	return d.judge(ctx, s, answers, l)
 }
 
 // judge turns every vCenter's answer into the lookup's, and maintains
 // the location cache entry of a lookup that is not strict.
-func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []answer, l lookup) (*Result, error) {
+func (d *Discoverer) judge(ctx context.Context, s *snapshot, answers []answer, l lookup) (*Result, error) {
 	what := l.what
-	t := tally(answers)
+	t := tally(s, answers)
 	found, outside, failed, answered := t.found, t.outside, t.failed, t.answered
 	switch {
 	case len(found) > 1:
@@ -593,7 +607,7 @@ func (d *Discoverer) judge(ctx context.Context, vcs []*targetState, answers []an
 	case l.strict:
 		return nil, nil
 	default:
-		return nil, d.absent(vcs, l)
+		return nil, d.absent(s, l)
 	}
 }
 
@@ -630,8 +644,8 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 
 // absent decides a lookup every vCenter answered without a match: nil
 // (absence), unless the VM was last seen where the config no longer looks.
-func (d *Discoverer) absent(vcs []*targetState, l lookup) error {
-	if loc, ok := d.locations.get(l.key); ok && !configured(vcs, loc) {
+func (d *Discoverer) absent(s *snapshot, l lookup) error {
+	if loc, ok := d.locations.get(l.key); ok && !configured(s, loc) {
 		// Last seen in a vCenter or datacenter that has left the config:
 		// leaving the config is not the VM being deleted. Refreshed, so
 		// it lasts as long as someone asks.
@@ -652,7 +666,7 @@ type answersTally struct {
 	unanswered     []*targetState
 }
 
-func tally(answers []answer) answersTally {
+func tally(s *snapshot, answers []answer) answersTally {
 	var t answersTally
 	for _, a := range answers {
 		if a.err != nil {
@@ -662,7 +676,7 @@ func tally(answers []answer) answersTally {
 		}
 		t.answered = append(t.answered, a.vc.Name)
 		for _, vm := range a.vms {
-			r := &Result{VCenter: a.vc.Name, Where: a.vc.identity(), VM: vm}
+			r := &Result{VCenter: a.vc.Name, Where: s.identity(a.vc), VM: vm}
 			served := a.vc.serves(vm.Datacenter())
 			// One VM seen through several entries of one vCenter (CPI's
 			// tenants) is one VM: the first entry in config order that
@@ -722,7 +736,7 @@ type answer struct {
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
 // answer.
-func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Query, foundFast bool, what string) []answer {
+func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q backends.Query, foundFast bool, what string) []answer {
 	q.Datacenters = nil
 	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -747,6 +761,13 @@ func (d *Discoverer) ask(ctx context.Context, vcs []*targetState, q backends.Que
 			vms, err := call(ctx, d, v, "find", func(ctx context.Context, b backends.Backend) ([]backends.VM, error) {
 				return b.Find(ctx, q)
 			})
+			if err == nil {
+				// An answer is of the vCenter the lookup knows only if
+				// it still is that one.
+				if cerr := s.confirm(v); cerr != nil {
+					vms, err = nil, &VCenterError{VCenter: v.Name, Err: cerr}
+				}
+			}
 			answers[i] = answer{vc: v, vms: vms, err: err}
 			latencies[i] = time.Since(start)
 			done <- i
@@ -878,8 +899,8 @@ func nothingFound(answers []answer) bool {
 
 // configured reports whether loc's vCenter — what it is, not its name —
 // and datacenter are searched, through any entry of it.
-func configured(vcs []*targetState, loc location) bool {
-	return entryFor(vcs, loc.vcenter, loc.where, loc.dc) != nil
+func configured(s *snapshot, loc location) bool {
+	return entryFor(s, loc.vcenter, loc.where, loc.dc) != nil
 }
 
 type cached struct {
@@ -889,32 +910,38 @@ type cached struct {
 
 // fromCache re-reads a remembered location. ok is false when the lookup must
 // search every vCenter: nothing remembered, or the VM is no longer there.
-func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backends.Query, key string) (cached, bool) {
+func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Query, key string) (cached, bool) {
 	loc, ok := d.locations.get(key)
 	if !ok {
 		return cached{}, false
 	}
-	if !configured(vcs, loc) {
-		// Its vCenter or datacenter left the config: search the others,
-		// and keep the entry so absence there is not taken for deletion.
+	// The first entry serving it, as a search attributes it (tally),
+	// by the lookup's one view of what each entry is.
+	v := entryFor(s, "", loc.where, loc.dc)
+	if v == nil {
+		// Its vCenter or datacenter left the config (or its address
+		// answers as another appliance): search the others, and keep
+		// the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
-	// The first entry serving it, as a search attributes it (tally).
-	v := entryFor(vcs, "", loc.where, loc.dc)
 	start := time.Now()
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
 	})
+	if err == nil || errors.Is(err, backends.ErrNotFound) {
+		// It answered, as the vCenter that held the VM only if it
+		// still is that one: a session that logged in again to another
+		// appliance at the address meanwhile answered for that one,
+		// where the reference may name another VM, or none. As an
+		// error, that is never taken for the VM's absence.
+		if cerr := s.confirm(v); cerr != nil {
+			vm, err = nil, &VCenterError{VCenter: v.Name, Err: cerr}
+		}
+	}
 	if vm != nil {
 		record(ctx, key, PassRemembered, v, []backends.VM{*vm}, err, time.Since(start))
 	} else {
 		record(ctx, key, PassRemembered, v, nil, err, time.Since(start))
-	}
-	if !loc.where.Is(v.identity()) {
-		// It answered as another vCenter than the one that held the VM
-		// (its address now leads to another appliance): the reference
-		// may name another VM there. As for a vCenter that left.
-		return cached{}, false
 	}
 	switch {
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):
@@ -930,7 +957,11 @@ func (d *Discoverer) fromCache(ctx context.Context, vcs []*targetState, q backen
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
 		return cached{}, false
-	case entriesOf(vcs, loc.where, loc.dc) > 1:
+	case errors.Is(err, ErrInstanceChanged):
+		// Which appliance answered is not known: search everywhere,
+		// keeping the entry.
+		return cached{}, false
+	case entriesOf(s, loc.where, loc.dc) > 1:
 		// This entry cannot answer (its own login refused?), another of
 		// the same vCenter may: search everywhere.
 		return cached{}, false
@@ -946,11 +977,20 @@ func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (
 	const op = "discovery.Tags"
 	// Through the entry that found it (its login saw the VM), or another
 	// entry of its vCenter serving its datacenter.
-	v := entryFor(*d.vcenters.Load(), r.VCenter, r.Where, r.VM.Datacenter())
+	s := newSnapshot(*d.vcenters.Load())
+	v := entryFor(s, r.VCenter, r.Where, r.VM.Datacenter())
 	if v == nil {
 		return nil, fmt.Errorf("%s: vcenter %s (%s) is no longer configured", op, r.VCenter, r.Where)
 	}
-	return call(ctx, d, v, "tags", func(ctx context.Context, b backends.Backend) (map[string]string, error) {
+	tags, err := call(ctx, d, v, "tags", func(ctx context.Context, b backends.Backend) (map[string]string, error) {
 		return b.Tags(ctx, &r.VM, categories)
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Tags read from another appliance than the VM's are not its.
+	if err := s.confirm(v); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, &VCenterError{VCenter: v.Name, Err: err})
+	}
+	return tags, nil
 }

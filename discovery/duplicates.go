@@ -62,7 +62,9 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	for _, v := range vcs {
 		configured[v.Backend] = true
 		prev, had := x.held[v.Backend]
-		if cur := (holder{name: v.Name, where: v.identity()}); had && prev.holder != cur {
+		// One read of its identity: two could disagree.
+		cur := holder{name: v.Name, where: v.identity()}
+		if had && prev.holder != cur {
 			prev.holder = cur // renamed, or its instance UUID learnt
 			x.held[v.Backend] = prev
 			changed = true
@@ -75,7 +77,7 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 		for _, u := range uuids {
 			set[u] = struct{}{}
 		}
-		x.held[v.Backend] = heldUUIDs{holder: holder{name: v.Name, where: v.identity()}, version: version, uuids: set}
+		x.held[v.Backend] = heldUUIDs{holder: cur, version: version, uuids: set}
 		changed = true
 	}
 	for b := range x.held {

@@ -1,9 +1,12 @@
 package discovery
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
@@ -40,7 +43,88 @@ func (id Identity) String() string {
 	return id.Server + " (instance " + id.InstanceUUID + ")"
 }
 
-// identity is v's Identity now.
+// snapshot is what one lookup works with: the vCenters configured when
+// it began, and what each of them was then, its instance UUID read once.
+// Every decision of the lookup — is a remembered location still
+// configured, which entry asks about it, where is a VM found, did an
+// appliance change — is made from it: two reads of a backend's instance
+// UUID may differ (a session ends between them, the backend then answers
+// "", or logs in again to another appliance), and decisions made from
+// different reads contradict each other (issue 32 §2: a location found
+// configured by one read had no entry by the next, and the lookup
+// dereferenced it).
+//
+// An instance unknown when the lookup began is learnt from the vCenter's
+// first answer (confirm); one that changes once known makes every answer
+// of that vCenter in the lookup an error (ErrInstanceChanged): the
+// lookup cannot tell which appliance answered.
+type snapshot struct {
+	vcs []*targetState
+	mu  sync.Mutex // answers are confirmed in parallel (ask)
+	// instances are by entry: entries of one server may be logged in to
+	// different appliances (one re-logged in after a re-image, another
+	// not yet).
+	instances map[*targetState]string
+	moved     map[*targetState]bool
+}
+
+// ErrInstanceChanged is a vCenter whose instance UUID changed during a
+// lookup (its session lost, or logged in to another appliance): what it
+// answered cannot be attributed to either appliance.
+var ErrInstanceChanged = errors.New("its instance UUID changed during the lookup")
+
+// newSnapshot reads every vCenter's instance UUID, once.
+func newSnapshot(vcs []*targetState) *snapshot {
+	s := &snapshot{vcs: vcs, instances: make(map[*targetState]string, len(vcs)), moved: map[*targetState]bool{}}
+	for _, v := range vcs {
+		s.instances[v] = v.Backend.InstanceUUID()
+	}
+	return s
+}
+
+// identity is what the lookup knows v as.
+func (s *snapshot) identity(v *targetState) Identity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Identity{Server: v.Server, InstanceUUID: s.instances[v]}
+}
+
+// confirm is called once v has answered: the answer is v's as the lookup
+// knows it only if v is still that instance. The instance read now is
+// the session's that answered, or a later one's: unknown before, it is
+// learnt; known and now another (or none: the session ended, and the
+// next login may reach another appliance), the answer is an error.
+func (s *snapshot) confirm(v *targetState) error {
+	now := v.Backend.InstanceUUID()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was, ok := s.instances[v]
+	switch {
+	case !ok:
+		// Not a vCenter of this lookup (cannot happen: calls are made
+		// to the snapshot's entries); nothing to attribute it to.
+		return fmt.Errorf("%w: vcenter %s is not one this lookup began with", ErrInstanceChanged, v.Name)
+	case s.moved[v]:
+		return fmt.Errorf("%w: it was instance %s when the lookup began", ErrInstanceChanged, instanceOrNone(was))
+	case now == was:
+		return nil
+	case was == "":
+		s.instances[v] = now
+		return nil
+	}
+	s.moved[v] = true
+	return fmt.Errorf("%w: it was instance %s, and is %s now", ErrInstanceChanged, was, instanceOrNone(now))
+}
+
+func instanceOrNone(id string) string {
+	if id == "" {
+		return "unknown (no session)"
+	}
+	return id
+}
+
+// identity is v's Identity now, read afresh: for what is no lookup (the
+// duplicate scan); a lookup's decisions use its snapshot.
 func (v *targetState) identity() Identity {
 	return Identity{Server: v.Server, InstanceUUID: v.Backend.InstanceUUID()}
 }
@@ -56,10 +140,10 @@ func (id Identity) sameVCenter(o Identity) bool {
 // dc of vCenter id: entry name while it is still that vCenter and serves
 // dc (its own login found the VM), else the first entry in config order
 // that is that vCenter and serves dc; nil when none does.
-func entryFor(vcs []*targetState, name string, id Identity, dc config.Datacenter) *targetState {
+func entryFor(s *snapshot, name string, id Identity, dc config.Datacenter) *targetState {
 	var first *targetState
-	for _, v := range vcs {
-		if !id.Is(v.identity()) || !v.serves(dc) {
+	for _, v := range s.vcs {
+		if !id.Is(s.identity(v)) || !v.serves(dc) {
 			continue
 		}
 		if v.Name == name {
@@ -74,10 +158,10 @@ func entryFor(vcs []*targetState, name string, id Identity, dc config.Datacenter
 
 // entriesOf counts the configured entries that are vCenter id and
 // serve dc.
-func entriesOf(vcs []*targetState, id Identity, dc config.Datacenter) int {
+func entriesOf(s *snapshot, id Identity, dc config.Datacenter) int {
 	n := 0
-	for _, v := range vcs {
-		if id.Is(v.identity()) && v.serves(dc) {
+	for _, v := range s.vcs {
+		if id.Is(s.identity(v)) && v.serves(dc) {
 			n++
 		}
 	}

@@ -87,7 +87,7 @@ func TestServerAnsweringAsAnotherInstanceIsAnotherVCenter(t *testing.T) {
 	d := discovery.New(f.targets(nil), discovery.Options{OnIdentity: func() { noted.Add(1) }})
 	d.Start()
 	t.Cleanup(d.Close)
-	d.SetHistory(discovery.History{Known: true, Instances: map[string]string{"vc1:443": "instance-a", "vc2:443": "instance-b", "vc3:443": "instance-c"}})
+	d.SetHistory(discovery.History{Known: true, Instances: map[string][]string{"vc1:443": {"instance-a"}, "vc2:443": {"instance-b"}, "vc3:443": {"instance-c"}}})
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
 	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)}

@@ -36,6 +36,7 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 	if len(vcs) == 0 {
 		return nil, false
 	}
+	s := newSnapshot(vcs)
 	answers := make([]answer, len(vcs))
 	// By target and VM: the placement whose tags go with a VM found.
 	type at struct {
@@ -56,7 +57,7 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 			}
 		}
 	}
-	t := tally(answers)
+	t := tally(s, answers)
 	if len(t.found) != 1 || len(t.outside) > 0 {
 		return nil, false
 	}
