@@ -176,7 +176,8 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.nodes.config = c.fleet.config
 	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
-		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks}
+		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks,
+		claims: newClaims(c.events, opts.Metrics.nodes, c.nodes.checks.unmanaged)}
 	if opts.ReadOnly {
 		// Nothing labels a read-only provider's Nodes: nothing to keep.
 		c.instances.located = func(*v1.Node, map[string]string) {}
@@ -322,6 +323,7 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 // was given, or its own.
 func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface) {
 	w := c.nodes.watch(client, c.informers)
+	c.instances.claims.watch(w)
 	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
 }
 

@@ -41,6 +41,9 @@ type instances struct {
 	// checks know the unmanaged Nodes and keep why InstanceMetadata
 	// failed (unmanaged.go, uninitialized.go).
 	checks *nodeChecks
+	// claims refuse a Node the identity of a VM another Node holds
+	// (claims.go).
+	claims *claims
 }
 
 // Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
@@ -201,6 +204,14 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	vm := &res.VM
 	if vm.UUID == "" {
 		return nil, fmt.Errorf("%s: node %s: %s has no BIOS UUID (connection state %q)", op, node.Name, res, vm.ConnectionState)
+	}
+	// The keys that found the VM are the kubelet's word: before its
+	// identity goes to a Node, no other Node may hold it. An initialized
+	// Node has it already.
+	if uninitialized(node) {
+		if err := in.claims.check(ctx, node, res); err != nil {
+			return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+		}
 	}
 	families := []string{"ipv4"}
 	for _, vc := range cfg.VCenters {

@@ -12,6 +12,9 @@ type nodeMetrics struct {
 	labelUpdates *metrics.CounterVec
 	diskUUID     *metrics.Gauge
 	tagMissing   *metrics.GaugeVec
+	// identityConflicts counts the claims on a VM another Node holds
+	// (claims.go), once each.
+	identityConflicts *metrics.CounterVec
 }
 
 func newNodeMetrics(ns string) *nodeMetrics {
@@ -41,9 +44,14 @@ func newNodeMetrics(ns string) *nodeMetrics {
 			Help:           "Initialized Nodes whose VM has no tag of the configured zone or region category on its ancestries, by category (zone, region).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"category"}),
+		identityConflicts: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: ns, Name: "node_identity_conflicts_total",
+			Help:           "Nodes claiming (by providerID, system UUID or name) the VM another Node holds, once per pair of Nodes, by outcome: refused (the claimant stays uninitialized while the holder lives), replaced (the holder NotReady for 5m and the VM's guest host name the claimant's: the claimant initialized, the holder kept).",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"outcome"}),
 	}
 }
 
 func (m *nodeMetrics) collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.drift, m.moves, m.labelUpdates, m.diskUUID, m.tagMissing}
+	return []metrics.Registerable{m.drift, m.moves, m.labelUpdates, m.diskUUID, m.tagMissing, m.identityConflicts}
 }

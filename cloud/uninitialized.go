@@ -48,7 +48,7 @@ const (
 // uninitializedReasons is the fixed set of the metric's reason values.
 var uninitializedReasons = []string{
 	UninitializedPending, ReasonLookupFailed, UninitializedNoVM, ReasonDuplicateUUID, ReasonZoneTagMissing, ReasonNoNodeAddress,
-	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP,
+	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict,
 }
 
 // DefaultUninitializedAfter is how long a Node may stay uninitialized
@@ -112,6 +112,8 @@ func failureReason(err error) string {
 		return ReasonDuplicateUUID
 	case errors.As(err, &zone):
 		return ReasonZoneTagMissing
+	case errors.As(err, new(*IdentityConflictError)):
+		return ReasonNodeIdentityConflict
 	case errors.As(err, new(*NodeIPError)):
 		return ReasonNodeIPNotOnVM
 	case errors.Is(err, ErrInvalidNodeIP):

@@ -16,12 +16,31 @@ import (
 )
 
 // LabelUnmanaged set to "true" on a Node marks it as not this CCM's
-// (Options.UnmanagedNodeSelector marks more).
-const LabelUnmanaged = "vsphere-federated-ccm.io/unmanaged"
+// (Options.UnmanagedNodeSelector marks more). It is under
+// node-restriction.kubernetes.io/, which the NodeRestriction admission
+// plugin forbids a kubelet to set, change or remove on its Node, at
+// registration (--node-labels) as after: the opt-out is its operator's,
+// never the kubelet's, which would otherwise take its Node out of
+// deletion and give it the providerID and addresses it chose.
+const LabelUnmanaged = "node-restriction.kubernetes.io/vsphere-federated-ccm-unmanaged"
+
+// LabelUnmanagedLegacy is the key earlier versions read. A kubelet can set
+// it (--node-labels), so alone it opts out of nothing: it counts only on a
+// Node an operator also gave LabelUnmanaged, which is what tells that an
+// operator set it on purpose. The Node informer keeps no managedFields
+// (dropManagedFields), and they would not tell anyway: a field manager is
+// whatever name the client sends, a kubelet's credential can send any.
+// A Node carrying it alone is looked up as any other and gets one
+// UnmanagedLabelIgnored Warning, saying which key to set.
+const LabelUnmanagedLegacy = "vsphere-federated-ccm.io/unmanaged"
 
 // ReasonNodeUnmanaged is the Normal Event recorded once on a Node when this
 // CCM is first asked about it and finds it unmanaged, saying why.
 const ReasonNodeUnmanaged = "NodeUnmanaged"
+
+// ReasonUnmanagedLabelIgnored is the Warning recorded once on a Node
+// carrying LabelUnmanagedLegacy=true without LabelUnmanaged.
+const ReasonUnmanagedLabelIgnored = "UnmanagedLabelIgnored"
 
 // unmanagedNodes decides which Nodes are not this CCM's, and announces
 // each one once.
@@ -30,18 +49,31 @@ type unmanagedNodes struct {
 	selector labels.Selector // nil: only LabelUnmanaged
 
 	mu sync.Mutex
-	// announced are the Nodes whose NodeUnmanaged Event was recorded, by
-	// name; a Node that becomes managed again is forgotten, so a later
-	// return is announced again.
-	announced map[string]bool
+	// announced is what was announced of each Node, by name: unmanaged
+	// (its NodeUnmanaged Event) or legacyOnly (its UnmanagedLabelIgnored
+	// Event). A Node that becomes managed again is forgotten, so a later
+	// return is announced again; one deleted is forgotten (claims.gone,
+	// from the Node informer), and past maxAnnounced all are.
+	announced map[string]announcement
 }
+
+type announcement int
+
+const (
+	announcedUnmanaged announcement = iota + 1
+	announcedLegacyOnly
+)
+
+// maxAnnounced bounds announced without a Node informer to prune it (a
+// provider without a cluster): the cost of forgetting is one Event again.
+const maxAnnounced = 8192
 
 func newUnmanagedNodes(events *eventLog, selector labels.Selector) *unmanagedNodes {
 	if selector != nil && selector.Empty() {
 		// An empty selector matches every Node: surely not what was meant.
 		selector = nil
 	}
-	return &unmanagedNodes{events: events, selector: selector, announced: map[string]bool{}}
+	return &unmanagedNodes{events: events, selector: selector, announced: map[string]announcement{}}
 }
 
 // why says why node is unmanaged, or "" when it is this CCM's.
@@ -59,24 +91,56 @@ func (u *unmanagedNodes) why(node *v1.Node) string {
 // followed at the next ask).
 func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.why(node) != "" }
 
+// legacyOnly reports whether node carries LabelUnmanagedLegacy=true but
+// not LabelUnmanaged=true: a label its kubelet may have set, which
+// counts for nothing.
+func legacyOnly(node *v1.Node) bool {
+	return node.Labels[LabelUnmanagedLegacy] == "true" && node.Labels[LabelUnmanaged] != "true"
+}
+
 // ask is unmanaged, and records the NodeUnmanaged Event the first time a
-// Node is found unmanaged.
+// Node is found unmanaged, or the UnmanagedLabelIgnored Event the first
+// time it carries the legacy key alone.
 func (u *unmanagedNodes) ask(node *v1.Node) bool {
 	why := u.why(node)
+	var now announcement
+	switch {
+	case why != "":
+		now = announcedUnmanaged
+	case legacyOnly(node):
+		now = announcedLegacyOnly
+	}
 	u.mu.Lock()
-	first := why != "" && !u.announced[node.Name]
-	if why == "" {
+	first := now != 0 && u.announced[node.Name] != now
+	if now == 0 {
 		delete(u.announced, node.Name)
 	} else {
-		u.announced[node.Name] = true
+		if _, ok := u.announced[node.Name]; !ok && len(u.announced) >= maxAnnounced {
+			u.announced = map[string]announcement{}
+		}
+		u.announced[node.Name] = now
 	}
 	u.mu.Unlock()
-	if first {
+	switch {
+	case first && now == announcedUnmanaged:
 		u.events.record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
 			"unmanaged (%s): this CCM leaves it alone: no vCenter lookup, no write; it is reported present and running, never deleted. "+
 				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", why))
+	case first:
+		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
+			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it no longer opts a Node out; this Node is looked up as a VM "+
+				"and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
+				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels)",
+			LabelUnmanagedLegacy, LabelUnmanaged))
 	}
 	return why != ""
+}
+
+// forget drops what was announced of a Node deleted.
+func (u *unmanagedNodes) forget(name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.announced, name)
 }
 
 // unmanagedMetadata is InstanceMetadata's answer for an unmanaged Node:
