@@ -82,10 +82,38 @@ func (a *simAppliance) String() string {
 	return fmt.Sprintf("server %d (instance %s)", a.server, a.instance)
 }
 
+// simVCenter is one config entry. Several may name one server (CPI's
+// tenants), each with its own datacenters and login: refused, its
+// password is wrong, and that entry alone cannot log in.
 type simVCenter struct {
-	name      string
-	server    int
-	inventory bool
+	name        string
+	server      int
+	inventory   bool
+	datacenters []string // as written; empty: all
+	refused     bool
+}
+
+// simDatacenterSpecs are what an entry's datacenters may say of the
+// simulators' DC0 and DC1: by name and by inventory path.
+var simDatacenterSpecs = []string{"DC0", "/DC1", "DC1"}
+
+// drawSimVCenter draws an entry named name: often another entry of a
+// server cfg names already.
+func (m *simModel) drawSimVCenter(t *rapid.T, name string, cfg []simVCenter) simVCenter {
+	servers := m.freeServers(nil)
+	if len(cfg) > 0 && rapid.Bool().Draw(t, name+" a tenant of a configured server") {
+		servers = nil
+		for _, vc := range cfg {
+			servers = append(servers, vc.server)
+		}
+	}
+	return simVCenter{
+		name:        name,
+		server:      rapid.SampledFrom(servers).Draw(t, name+" server"),
+		inventory:   rapid.Bool().Draw(t, name+" inventory"),
+		datacenters: rapid.SliceOfNDistinct(rapid.SampledFrom(simDatacenterSpecs), 0, 1, rapid.ID[string]).Draw(t, name+" datacenters"),
+		refused:     rapid.IntRange(0, 4).Draw(t, name+" login refused") == 0,
+	}
 }
 
 // simModel is one sequence: the truth and the CCM under test.
@@ -118,7 +146,14 @@ func (m *simModel) note(format string, args ...any) {
 func (m *simModel) describeConfig() string {
 	var parts []string
 	for _, vc := range m.cfg {
-		parts = append(parts, fmt.Sprintf("%s=server %d (inventory %t)", vc.name, vc.server, vc.inventory))
+		p := fmt.Sprintf("%s=server %d (inventory %t", vc.name, vc.server, vc.inventory)
+		if len(vc.datacenters) > 0 {
+			p += ", datacenters " + strings.Join(vc.datacenters, ",")
+		}
+		if vc.refused {
+			p += ", login refused"
+		}
+		parts = append(parts, p+")")
 	}
 	return "{" + strings.Join(parts, " ") + "}"
 }
@@ -178,11 +213,7 @@ func newSimModel(t *rapid.T, w *simWorld, steps *atomic.Int64) *simModel {
 	names := rapid.SliceOfNDistinct(rapid.SampledFrom(simNames), 1, 3, rapid.ID[string]).Draw(t, "initial vCenters")
 	var cfg []simVCenter
 	for _, n := range names {
-		cfg = append(cfg, simVCenter{
-			name:      n,
-			server:    rapid.SampledFrom(m.freeServers(cfg)).Draw(t, n+" server"),
-			inventory: rapid.Bool().Draw(t, n+" inventory"),
-		})
+		cfg = append(cfg, m.drawSimVCenter(t, n, cfg))
 	}
 	m.writeConfig(t, cfg)
 	// Nodes from the start: a sequence is short, and a Node is what the
@@ -209,8 +240,15 @@ func (m *simModel) render(cfg []simVCenter) string {
 	b.WriteString("global:\n  insecureFlag: true\n  requestTimeout: 1s\n  nodeDeletion: {minAbsence: 0s}\n  breaker:\n    consecutiveFailures: 2\n    openTimeout: 100ms\nvcenter:\n")
 	for _, vc := range cfg {
 		sim := m.w.fed.VCenters[vc.server]
+		password := sim.Password
+		if vc.refused {
+			password += "-wrong"
+		}
 		fmt.Fprintf(&b, "  %s:\n    server: %s\n    port: %d\n    user: %q\n    password: %q\n    inventory: %t\n",
-			vc.name, m.w.proxies[vc.server].Host(), m.w.proxies[vc.server].Port(), sim.User, sim.Password, vc.inventory)
+			vc.name, m.w.proxies[vc.server].Host(), m.w.proxies[vc.server].Port(), sim.User, password, vc.inventory)
+		if len(vc.datacenters) > 0 {
+			fmt.Fprintf(&b, "    datacenters: [%q]\n", vc.datacenters[0])
+		}
 	}
 	return b.String()
 }
@@ -273,6 +311,7 @@ func (m *simModel) actions() map[string]func(*rapid.T) {
 		"EditRemove":   m.editRemove,
 		"EditRename":   m.editRename,
 		"EditRepoint":  m.editRepoint,
+		"EditLogin":    m.editLogin,
 		"Restart":      func(t *rapid.T) { m.stopCloud(); m.startCloud(t) },
 		"ProxyFault":   m.proxyFault,
 		"ProxyHeal":    m.proxyHeal,
@@ -305,15 +344,20 @@ func (m *simModel) freeNames() []string {
 }
 
 func (m *simModel) editAdd(t *rapid.T) {
-	names, servers := m.freeNames(), m.freeServers(m.cfg)
-	if len(names) == 0 || len(servers) == 0 {
-		t.Skip("every name or server configured")
+	names := m.freeNames()
+	if len(names) == 0 {
+		t.Skip("every name configured")
 	}
-	m.edit(t, append(slices.Clone(m.cfg), simVCenter{
-		name:      rapid.SampledFrom(names).Draw(t, "name"),
-		server:    rapid.SampledFrom(servers).Draw(t, "server"),
-		inventory: rapid.Bool().Draw(t, "inventory"),
-	}))
+	m.edit(t, append(slices.Clone(m.cfg), m.drawSimVCenter(t, rapid.SampledFrom(names).Draw(t, "name"), m.cfg)))
+}
+
+// editLogin breaks or mends an entry's password: that entry's login is
+// refused, the others of its server log in.
+func (m *simModel) editLogin(t *rapid.T) {
+	cfg := slices.Clone(m.cfg)
+	i := rapid.IntRange(0, len(cfg)-1).Draw(t, "vCenter")
+	cfg[i].refused = !cfg[i].refused
+	m.edit(t, cfg)
 }
 
 func (m *simModel) editRemove(t *rapid.T) {
@@ -335,13 +379,12 @@ func (m *simModel) editRename(t *rapid.T) {
 	m.edit(t, cfg)
 }
 
+// editRepoint gives an entry another server, maybe one another entry
+// names (it becomes a tenant there).
 func (m *simModel) editRepoint(t *rapid.T) {
-	servers := m.freeServers(m.cfg)
-	if len(servers) == 0 {
-		t.Skip("every server configured")
-	}
 	cfg := slices.Clone(m.cfg)
 	i := rapid.IntRange(0, len(cfg)-1).Draw(t, "vCenter")
+	servers := slices.DeleteFunc(m.freeServers(nil), func(s int) bool { return s == cfg[i].server })
 	cfg[i].server = rapid.SampledFrom(servers).Draw(t, "new server")
 	m.edit(t, cfg)
 }
