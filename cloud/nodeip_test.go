@@ -202,8 +202,8 @@ func TestSelectForNodeIPs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := c.run(t)
 			if c.wantErr != nil {
-				var nip *NodeIPError
-				if _, want := c.wantErr.(*NodeIPError); want && !errors.As(err, &nip) || !want && !errors.Is(err, c.wantErr) {
+				var nip, wantNIP *NodeIPError
+				if want := errors.As(c.wantErr, &wantNIP); want && !errors.As(err, &nip) || !want && !errors.Is(err, c.wantErr) {
 					t.Fatalf("got %v, %v; want an error %T %v", got, err, c.wantErr, c.wantErr)
 				}
 				return

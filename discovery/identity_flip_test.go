@@ -125,7 +125,7 @@ func TestIdentityChangingBetweenAnyTwoReads(t *testing.T) {
 					func() (*discovery.Result, error) { return d.Locate(ctx, keys) },
 					func() (*discovery.Result, error) { return d.Exists(ctx, keys) },
 				} {
-					res, err, panicked := noPanic(lookup)
+					res, panicked, err := noPanic(lookup)
 					if panicked != nil {
 						t.Fatalf("lookup %d after the flip panicked: %v", i, panicked)
 					}
@@ -138,8 +138,9 @@ func TestIdentityChangingBetweenAnyTwoReads(t *testing.T) {
 	}
 }
 
-func noPanic(f func() (*discovery.Result, error)) (res *discovery.Result, err error, panicked any) {
+// noPanic runs f and returns what it returned, or what it panicked with.
+func noPanic(f func() (*discovery.Result, error)) (res *discovery.Result, panicked any, err error) {
 	defer func() { panicked = recover() }()
 	res, err = f()
-	return res, err, nil
+	return res, nil, err
 }
