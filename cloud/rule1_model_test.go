@@ -1637,14 +1637,17 @@ func (m *rule1Model) describeNode(n *v1.Node) string {
 // a federation: a Node is answered (false, nil) only when its providerID
 // names a VM that no vCenter the CCM was ever configured with holds.
 //
-// Four profiles: everything that can happen; only what changes which
+// Five profiles: everything that can happen; only what changes which
 // vCenters are served and what is remembered of them (config edits,
 // restarts, leader changes, the record failing, re-images, VMs and Nodes
 // coming and going); what each entry's session makes of its server
 // (entries of one server, sessions down or refused, appliances replaced
-// between any two reads); and only vCenters coming and going while the
-// record fails and heals. The narrower ones find the paths that need a
-// long setup sooner.
+// between any two reads); only vCenters coming and going while the
+// record fails and heals; and deletions: VMs destroyed under faults that
+// heal, which must delete some Nodes (in "everything" the policies,
+// refusals and sessions down that hold deletions back leave about one
+// rightful deletion per 100 sequences). The narrower ones find the paths
+// that need a long setup sooner.
 func TestRule1Model(t *testing.T) {
 	for _, p := range []struct {
 		name   string
@@ -1667,6 +1670,13 @@ func TestRule1Model(t *testing.T) {
 		// A history write failing, then healing, between a vCenter's
 		// coming and going is a long setup: more sequences.
 		{"the record", []string{"EditAdd", "EditRemove", "Restart", "HistoryFault", "LaterReload", "VMCreate", "NodeCreate"}, "220"},
+		// The other half of the rule: Nodes of destroyed VMs do go. VMs
+		// and Nodes come and go under faults that heal, restarts and
+		// moves; the profile fails if no Node at all was rightly
+		// deleted (a CCM that never deletes passes every other check).
+		{"deletions", []string{
+			"EditAdd", "EditRemove", "Restart", "ServerFault", "ServerHeal", "VMCreate", "VMDestroy", "VMPower", "VMMoveServer", "NodeCreate",
+		}, "40"},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			if p.checks != "" {
@@ -1674,6 +1684,13 @@ func TestRule1Model(t *testing.T) {
 			}
 			var sequences, steps, deleted, firstFailure atomic.Int64
 			start := time.Now()
+			if p.name == "deletions" {
+				t.Cleanup(func() {
+					if !t.Failed() && deleted.Load() == 0 {
+						t.Errorf("%d sequences rightly deleted no Node: the model no longer exercises deletion", sequences.Load())
+					}
+				})
+			}
 			t.Cleanup(func() {
 				d := time.Since(start)
 				t.Logf("%d sequences, %d steps in %s: %.0f sequences/min, %.0f steps/min; %d Nodes rightly deleted",
