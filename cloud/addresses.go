@@ -39,6 +39,17 @@ type candidate struct {
 	network string
 }
 
+// addressList is a Node's addresses in the order they were chosen, each
+// (type and address) once: CPI lists an IP that is both the InternalIP and
+// the ExternalIP under both types, never twice under one.
+type addressList []v1.NodeAddress
+
+func (l *addressList) add(t v1.NodeAddressType, c *candidate) {
+	if a := (v1.NodeAddress{Type: t, Address: c.raw}); !slices.Contains(*l, a) {
+		*l = append(*l, a)
+	}
+}
+
 // nodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
 func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
 	return selectAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
@@ -76,23 +87,17 @@ func selectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 	}
 	preferStatic(cands, static)
 
-	out := []v1.NodeAddress{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
-	add := func(t v1.NodeAddressType, c *candidate) {
-		a := v1.NodeAddress{Type: t, Address: c.raw}
-		if !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
+	out := addressList{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
 	for _, fam := range families {
 		internal, external, n := pickAddresses(cands, fam, rules)
 		if internal == nil && external == nil {
 			return nil, errNoFamilyIP(vm, fam, n)
 		}
 		if internal != nil {
-			add(v1.NodeInternalIP, internal)
+			out.add(v1.NodeInternalIP, internal)
 		}
 		if external != nil {
-			add(v1.NodeExternalIP, external)
+			out.add(v1.NodeExternalIP, external)
 		}
 	}
 	return out, nil

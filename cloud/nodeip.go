@@ -172,13 +172,7 @@ func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRu
 		}
 	}
 
-	out := []v1.NodeAddress{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
-	add := func(t v1.NodeAddressType, c *candidate) {
-		a := v1.NodeAddress{Type: t, Address: c.raw}
-		if !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
+	out := addressList{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
 	for _, fam := range answered {
 		pin := pins[fam]
 		var internal, external *candidate
@@ -203,10 +197,10 @@ func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRu
 			internal = pin
 		}
 		if internal != nil {
-			add(v1.NodeInternalIP, internal)
+			out.add(v1.NodeInternalIP, internal)
 		}
 		if external != nil {
-			add(v1.NodeExternalIP, external)
+			out.add(v1.NodeExternalIP, external)
 		}
 	}
 	return out, nil
