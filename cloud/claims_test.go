@@ -217,9 +217,10 @@ func TestReplacedNode(t *testing.T) {
 }
 
 // The opt-out is a label no kubelet can set. The legacy key a kubelet
-// can set (--node-labels) counts only on a Node that an operator also
-// gave the new key; alone it opts out of nothing, and the Node gets a
-// Warning saying which key to set.
+// can set (--node-labels) counts on a Node that an operator also gave the
+// new key; alone, on a Node created since this version first ran (the
+// cutoff), it opts out of nothing, and the Node gets a Warning saying
+// which key to set.
 func TestUnmanagedLabelKeys(t *testing.T) {
 	if cloud.LabelUnmanaged != unmanagedKey || cloud.LabelUnmanagedLegacy != legacyKey {
 		t.Fatalf("LabelUnmanaged = %q, LabelUnmanagedLegacy = %q; want %q, %q", cloud.LabelUnmanaged, cloud.LabelUnmanagedLegacy, unmanagedKey, legacyKey)
@@ -239,13 +240,20 @@ func TestUnmanagedLabelKeys(t *testing.T) {
 	// A VM's kubelet registered with --node-labels=<legacy key>=true and
 	// addresses of its choosing.
 	kubeletSet := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "vm-1", Labels: map[string]string{legacyKey: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "vm-1", Labels: map[string]string{legacyKey: "true"}, CreationTimestamp: metav1.Now()},
 		Spec:       v1.NodeSpec{Taints: uninitializedTaint()},
 		Status:     v1.NodeStatus{Addresses: metalAddrs, NodeInfo: v1.NodeSystemInfo{SystemUUID: discovery.SwapByteOrder(uuidA)}},
 	}
 	client := stateClient(newKey, both, kubeletSet)
+	seedCutoff(t, client, time.Now().Add(-time.Hour))
 	c := f.start(t, f.yaml("", "vcA"), client)
 	ctx := t.Context()
+	eventually(t, "the cutoff read: vm-1's legacy key ignored", func() bool {
+		_, _ = c.InstanceExists(ctx, kubeletSet)
+		return slices.ContainsFunc(eventsOn(t, client, "vm-1"), func(e string) bool {
+			return strings.HasPrefix(e, cloud.ReasonUnmanagedLabelIgnored+": ")
+		})
+	})
 	calls := f["vcA"].Calls() + f["vcA"].CachedCalls()
 	for _, n := range []*v1.Node{newKey, both} {
 		md, err := c.InstanceMetadata(ctx, n)

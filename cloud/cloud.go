@@ -172,6 +172,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
 	}
 	c.fleet = newFleet(cfg, opts, c.events)
+	c.fleet.onCutoff = c.nodes.checks.unmanaged.setCutoff
 	c.nodes.discovery = c.fleet.discovery
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.nodes.config = c.fleet.config
@@ -347,7 +348,8 @@ func (c *Cloud) Stop(ctx context.Context) {
 func (c *Cloud) RequestReload() { c.fleet.RequestReload() }
 
 // Reload re-reads the config file and every vCenter's credentials now
-// (fleet.Reload); it reports whether the history is recorded.
+// (fleet.Reload); it reports whether the history (and the legacy label's
+// cutoff) is recorded.
 func (c *Cloud) Reload(ctx context.Context) bool { return c.fleet.Reload(ctx) }
 
 // VCenterStatuses lists every configured vCenter's status, in the config's

@@ -74,6 +74,10 @@ type fleet struct {
 	historyUnsaved bool
 	historyKnown   bool
 	historyWhy     string
+
+	// onCutoff is given the legacy unmanaged label's cutoff each time the
+	// record is read or written (unmanagedNodes.setCutoff); set by New.
+	onCutoff func(legacyCutoff)
 }
 
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter

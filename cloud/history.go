@@ -26,6 +26,13 @@ const DefaultHistoryObject = "vsphere-federated-ccm-state"
 // historyKey is the ConfigMap key of the record.
 const historyKey = "vcenters.json"
 
+// legacyCutoffKey is the ConfigMap key of the legacy unmanaged label's
+// cutoff (legacyCutoff, unmanaged.go), RFC 3339: written by the first
+// leader of a version that reads it, when absent, with the record; kept by
+// every save of the record (earlier versions' too: they update the
+// ConfigMap they read), never moved.
+const legacyCutoffKey = "legacyUnmanagedCutoff"
+
 // configHistory is what the config held before, kept where it outlives
 // the process: a vCenter removed from the config — by an edit, or while
 // the CCM was down — is retired, and while it is remembered a VM not
@@ -41,6 +48,11 @@ type configHistory struct {
 	Served map[string]servedVCenter `json:"served"`
 	// Retired left the config; remembered until their Until.
 	Retired []retiredRecord `json:"retired,omitempty"`
+
+	// cutoff is the ConfigMap's legacyCutoffKey, read and written with
+	// the record but no part of it (unexported: not in historyKey's JSON,
+	// nor in what update compares).
+	cutoff legacyCutoff
 }
 
 // vcenterRecord is what a record says a vCenter is.
@@ -283,7 +295,7 @@ func (h *configHistory) merge(o *configHistory) {
 
 // clone is a deep copy of h.
 func (h *configHistory) clone() *configHistory {
-	out := &configHistory{Served: make(map[string]servedVCenter, len(h.Served)), Retired: slices.Clone(h.Retired)}
+	out := &configHistory{Served: make(map[string]servedVCenter, len(h.Served)), Retired: slices.Clone(h.Retired), cutoff: h.cutoff}
 	for k, v := range h.Served {
 		v.Datacenters = slices.Clone(v.Datacenters)
 		out.Served[k] = v
@@ -350,6 +362,7 @@ type memoryHistory struct{}
 func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, current []serving, retention time.Duration, now time.Time) (*configHistory, bool, error) {
 	h := mem.clone()
 	h.update(current, now, retention)
+	h.cutoff = legacyCutoff{why: "no cluster: no state ConfigMap to record it in"}
 	return h, false, nil
 }
 
@@ -370,11 +383,11 @@ func (s configMapHistory) writes() bool { return s.write }
 func (s configMapHistory) String() string { return "configmap " + s.object.String() }
 
 // load returns the record and the ConfigMap holding it (nil when there is
-// none yet: an empty record).
+// none yet: an empty record), with the cutoff it holds.
 func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigMap, error) {
 	cm, err := s.client.CoreV1().ConfigMaps(s.object.Namespace).Get(ctx, s.object.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return &configHistory{}, nil, nil
+		return &configHistory{cutoff: legacyCutoff{why: fmt.Sprintf("configmap %s does not exist yet", s.object)}}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
@@ -385,7 +398,47 @@ func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigM
 			return nil, nil, fmt.Errorf("configmap %s key %s: %w", s.object, historyKey, err)
 		}
 	}
+	h.cutoff = s.cutoffOf(cm)
 	return h, cm, nil
+}
+
+// cutoffOf reads the cutoff in cm. A value that does not parse is not
+// replaced: it was written, and a new one would be later, taking the
+// legacy key for an operator's on Nodes a kubelet may have labelled since.
+func (s configMapHistory) cutoffOf(cm *v1.ConfigMap) legacyCutoff {
+	v, ok := cm.Data[legacyCutoffKey]
+	if !ok {
+		who := "the leader writes it"
+		if !s.write {
+			who = "the leader writes it; this replica only reads it"
+		}
+		return legacyCutoff{why: fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)}
+	}
+	at, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+	if err != nil {
+		return legacyCutoff{why: fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)}
+	}
+	return legacyCutoff{at: at}
+}
+
+// hasCutoff reports whether cm holds a cutoff, parsed or not.
+func hasCutoff(cm *v1.ConfigMap) bool {
+	if cm == nil {
+		return false
+	}
+	_, ok := cm.Data[legacyCutoffKey]
+	return ok
+}
+
+// newCutoff is the cutoff a writer records at now: rounded up to the
+// second, as creationTimestamps are, so that a Node created within the
+// second before, under the earlier version, counts as before.
+func newCutoff(now time.Time) time.Time {
+	at := now.UTC().Truncate(time.Second)
+	if at.Before(now) {
+		at = at.Add(time.Second)
+	}
+	return at
 }
 
 func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configHistory) error {
@@ -399,18 +452,27 @@ func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configH
 			Namespace: s.object.Namespace, Name: s.object.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"},
 			Annotations: map[string]string{
-				"vsphere-federated-ccm.io/purpose": "vCenters and datacenters this CCM has served; a retired one keeps its Nodes from deletion until its until time (delete its entry to forget it sooner)",
+				"vsphere-federated-ccm.io/purpose": "vCenters and datacenters this CCM has served; a retired one keeps its Nodes from deletion until its until time (delete its entry to forget it sooner). " +
+					legacyCutoffKey + ": when this version first led; the legacy unmanaged label alone still opts out Nodes created before it (keep it)",
 			},
 		}}
 		cm.Data = map[string]string{historyKey: string(data)}
+		if !h.cutoff.at.IsZero() {
+			cm.Data[legacyCutoffKey] = h.cutoff.at.UTC().Format(time.RFC3339)
+		}
 		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	}
+	// Every other key is kept as read (the cutoff among them): only the
+	// record is replaced, and the cutoff added where it is absent.
 	cm = cm.DeepCopy()
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
 	cm.Data[historyKey] = string(data)
+	if _, ok := cm.Data[legacyCutoffKey]; !ok && !h.cutoff.at.IsZero() {
+		cm.Data[legacyCutoffKey] = h.cutoff.at.UTC().Format(time.RFC3339)
+	}
 	_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
 }
@@ -422,6 +484,11 @@ func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configH
 // merged into what is read. saved is false when the result could not be
 // written: the caller keeps it and merges it again next time. Without
 // s.write nothing is written (a read-only provider's view).
+//
+// The cutoff comes with it: as read, or, when the ConfigMap has none and
+// s.write, now (newCutoff), written with the record. It is known only once
+// read or written: one that could not be written is not known, since the
+// next leader would record a later one.
 func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time) (h *configHistory, saved bool, err error) {
 	const op = "cloud.history.record"
 	var lastErr error
@@ -439,14 +506,30 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 			return h, false, nil
 		}
 		// Unchanged from what was read (not from what was merged): stored.
-		if folded, _ := json.Marshal(h); string(folded) == string(read) && cm != nil {
+		folded, _ := json.Marshal(h)
+		stored := string(folded) == string(read) && cm != nil
+		// Absent: one that does not parse stays as written (cutoffOf).
+		stamp := !hasCutoff(cm)
+		if stored && !stamp {
 			return h, true, nil
+		}
+		if stamp {
+			h.cutoff = legacyCutoff{at: newCutoff(now)}
 		}
 		err = s.save(ctx, cm, h)
 		if err == nil {
 			return h, true, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			if stamp {
+				h.cutoff = legacyCutoff{why: fmt.Sprintf("it could not be written to configmap %s: %v", s.object, err)}
+			}
+			if stored {
+				// Only the cutoff was to be written: the record is
+				// stored. The caller retries the cutoff.
+				klog.FromContext(ctx).Error(err, "Recording the legacy unmanaged label's cutoff failed; retried", "configmap", s.object, "key", legacyCutoffKey)
+				return h, true, nil
+			}
 			// Known, but not stored: the caller keeps it, and merges it
 			// into the next read until a write succeeds.
 			klog.FromContext(ctx).Error(err, "Recording the served vCenters failed; kept in memory and retried", "configmap", s.object)

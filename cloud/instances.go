@@ -128,7 +128,8 @@ func lookupCause(err error) string {
 // answered that it does not, with every guard applied (discovery.Exists).
 func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
-	if in.checks.unmanaged.ask(node) {
+	v := in.checks.unmanaged.decide(node)
+	if v.why != "" {
 		return true, nil
 	}
 	res, err := in.fleet.discovery.Exists(ctx, nodeKeys(node))
@@ -138,6 +139,11 @@ func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 	if err != nil {
 		in.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+	}
+	if res == nil && v.legacy == legacyUndecided {
+		// Its operator may have opted it out before this version: absence
+		// would delete it. Its UnmanagedLabelUndecided Event says so.
+		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, v.undecidedError())
 	}
 	return res != nil, nil
 }

@@ -48,7 +48,8 @@ func (f *fleet) reloadLoop(ctx context.Context) {
 // it if it changed and is valid, records the vCenters served (see
 // configHistory), then refreshes every vCenter's credentials. An invalid
 // file leaves the last good config serving. It reports whether the
-// history is recorded (false: try again later).
+// history (and, for a writer, the legacy label's cutoff) is recorded
+// (false: try again later).
 func (f *fleet) Reload(ctx context.Context) bool {
 	log := klog.FromContext(ctx)
 	if path := f.opts.ConfigPath; path != "" {
@@ -87,8 +88,12 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 			f.historyWhy = err.Error()
 			f.publishHistoryLocked()
 		}
+		f.publishCutoff(legacyCutoff{why: err.Error()}) // a cutoff known stays so
 		return false
 	}
+	// The cutoff is the ConfigMap's, whatever the config: known as soon
+	// as read or written.
+	f.publishCutoff(h.cutoff)
 	if f.cfg.Load() != cfg {
 		// A newer config was applied meanwhile: it is in memory, and its
 		// own reload records it.
@@ -96,8 +101,17 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 	}
 	f.history, f.historyUnsaved, f.historyKnown = h, !saved, true
 	f.publishHistoryLocked()
-	// A store that writes nothing has nothing to retry.
-	return saved || !store.writes()
+	// A store that writes nothing has nothing to retry; one that writes
+	// retries until the cutoff is written too (or readable: one that does
+	// not parse is an operator's to correct, read again at each retry).
+	return !store.writes() || saved && !h.cutoff.at.IsZero()
+}
+
+// publishCutoff hands c to what judges the legacy unmanaged label.
+func (f *fleet) publishCutoff(c legacyCutoff) {
+	if f.onCutoff != nil {
+		f.onCutoff(c)
+	}
 }
 
 // reloadConfig applies the file at path unless its content is the one

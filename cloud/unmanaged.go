@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,13 +27,16 @@ import (
 const LabelUnmanaged = "node-restriction.kubernetes.io/vsphere-federated-ccm-unmanaged"
 
 // LabelUnmanagedLegacy is the key earlier versions read. A kubelet can set
-// it (--node-labels), so alone it opts out of nothing: it counts only on a
-// Node an operator also gave LabelUnmanaged, which is what tells that an
-// operator set it on purpose. The Node informer keeps no managedFields
-// (dropManagedFields), and they would not tell anyway: a field manager is
-// whatever name the client sends, a kubelet's credential can send any.
-// A Node carrying it alone is looked up as any other and gets one
-// UnmanagedLabelIgnored Warning, saying which key to set.
+// it (--node-labels), so it counts only where a kubelet cannot have been
+// the one to set it (legacyCutoff): on a Node an operator also gave
+// LabelUnmanaged, or on one created before a leader of this version first
+// ran, when it was the opt-out — an operator labelled that Node, and an
+// upgrade must not delete it. On a Node created since, alone, it opts out
+// of nothing: the Node is looked up as any other and gets one
+// UnmanagedLabelIgnored Warning, saying which key to set. The Node
+// informer keeps no managedFields (dropManagedFields), and they would not
+// tell who set it anyway: a field manager is whatever name the client
+// sends, a kubelet's credential can send any.
 const LabelUnmanagedLegacy = "vsphere-federated-ccm.io/unmanaged"
 
 // ReasonNodeUnmanaged is the Normal Event recorded once on a Node when this
@@ -39,20 +44,64 @@ const LabelUnmanagedLegacy = "vsphere-federated-ccm.io/unmanaged"
 const ReasonNodeUnmanaged = "NodeUnmanaged"
 
 // ReasonUnmanagedLabelIgnored is the Warning recorded once on a Node
-// carrying LabelUnmanagedLegacy=true without LabelUnmanaged.
+// carrying LabelUnmanagedLegacy=true without LabelUnmanaged, created at or
+// after the cutoff.
 const ReasonUnmanagedLabelIgnored = "UnmanagedLabelIgnored"
+
+// ReasonUnmanagedLabelLegacy is the Warning recorded once, beside
+// NodeUnmanaged, on a Node that LabelUnmanagedLegacy alone still opts out
+// (created before the cutoff): it gives the command that sets the new key.
+const ReasonUnmanagedLabelLegacy = "UnmanagedLabelLegacy"
+
+// ReasonUnmanagedLabelUndecided is the Warning recorded once on a Node
+// carrying LabelUnmanagedLegacy=true alone while the cutoff is not known:
+// it is looked up, but not reported deleted.
+const ReasonUnmanagedLabelUndecided = "UnmanagedLabelUndecided"
+
+// legacyCutoff is when a leader of this version first ran, recorded once
+// in the state ConfigMap (legacyCutoffKey, history.go) and never moved: a
+// Node created before it that carries LabelUnmanagedLegacy alone got it
+// while that key was the opt-out, from its operator (or at least with the
+// earlier version honouring it), so it is honoured still; on a Node
+// created since, only a kubelet may have set it. at is zero while unknown
+// (not read yet, unreadable, not written), and why then says why: the
+// rule cannot be applied, so such a Node is looked up for its metadata
+// (a kubelet does not get to choose its addresses) but never reported
+// deleted.
+type legacyCutoff struct {
+	at  time.Time
+	why string
+	// pending: the ConfigMap not read yet since the start, which the
+	// first reload does at once; not worth an Event.
+	pending bool
+}
+
+// legacyVerdict is what LabelUnmanagedLegacy alone does on a Node.
+type legacyVerdict int
+
+const (
+	legacyNone      legacyVerdict = iota // not carried alone
+	legacyHonoured                       // created before the cutoff: unmanaged
+	legacyIgnored                        // created at or after it: managed
+	legacyUndecided                      // the cutoff unknown: managed, never deleted
+)
 
 // unmanagedNodes decides which Nodes are not this CCM's, and announces
 // each one once.
 type unmanagedNodes struct {
 	events   *eventLog
 	selector labels.Selector // nil: only LabelUnmanaged
+	// cutoff is the last known legacyCutoff (setCutoff); nil before any
+	// read.
+	cutoff atomic.Pointer[legacyCutoff]
 
 	mu sync.Mutex
 	// announced is what was announced of each Node, by name: unmanaged
-	// (its NodeUnmanaged Event) or legacyOnly (its UnmanagedLabelIgnored
-	// Event). A Node that becomes managed again is forgotten, so a later
-	// return is announced again; one deleted is forgotten (claims.gone,
+	// (its NodeUnmanaged Event), or with the legacy key alone honoured
+	// (NodeUnmanaged and UnmanagedLabelLegacy), ignored
+	// (UnmanagedLabelIgnored) or undecided (UnmanagedLabelUndecided). A
+	// Node that becomes managed again is forgotten, so a later return is
+	// announced again; one deleted is forgotten (claims.gone,
 	// from the Node informer), and past maxAnnounced all are.
 	announced map[string]announcement
 }
@@ -61,7 +110,9 @@ type announcement int
 
 const (
 	announcedUnmanaged announcement = iota + 1
+	announcedLegacyHonoured
 	announcedLegacyOnly
+	announcedLegacyUndecided
 )
 
 // maxAnnounced bounds announced without a Node informer to prune it (a
@@ -76,39 +127,96 @@ func newUnmanagedNodes(events *eventLog, selector labels.Selector) *unmanagedNod
 	return &unmanagedNodes{events: events, selector: selector, announced: map[string]announcement{}}
 }
 
-// why says why node is unmanaged, or "" when it is this CCM's.
-func (u *unmanagedNodes) why(node *v1.Node) string {
+// setCutoff makes c the cutoff the legacy key is judged by. A cutoff
+// known is never replaced by an unknown one: it is written once, and a
+// later read that fails does not make it less true.
+func (u *unmanagedNodes) setCutoff(c legacyCutoff) {
+	if c.at.IsZero() {
+		if cur := u.cutoff.Load(); cur != nil && !cur.at.IsZero() {
+			return
+		}
+	}
+	u.cutoff.Store(&c)
+}
+
+// currentCutoff is the cutoff known now.
+func (u *unmanagedNodes) currentCutoff() legacyCutoff {
+	if c := u.cutoff.Load(); c != nil {
+		return *c
+	}
+	return legacyCutoff{why: "the state ConfigMap has not been read yet", pending: true}
+}
+
+// verdict is what this CCM makes of a Node: why it is unmanaged ("" when
+// it is this CCM's), and what the legacy key alone does on it, judged by
+// cutoff (one read of it for the whole verdict).
+type verdict struct {
+	why    string
+	legacy legacyVerdict
+	cutoff legacyCutoff
+}
+
+func (u *unmanagedNodes) judge(node *v1.Node) verdict {
 	if node.Labels[LabelUnmanaged] == "true" {
-		return fmt.Sprintf("label %s=true", LabelUnmanaged)
+		return verdict{why: fmt.Sprintf("label %s=true", LabelUnmanaged)}
 	}
 	if u.selector != nil && u.selector.Matches(labels.Set(node.Labels)) {
-		return fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())
+		return verdict{why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())}
 	}
-	return ""
+	if !legacyOnly(node) {
+		return verdict{}
+	}
+	c := u.currentCutoff()
+	created := node.CreationTimestamp.Time
+	switch {
+	case c.at.IsZero():
+		return verdict{legacy: legacyUndecided, cutoff: c}
+	case created.IsZero():
+		// Every Node the API server returns has one: this one cannot be
+		// placed either side of the cutoff.
+		return verdict{legacy: legacyUndecided, cutoff: legacyCutoff{why: "the Node has no creationTimestamp"}}
+	case created.Before(c.at):
+		return verdict{legacy: legacyHonoured, cutoff: c, why: fmt.Sprintf(
+			"label %s=true, on a Node created %s, before this version of the CCM first ran (%s)",
+			LabelUnmanagedLegacy, created.UTC().Format(time.RFC3339), c.at.UTC().Format(time.RFC3339))}
+	}
+	return verdict{legacy: legacyIgnored, cutoff: c}
 }
+
+// why says why node is unmanaged, or "" when it is this CCM's.
+func (u *unmanagedNodes) why(node *v1.Node) string { return u.judge(node).why }
 
 // unmanaged reports whether node is not this CCM's (a label change is
 // followed at the next ask).
 func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.why(node) != "" }
 
 // legacyOnly reports whether node carries LabelUnmanagedLegacy=true but
-// not LabelUnmanaged=true: a label its kubelet may have set, which
-// counts for nothing.
+// not LabelUnmanaged=true: a label its kubelet may have set, which counts
+// only by the cutoff.
 func legacyOnly(node *v1.Node) bool {
 	return node.Labels[LabelUnmanagedLegacy] == "true" && node.Labels[LabelUnmanaged] != "true"
 }
 
-// ask is unmanaged, and records the NodeUnmanaged Event the first time a
-// Node is found unmanaged, or the UnmanagedLabelIgnored Event the first
-// time it carries the legacy key alone.
-func (u *unmanagedNodes) ask(node *v1.Node) bool {
-	why := u.why(node)
+// ask is unmanaged, and records the Events of what was found the first
+// time it is found (see announced).
+func (u *unmanagedNodes) ask(node *v1.Node) bool { return u.decide(node).why != "" }
+
+// decide is ask's verdict on node, for a caller that needs more than
+// whether it is unmanaged (InstanceExists: undecided).
+func (u *unmanagedNodes) decide(node *v1.Node) verdict {
+	v := u.judge(node)
 	var now announcement
 	switch {
-	case why != "":
+	case v.legacy == legacyHonoured:
+		now = announcedLegacyHonoured
+	case v.why != "":
 		now = announcedUnmanaged
-	case legacyOnly(node):
+	case v.legacy == legacyIgnored:
 		now = announcedLegacyOnly
+	case v.legacy == legacyUndecided && !v.cutoff.pending:
+		now = announcedLegacyUndecided
+	case v.legacy == legacyUndecided:
+		return v // announced once read, whatever it says
 	}
 	u.mu.Lock()
 	first := now != 0 && u.announced[node.Name] != now
@@ -121,19 +229,44 @@ func (u *unmanagedNodes) ask(node *v1.Node) bool {
 		u.announced[node.Name] = now
 	}
 	u.mu.Unlock()
-	switch {
-	case first && now == announcedUnmanaged:
+	if !first {
+		return v
+	}
+	setNew := fmt.Sprintf("kubectl label node %s %s=true", node.Name, LabelUnmanaged)
+	switch now {
+	case announcedUnmanaged, announcedLegacyHonoured:
 		u.events.record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
 			"unmanaged (%s): this CCM leaves it alone: no vCenter lookup, no write; it is reported present and running, never deleted. "+
-				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", why))
-	case first:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
-			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it no longer opts a Node out; this Node is looked up as a VM "+
-				"and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
-				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels)",
-			LabelUnmanagedLegacy, LabelUnmanaged))
+				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", v.why))
 	}
-	return why != ""
+	switch now {
+	case announcedLegacyHonoured:
+		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
+			"label %s=true alone still opts this Node out: it was created before this version of the CCM first ran (%s), when that key was the opt-out. "+
+				"A kubelet can set that key (--node-labels), so on Nodes created since it is ignored. Set the key kubelets cannot set: %s",
+			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), setNew))
+	case announcedLegacyOnly:
+		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
+			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it opts out only Nodes created before this version of the CCM first ran (%s), "+
+				"and this one was created %s; it is looked up as a VM and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
+				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels): %s",
+			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), node.CreationTimestamp.UTC().Format(time.RFC3339), LabelUnmanaged, setNew))
+	case announcedLegacyUndecided:
+		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
+			"label %s=true alone opts out only Nodes created before this version of the CCM first ran, and that cannot be told now (%s): "+
+				"until it is, this Node is looked up as a VM, but never reported deleted (InstanceExists answers an error instead of absence). "+
+				"To have this CCM leave it alone, set the key kubelets cannot set: %s",
+			LabelUnmanagedLegacy, v.cutoff.why, setNew))
+	}
+	return v
+}
+
+// undecidedError is InstanceExists's answer for an undecided Node whose VM
+// is absent: absence would delete a Node its operator may have opted out.
+func (v verdict) undecidedError() error {
+	return fmt.Errorf("its VM was not found, but it carries %s=true alone, which opts out a Node created before this version of the CCM first ran, "+
+		"and that cannot be told now (%s): not reporting it deleted (set %s=true to have it left alone)",
+		LabelUnmanagedLegacy, v.cutoff.why, LabelUnmanaged)
 }
 
 // forget drops what was announced of a Node deleted.
