@@ -15,7 +15,12 @@
 //     manifests' ServiceAccount, never the administrator's (Env.StartCCM,
 //     CCMProcess with Kill, Stop and Restart);
 //   - Nodes as a kubelet with --cloud-provider=external registers them
-//     (KubeletNode, Env.CreateNode, Env.SetReady, WaitForNodes).
+//     (KubeletNode, Env.CreateNode, Env.SetReady, WaitForNodes), played by
+//     the harness, or, with Options.RealNodes, registered by real kubelets
+//     (StartKubelet: test/tools/vm-kubelet, the 1.37 kubelet's own code in a
+//     network namespace holding its VM's IPs) and watched by a real
+//     kube-controller-manager's node-lifecycle controller
+//     (StartControllerManager); SetReady(false) then kills the kubelet.
 //
 // Child processes die with the process that started them (parent death
 // signal); Shutdown stops everything still running, for watchdogs and
