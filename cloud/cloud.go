@@ -60,8 +60,13 @@ type Options struct {
 	// CCM's leader-election Lease, kube-system/cloud-controller-manager.
 	EventObject *v1.ObjectReference
 	// HistoryObject is the ConfigMap recording the vCenters served (see
-	// configHistory); default kube-system/DefaultHistoryObject.
+	// configHistory) and the leader's logins (logins.go); default
+	// kube-system/DefaultHistoryObject.
 	HistoryObject types.NamespacedName
+	// LeaderLease is the leader-election Lease: a standby reads whether
+	// the logins recorded are its holder's; default
+	// kube-system/cloud-controller-manager.
+	LeaderLease types.NamespacedName
 	// NodeLabels are added to every Node at initialization (CPI's
 	// --node-labels).
 	NodeLabels map[string]string
@@ -129,6 +134,9 @@ type Cloud struct {
 	nodeClient     kubernetes.Interface
 	nodeCtx        context.Context
 	workers        sync.WaitGroup
+	// logins is the leader's record of vCenter logins: read by a
+	// prepared standby, written once this replica leads.
+	logins *logins
 }
 
 // New returns a provider for cfg; it talks to no vCenter until Start.
@@ -150,6 +158,9 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	}
 	if opts.HistoryObject.Namespace == "" {
 		opts.HistoryObject.Namespace = "kube-system"
+	}
+	if opts.LeaderLease.Name == "" {
+		opts.LeaderLease = types.NamespacedName{Namespace: "kube-system", Name: "cloud-controller-manager"}
 	}
 	if opts.RecoveryPoll == 0 {
 		opts.RecoveryPoll = time.Second
@@ -225,6 +236,11 @@ func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 	}
 	c.prepared = true
 	ctx := c.workerContextLocked(stop)
+	// A standby sends vCenter only credentials the leader logged in with,
+	// and retries none it was refused: together the replicas are refused
+	// no more often than the leader alone.
+	c.logins = c.fleet.newLogins(client)
+	c.fleet.ledger.Follow(c.logins)
 	c.prepareLocked(ctx, client, false)
 	// Lookups load and refresh the tag caches; a standby makes none.
 	c.workers.Go(func() { c.fleet.warmTags(ctx, warmPeriod) })
@@ -285,6 +301,13 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-ctx.Done(); b.Shutdown() })
+	}
+	if client != nil {
+		if c.logins == nil {
+			c.logins = c.fleet.newLogins(client)
+		}
+		c.fleet.ledger.Lead(c.logins.changed)
+		c.workers.Go(func() { c.logins.publish(ctx) })
 	}
 	if c.prepared {
 		if client != nil {

@@ -48,7 +48,10 @@ type fleet struct {
 	// read-only provider's file).
 	backends map[string]*builtBackend
 	secrets  *credentials.Secrets
-	watcher  *fileWatcher
+	// ledger keeps every vCenter's refused logins per account for all
+	// the backends ever built: a rebuilt one inherits them.
+	ledger  *credentials.Ledger
+	watcher *fileWatcher
 
 	// applied is the file content applied last: an unchanged file is not
 	// applied again. rejected is the last rejection's content and error,
@@ -83,7 +86,7 @@ type fleet struct {
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter
 // and keeps its history in memory until useCluster.
 func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
-	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, reloads: make(chan struct{}, 1),
+	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
 		stopping: make(chan struct{}), store: memoryHistory{}, history: &configHistory{}, historyKnown: true}
 	if opts.Discovery.OnIdentity == nil {
 		// A vCenter answering as another instance than recorded: record
@@ -114,6 +117,11 @@ func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials
 	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: write}
 	f.historyKnown, f.historyWhy = false, "reading "+f.store.String()
 	return f.secrets
+}
+
+// newLogins is the record of the leader's logins, kept beside the history.
+func (f *fleet) newLogins(client kubernetes.Interface) *logins {
+	return newLogins(client, f.opts.HistoryObject, f.opts.LeaderLease, f.ledger)
 }
 
 // lead makes a prepared fleet (useCluster without writes) the leader's:

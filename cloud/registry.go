@@ -212,9 +212,10 @@ func credentialsKey(src credentials.Source) string {
 }
 
 // credentialSource is vc's chain of credentials (credentials.ForVCenter),
-// built for each backend: it remembers what that vCenter refused.
+// built for each backend; what vCenter refused is kept in the fleet's
+// ledger, so a backend rebuilt by an edit does not send it again at once.
 func (f *fleet) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
-	return credentials.ForVCenter(cfg, vc, f.secrets)
+	return credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go

@@ -562,10 +562,11 @@ func (s *sessions) currentGeneration() uint64 {
 // on it. If the new credentials fail, the current session stays.
 func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, error) {
 	cur, err := s.chain.Current(ctx)
-	if errors.Is(err, credentials.ErrRefusedBefore) && !errors.Is(err, credentials.ErrNoCredentials) {
-		// Every source's credentials refused before: no login to try,
-		// and nothing new to say (said when refused). A source gone (a
-		// deleted Secret) is still reported, below.
+	if (errors.Is(err, credentials.ErrRefusedBefore) || errors.Is(err, credentials.ErrDeferred)) && !errors.Is(err, credentials.ErrNoCredentials) {
+		// Every source's credentials refused before, or (a standby) not
+		// yet logged in with by the leader: no login to try, and nothing
+		// new to say (said when refused). A source gone (a deleted
+		// Secret) is still reported, below.
 		return false, nil
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
@@ -187,6 +188,10 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 	opts := providerOptions(build)
 	opts.Metrics, opts.EventObject, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, podReference(), nodeLabels, unmanaged
 	opts.UninitializedAfter = uninitializedAfter
+	// Standbys read whose logins the record holds from the Lease the
+	// controllers elect their leader with.
+	le := c.ComponentConfig.Generic.LeaderElection
+	opts.LeaderLease = types.NamespacedName{Namespace: le.ResourceNamespace, Name: le.ResourceName}
 	// The controller manager hands its shared informers over
 	// (cloudprovider.InformerUser): Nodes are watched once.
 	opts.AwaitInformers = true

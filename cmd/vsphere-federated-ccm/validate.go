@@ -182,7 +182,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 		}
 		wg.Go(func() {
 			b := vsphere.New(vsphere.Options{
-				Config: vc, Credentials: credentials.ForVCenter(cfg, vc, secrets),
+				Config: vc, Credentials: credentials.ForVCenter(cfg, vc, secrets, nil),
 				UserAgent: build.UserAgent() + " (validate)",
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)

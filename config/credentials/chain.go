@@ -31,15 +31,20 @@ import (
 // every reload, re-login and probe would add one; a vCenter that refused
 // valid credentials for a while (its identity source was down, the
 // account was locked and then unlocked) is still served again once it
-// accepts them. A restart forgets.
+// accepts them. A restart forgets. The refusals are kept in a Ledger,
+// per account: chains sharing one (every vCenter of a process) count an
+// account's refusals together, and on a standby the ledger sends only what
+// the leader logged in with.
 type Chain struct {
-	links []Source
-	turn  chan struct{} // holds a token while a Login runs
-	retry Retry
-	now   func() time.Time
+	links  []Source
+	server string        // the vCenter's address: with a user, the account
+	turn   chan struct{} // holds a token while a Login runs
+	retry  Retry
+	now    func() time.Time
+	ledger *Ledger
 
 	mu       sync.Mutex
-	rejected map[int]refusal // link → what vCenter refused of it
+	rejected map[int]ledgerKey // link → what vCenter refused of it last
 }
 
 // Retry is when credentials vCenter refused are offered again, unchanged.
@@ -71,22 +76,15 @@ func (r Retry) wait(n int) (d time.Duration, ok bool) {
 	return max(min(d, r.Max), r.After), true
 }
 
-// refusal is what vCenter refused of a link: the credentials'
-// fingerprint, how many times in a row, the last time.
-type refusal struct {
-	fp    [32]byte
-	count int
-	at    time.Time
-}
-
 // ForVCenter is the chain CPI's connection manager tries for vc: the user
 // and password written in the config first (config.Parse keeps only the
 // vCenter section's own when a Secret or directory applies, as CPI); then,
 // once vCenter refuses them as an invalid login (or when the config has
 // none), the source CPI's rules pick (vc.CredentialsFrom): the Secret (read
 // through secrets; nil: no Kubernetes, no Secret) or the secrets directory.
-// The CCM and its validate command build their logins with it.
-func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets) *Chain {
+// The CCM and its validate command build their logins with it; refusals
+// are kept in ledger (nil: one of the chain's own).
+func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets, ledger *Ledger) *Chain {
 	var links []Source
 	if vc.User != "" || vc.Password != "" {
 		links = append(links, Static{User: vc.User, Password: vc.Password})
@@ -97,7 +95,12 @@ func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets) *Chain 
 	case vc.CredentialsFrom == config.FromDirectory:
 		links = append(links, Directory{Dir: cfg.SecretsDirectory, Server: vc.Server})
 	}
-	return NewChain(links...)
+	c := NewChain(links...)
+	c.server = vc.Server
+	if ledger != nil {
+		c.ledger = ledger
+	}
+	return c
 }
 
 // NewChain returns the chain of links, first tried first.
@@ -107,13 +110,15 @@ func NewChain(links ...Source) *Chain {
 }
 
 func newChain(links []Source, r Retry, now func() time.Time) *Chain {
-	return &Chain{links: links, turn: make(chan struct{}, 1), retry: r, now: now, rejected: map[int]refusal{}}
+	return &Chain{links: links, turn: make(chan struct{}, 1), retry: r, now: now, ledger: NewLedger(), rejected: map[int]ledgerKey{}}
 }
 
-// WithRetry is a chain of the same sources that offers refused
-// credentials again as r says; it remembers no refusal yet.
+// WithRetry is a chain of the same sources, server and ledger that offers
+// refused credentials again as r says.
 func (c *Chain) WithRetry(r Retry) *Chain {
-	return newChain(c.links, r, c.now)
+	n := newChain(c.links, r, c.now)
+	n.server, n.ledger = c.server, c.ledger
+	return n
 }
 
 // AsChain is src itself when it is a chain, else the chain of src alone.
@@ -175,9 +180,12 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 	var skipped []error
 	now := c.now()
 	errs, err := c.walk(ctx, func(s Served) bool {
-		switch c.standing(s.link, s.Credentials, now) {
+		switch st, why := c.standing(s, now); st {
 		case waiting:
 			skipped = append(skipped, refusedBefore(s))
+			return true
+		case deferred:
+			skipped = append(skipped, deferredBy(s, why))
 			return true
 		case retryDue:
 			if due == nil {
@@ -203,6 +211,12 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 // credentials, which have not changed since.
 func refusedBefore(s Served) error {
 	return fmt.Errorf("%s: %w", s.Source, ErrRefusedBefore)
+}
+
+// deferredBy is the error of a source a standby passes over: why the
+// leader does not back its credentials.
+func deferredBy(s Served, why error) error {
+	return fmt.Errorf("%s: %w (%w)", s.Source, ErrDeferred, why)
 }
 
 // walk reads the links in order and hands each one's credentials to
@@ -251,7 +265,7 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 		s.Rejected = append([]string(nil), rejected...)
 		err := try(s)
 		if err == nil {
-			c.accepted(s.link)
+			c.accepted(s)
 			result = &s
 			return false
 		}
@@ -260,15 +274,18 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 			failed = fmt.Errorf("%s: %w", op, joinErrors(errs))
 			return false
 		}
-		c.refused(s.link, s.Credentials, c.now())
+		c.refused(s)
 		rejected = append(rejected, s.Source)
 		return true
 	}
 	now := c.now()
 	readErrs, err := c.walk(ctx, func(s Served) bool {
-		switch c.standing(s.link, s.Credentials, now) {
+		switch st, why := c.standing(s, now); st {
 		case waiting:
 			skipped = append(skipped, refusedBefore(s))
+			return true
+		case deferred:
+			skipped = append(skipped, deferredBy(s, why))
 			return true
 		case retryDue:
 			later = append(later, s)
@@ -309,8 +326,12 @@ func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
-	if c.standing(s.link, cr, c.now()) == waiting {
+	s.Credentials = cr
+	switch st, why := c.standing(s, c.now()); st {
+	case waiting:
 		return Credentials{}, fmt.Errorf("%s: %w", op, refusedBefore(s))
+	case deferred:
+		return Credentials{}, fmt.Errorf("%s: %w", op, deferredBy(s, why))
 	}
 	return cr, nil
 }
@@ -333,14 +354,19 @@ func (c *Chain) Refused() []Refusal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []Refusal
+	leading := c.ledger.Leading()
 	for i, l := range c.links {
-		r, ok := c.rejected[i]
+		k, ok := c.rejected[i]
 		if !ok {
 			continue
 		}
-		f := Refusal{Source: l.String(), Refusals: r.count, Last: r.at}
-		if d, ok := c.retry.wait(r.count); ok {
-			f.Retry = r.at.Add(d)
+		count, at := c.ledger.refusal(k.Account, k.fp)
+		if count == 0 {
+			continue
+		}
+		f := Refusal{Source: l.String(), Refusals: count, Last: at}
+		if d, ok := c.retry.wait(count); ok && leading {
+			f.Retry = at.Add(d)
 		}
 		out = append(out, f)
 	}
@@ -354,38 +380,44 @@ const (
 	fresh    standing = iota // never refused, or changed since
 	waiting                  // refused, unchanged, retry not due
 	retryDue                 // refused, unchanged, retry due
+	deferred                 // a standby's, not backed by the leader
 )
 
-func (c *Chain) standing(link int, cr Credentials, now time.Time) standing {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.rejected[link]
-	if !ok || r.fp != cr.Fingerprint() {
-		return fresh
-	}
-	if d, ok := c.retry.wait(r.count); ok && !now.Before(r.at.Add(d)) {
-		return retryDue
-	}
-	return waiting
+// key is the ledger's key of s's credentials.
+func (c *Chain) key(s Served) ledgerKey {
+	return ledgerKey{AccountOf(c.server, s.Credentials), s.Fingerprint()}
 }
 
-// refused records that vCenter refused link's credentials cr at now: one
-// more refusal in a row when they are the ones it refused before.
-func (c *Chain) refused(link int, cr Credentials, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := refusal{fp: cr.Fingerprint(), at: now, count: 1}
-	if prev, ok := c.rejected[link]; ok && prev.fp == r.fp {
-		r.count = prev.count + 1
+func (c *Chain) standing(s Served, now time.Time) (standing, error) {
+	k := c.key(s)
+	st, err := c.ledger.standing(k.Account, k.fp, c.retry, now)
+	if st == waiting || st == retryDue {
+		// Refused through another chain of the ledger (a backend this
+		// one replaced, another entry of the server): reported as this
+		// chain's own.
+		c.mu.Lock()
+		c.rejected[s.link] = k
+		c.mu.Unlock()
 	}
-	c.rejected[link] = r
+	return st, err
 }
 
-// accepted forgets what vCenter refused of link.
-func (c *Chain) accepted(link int) {
+// refused records that vCenter refused s's credentials now.
+func (c *Chain) refused(s Served) {
+	k := c.key(s)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.rejected, link)
+	c.rejected[s.link] = k
+	c.mu.Unlock()
+	c.ledger.refused(k.Account, k.fp, c.now())
+}
+
+// accepted records that vCenter accepted s's credentials now.
+func (c *Chain) accepted(s Served) {
+	k := c.key(s)
+	c.mu.Lock()
+	delete(c.rejected, s.link)
+	c.mu.Unlock()
+	c.ledger.accepted(k.Account, k.fp, c.now())
 }
 
 // none is the error of a chain whose sources hold nothing.
