@@ -373,7 +373,9 @@ func (s *sessions) logRefusals(attempt time.Time) {
 			continue
 		}
 		if r.Retry.IsZero() {
-			s.log.Info("vCenter refused the credentials: not sent again until they change", "credentials", r.Source, "refusals", r.Refusals)
+			// No retry time: never again by the schedule (0), or a
+			// standby's, which only the leader's login lets send them.
+			s.log.Info("vCenter refused the credentials: not sent again until they change, or the leader logs in with them", "credentials", r.Source, "refusals", r.Refusals)
 			continue
 		}
 		s.log.Info("vCenter refused the credentials: sent again unchanged no sooner than the retry time, or at once when they change",

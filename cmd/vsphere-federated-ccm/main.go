@@ -129,7 +129,8 @@ func main() {
 		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
 	extra.FlagSet("vcenter").DurationVar(&refusedRetry, "refused-credentials-retry", refusedRetry,
 		"How long after vCenter refused credentials they are sent again unchanged (changed ones are sent at once); the wait doubles with each refusal in a row, up to 8 times this. "+
-			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change")
+			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change. "+
+			"Only the leader retries: a standby sends only credentials the leader logged in with")
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
 			provider := initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
