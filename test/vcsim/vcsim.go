@@ -73,6 +73,7 @@ type VCenter struct {
 	mu       sync.Mutex
 	accepted string // the password logins must use; see SetPassword
 
+	logins loginLog     // every login's outcome, by user name
 	soap   methodCounts // every SOAP call the simulator handled
 	faults faultRules   // InjectFault's
 }
@@ -110,6 +111,73 @@ func (vc *VCenter) SOAPCalls() (byMethod map[string]int64, total int64) {
 		byMethod[m] = n
 	}
 	return byMethod, vc.soap.total
+}
+
+// loginLog records when each login was accepted or refused, by user name.
+// ValidLogin is called from concurrent requests, hence the lock.
+type loginLog struct {
+	mu                sync.Mutex
+	accepted, refused map[string][]time.Time
+}
+
+func (l *loginLog) add(user string, ok bool, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.accepted == nil {
+		l.accepted, l.refused = map[string][]time.Time{}, map[string][]time.Time{}
+	}
+	if ok {
+		l.accepted[user] = append(l.accepted[user], at)
+	} else {
+		l.refused[user] = append(l.refused[user], at)
+	}
+}
+
+func (l *loginLog) times(m map[string][]time.Time, user string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(m[user])
+}
+
+// Refusals returns when this vCenter refused a login as user (a wrong
+// password, or a user it does not know), oldest first, since it started:
+// what vSphere SSO counts toward an account's lockout (by default 5
+// failures in 180 s). SOAP logins and vAPI REST session logins count
+// alike; whoever sent them (fixtures too); a login through a Proxy is
+// counted once it reaches the simulator. Safe for concurrent use.
+func (vc *VCenter) Refusals(user string) []time.Time {
+	return vc.logins.times(vc.logins.refused, user)
+}
+
+// Logins returns when this vCenter accepted a login as user, oldest
+// first, since it started (populate's and fixtures' own included), SOAP
+// and vAPI REST alike. Safe for concurrent use.
+func (vc *VCenter) Logins(user string) []time.Time {
+	return vc.logins.times(vc.logins.accepted, user)
+}
+
+// OpenSessions lists the SOAP sessions open now as user (vAPI REST
+// sessions are not in vCenter's session list), oldest login first, each
+// with its login time, the client's user agent and address. Unlike
+// Sessions it reads them in the process: it logs in nowhere, so it
+// changes neither Logins nor the list. Safe for concurrent use.
+func (vc *VCenter) OpenSessions(user string) []types.UserSession {
+	r := vc.Model.Map()
+	// A session's view of the SessionManager lists every session (as
+	// the property sessionList does for a client).
+	s := &simulator.Session{Registry: simulator.NewRegistry(), Map: r}
+	sm, ok := s.Get(r.SessionManager().Reference()).(*simulator.SessionManager)
+	if !ok {
+		return nil
+	}
+	var out []types.UserSession
+	for _, us := range sm.SessionList {
+		if us.UserName == user {
+			out = append(out, us)
+		}
+	}
+	slices.SortFunc(out, func(a, b types.UserSession) int { return a.LoginTime.Compare(b.LoginTime) })
+	return out
 }
 
 // VM describes one simulated VM as the tests expect to see it.
@@ -217,10 +285,15 @@ func startVCenter(i int, addr string, opts Options) (*VCenter, error) {
 	vc.accepted = vc.Password
 	// Set before the server starts (the simulator reads it unlocked); the
 	// password it accepts changes through SetPassword.
+	// Every login asks it, SOAP (SessionManager.Login) and vAPI REST
+	// (a session created with basic authentication) alike: it records
+	// each outcome (Refusals, Logins).
 	m.Map().SessionManager().ValidLogin = func(req *types.Login) bool {
 		vc.mu.Lock()
-		defer vc.mu.Unlock()
-		return req.UserName == vc.User && req.Password == vc.accepted
+		ok := req.UserName == vc.User && req.Password == vc.accepted
+		vc.mu.Unlock()
+		vc.logins.add(req.UserName, ok, time.Now())
+		return ok
 	}
 	// Count every SOAP call, and answer InjectFault's: the simulator calls
 	// Registry.Handler (which it never sets itself in v0.56.0) before

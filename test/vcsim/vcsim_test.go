@@ -3,9 +3,11 @@ package vcsim
 import (
 	"context"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
@@ -149,5 +151,106 @@ func TestAddGuestNIC(t *testing.T) {
 	}
 	if net[1].MacAddress == net[0].MacAddress || net[1].MacAddress == net[2].MacAddress {
 		t.Errorf("NICs share a MAC: %s %s %s", net[0].MacAddress, net[1].MacAddress, net[2].MacAddress)
+	}
+}
+
+// TestLoginOutcomesByUser checks that a vCenter records the time of every
+// login it refuses, by user name (SOAP and REST alike, concurrent ones
+// all counted), and not the logins it accepts (recorded apart, with the
+// session they open listed in the process while it lasts).
+func TestLoginOutcomesByUser(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := Start(Options{VCenters: 1, Datacenters: 1, MachinesPerPool: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	vc := f.VCenters[0]
+	login := func(user, password string) (*govmomi.Client, error) {
+		u := *vc.Server.URL
+		u.User = url.UserPassword(user, password)
+		return govmomi.NewClient(ctx, &u, true)
+	}
+	if r := vc.Refusals(vc.User); len(r) != 0 {
+		t.Fatalf("refusals after populate's logins: %v", r)
+	}
+	accepted := len(vc.Logins(vc.User)) // populate's
+	if accepted == 0 {
+		t.Fatal("populate's logins were not recorded as accepted")
+	}
+
+	// A wrong password over SOAP: one refusal, timed.
+	before := time.Now()
+	if c, err := login(vc.User, "not-"+vc.Password); err == nil {
+		_ = c.Logout(ctx)
+		t.Fatal("a wrong password logged in")
+	}
+	after := time.Now()
+	r := vc.Refusals(vc.User)
+	if len(r) != 1 || r[0].Before(before) || r[0].After(after) {
+		t.Fatalf("refusals after one wrong SOAP login in [%s, %s]: %v", before.Format(time.StampMicro), after.Format(time.StampMicro), r)
+	}
+
+	// The right password: accepted, not a refusal, its session listed.
+	c, err := login(vc.User, vc.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(vc.Refusals(vc.User)); n != 1 {
+		t.Errorf("an accepted login changed the refusals: %d, want 1", n)
+	}
+	if n := len(vc.Logins(vc.User)); n != accepted+1 {
+		t.Errorf("accepted logins: %d, want %d", n, accepted+1)
+	}
+	open := vc.OpenSessions(vc.User)
+	if len(open) != 1 || open[0].UserAgent == "" || open[0].LoginTime.Before(after.Add(-time.Second)) {
+		t.Errorf("open sessions after one login: %+v", open)
+	}
+	if n := len(vc.Logins(vc.User)); n != accepted+1 {
+		t.Errorf("OpenSessions logged in: %d accepted logins, want %d", n, accepted+1)
+	}
+
+	// A wrong password over REST (a vAPI session): a refusal too.
+	if err := rest.NewClient(c.Client).Login(ctx, url.UserPassword(vc.User, "not-"+vc.Password)); err == nil {
+		t.Fatal("a wrong password logged in over REST")
+	}
+	if n := len(vc.Refusals(vc.User)); n != 2 {
+		t.Errorf("refusals after a wrong REST login: %d, want 2", n)
+	}
+	if err := c.Logout(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if open := vc.OpenSessions(vc.User); len(open) != 0 {
+		t.Errorf("open sessions after the logout: %+v", open)
+	}
+
+	// Another user's refusals are its own; concurrent ones all count.
+	const other, n = "someone@vsphere.local", 8
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if c, err := login(other, vc.Password); err == nil {
+				_ = c.Logout(ctx)
+				t.Error("an unknown user logged in")
+			}
+		})
+	}
+	wg.Wait()
+	if got := len(vc.Refusals(other)); got != n {
+		t.Errorf("%s: %d refusals, want %d", other, got, n)
+	}
+	if got := len(vc.Refusals(vc.User)); got != 2 {
+		t.Errorf("%s: %d refusals after another user's, want 2", vc.User, got)
+	}
+
+	// After a rotation the old password is refused.
+	vc.SetPassword("rotated")
+	if c, err := login(vc.User, vc.Password); err == nil {
+		_ = c.Logout(ctx)
+		t.Fatal("the old password logged in after SetPassword")
+	}
+	if got := len(vc.Refusals(vc.User)); got != 3 {
+		t.Errorf("refusals after the rotation: %d, want 3", got)
 	}
 }
