@@ -241,6 +241,7 @@ func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 	// no more often than the leader alone.
 	c.logins = c.fleet.newLogins(client)
 	c.fleet.ledger.Follow(c.logins)
+	c.workers.Go(func() { c.logins.follow(ctx, c.fleet.RequestReload) })
 	c.prepareLocked(ctx, client, false)
 	// Lookups load and refresh the tag caches; a standby makes none.
 	c.workers.Go(func() { c.fleet.warmTags(ctx, warmPeriod) })

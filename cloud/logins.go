@@ -183,6 +183,42 @@ func (l *logins) load(ctx context.Context) (loginRecord, *v1.ConfigMap, error) {
 	return rec, cm, nil
 }
 
+// follow reads the leader's record every readEvery while this replica is
+// a standby, and calls backed when the leader's login of an account
+// succeeded anew (the credentials are read again: a backend waiting to
+// log in does so now instead of at its next retry), until ctx ends or
+// this replica leads.
+func (l *logins) follow(ctx context.Context, backed func()) {
+	t := time.NewTicker(l.readEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.ledger.Leading() {
+			return
+		}
+		l.mu.Lock()
+		before := make(map[string]time.Time, len(l.seen))
+		for k, s := range l.seen {
+			before[k] = s.accepted
+		}
+		l.refreshLocked()
+		anew := false
+		for k, s := range l.seen {
+			if !s.accepted.IsZero() && !s.accepted.Equal(before[k]) {
+				anew = true
+			}
+		}
+		l.mu.Unlock()
+		if anew {
+			backed()
+		}
+	}
+}
+
 // changed is the leader ledger's onChange: the record is written soon.
 func (l *logins) changed() {
 	select {

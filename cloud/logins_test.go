@@ -239,3 +239,55 @@ func TestStandbyFollowsOnlyTheCurrentLeader(t *testing.T) {
 		t.Fatal("Backs wraps ErrDeferred: the chain does")
 	}
 }
+
+// A standby is told when the leader's login succeeds anew, so its backends
+// log in then rather than at their next retry; it stops following once it
+// leads.
+func TestStandbyIsToldOfTheLeadersLogin(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	client := fake.NewClientset()
+	holdLease(t, client, "leader")
+	ledger := credentials.NewLedger()
+	lg := newLogins(client, testState, testLease, ledger)
+	lg.readEvery = 10 * time.Millisecond
+	ledger.Follow(lg)
+	told := make(chan struct{}, 10)
+	done := make(chan struct{})
+	go func() { defer close(done); lg.follow(ctx, func() { told <- struct{}{} }) }()
+
+	leader := credentials.NewLedger()
+	pub := newLogins(client, testState, testLease, leader)
+	c := credentials.ForVCenter(&config.Config{}, config.VCenter{Server: "vc", User: "ccm", Password: "pw"}, nil, leader)
+	login := func() {
+		if _, err := c.Login(ctx, func(credentials.Served) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.write(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login()
+	select {
+	case <-told:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not told of the leader's login within 5 s")
+	}
+	time.Sleep(50 * time.Millisecond) // several reads, no new login
+	if len(told) != 0 {
+		t.Fatalf("told %d more times with no new login", len(told))
+	}
+	time.Sleep(time.Millisecond)
+	login() // a later login: a new time
+	select {
+	case <-told:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not told of the leader's second login")
+	}
+	ledger.Lead(nil)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("still following 5 s after leading")
+	}
+}

@@ -196,6 +196,10 @@ func (inv *inventory) run(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-inv.sessions.loginDue:
+			// Credentials that may log in now (see sessions.refresh):
+			// a standby need not wait out the backoff to be warm.
+			t.Stop()
 		}
 	}
 }

@@ -46,6 +46,11 @@ type sessions struct {
 	// with it (see lifetime).
 	stopped  chan struct{}
 	stopOnce sync.Once
+	// loginDue is signalled when a reload finds credentials to send and
+	// no session (a standby the leader's login now backs, a Secret
+	// fixed): the inventory's watch, waiting out its backoff, connects at
+	// once.
+	loginDue chan struct{}
 
 	mu         sync.Mutex
 	closed     bool
@@ -95,7 +100,7 @@ func newSessions(opts Options) *sessions {
 	// lookups judge whether to wait for it by.
 	return &sessions{opts: opts, chain: chain,
 		log:     klog.Background().WithValues("vcenter", opts.Config.Name),
-		stopped: make(chan struct{}), tasks: map[chan struct{}]struct{}{},
+		stopped: make(chan struct{}), loginDue: make(chan struct{}, 1), tasks: map[chan struct{}]struct{}{},
 		reach: backends.Reachability{Since: time.Now()}}
 }
 
@@ -579,8 +584,16 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		s.mu.Unlock()
 		return false, backends.ErrClosed
 	}
-	unchanged := s.cur == nil || s.cur.fingerprint == cur.Fingerprint()
+	none := s.cur == nil
+	unchanged := none || s.cur.fingerprint == cur.Fingerprint()
 	s.mu.Unlock()
+	if none {
+		// Nothing to rotate; whoever waits to log in may now.
+		select {
+		case s.loginDue <- struct{}{}:
+		default:
+		}
+	}
 	if unchanged {
 		return false, nil
 	}
