@@ -33,6 +33,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/servingcert"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
@@ -131,9 +132,15 @@ func main() {
 		"How long after vCenter refused credentials they are sent again unchanged (changed ones are sent at once); the wait doubles with each refusal in a row, up to 8 times this. "+
 			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change. "+
 			"Only the leader retries: a standby sends only credentials the leader logged in with")
+	// Off by default: --controllers=*,kubelet-serving-cert-approver runs
+	// it. The library reads this set when it parses --controllers.
+	app.ControllersDisabledByDefault.Insert(servingcert.ControllerName)
+	approverMetrics := servingcert.NewMetrics()
+	legacyregistry.MustRegister(approverMetrics.Collectors()...)
+	var provider *cloud.Cloud // set by the cloud initializer, before any controller starts
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
-			provider := initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
+			provider = initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
 			prepare(c, provider)
 			// Fatal, not logged: a port asked for and not served would
 			// only show as a /vcenters that never answers.
@@ -142,7 +149,7 @@ func main() {
 			}
 			return provider
 		},
-		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), extra, wait.NeverStop)
+		controllers(func() servingcert.VMs { return provider }, approverMetrics), names.CCMControllerAliases(), extra, wait.NeverStop)
 	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
 	// leaves it out runs unchanged.
 	if f := command.Flags().Lookup("cloud-provider"); f != nil {
