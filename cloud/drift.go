@@ -86,15 +86,12 @@ type nodeReport struct {
 // passSettings are the config's settings a pass applies, read once.
 type passSettings struct {
 	cfg        *config.Config
-	categories []string // zone and region, when both are configured
+	categories []string // tagCategories: zone and region (both), the tag labels'
+	topology   bool     // zone and region are configured
 }
 
 func settingsOf(cfg *config.Config) passSettings {
-	s := passSettings{cfg: cfg}
-	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
-		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
-	}
-	return s
+	return passSettings{cfg: cfg, categories: tagCategories(cfg), topology: cfg.Labels.Zone != "" && cfg.Labels.Region != ""}
 }
 
 // followVMs is the pass, run by run every poll: every initialized Node
@@ -206,9 +203,22 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 	}
 
+	// The labels from tag categories: ours to keep, they follow the tags.
+	var tagged []string
+	if len(s.cfg.TagLabels) > 0 && placed.TagsKnown {
+		for k, v := range tagLabels(s.cfg.TagLabels, placed.Tags) {
+			before := len(patch)
+			set(k, v)
+			if len(patch) > before {
+				tagged = append(tagged, fmt.Sprintf("%s %s → %s", k, orNone(node.Labels[k]), orNone(v)))
+			}
+		}
+		slices.Sort(tagged)
+	}
+
 	// Zone and region: reported; rewritten only when asked.
 	var reconciled []string
-	if s.categories != nil && placed.TagsKnown {
+	if s.topology && placed.TagsKnown {
 		for _, t := range []struct{ kind, category, ga, beta string }{
 			{"region", s.cfg.Labels.Region, v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
 			{"zone", s.cfg.Labels.Zone, v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
@@ -236,7 +246,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			reconciled = append(reconciled, change)
 		}
-	} else if s.categories != nil && prev != nil {
+	} else if s.topology && prev != nil {
 		// Tags not in memory yet: what was reported of them stands.
 		next.drift, next.missing = prev.drift, prev.missing
 	}
@@ -267,6 +277,11 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if len(reconciled) > 0 {
 			n.events.record(node, v1.EventTypeNormal, ReasonTopologyReconciled,
 				fmt.Sprintf("Zone and region labels follow %s: %s (nodes.reconcileTopology)", placed.String(), strings.Join(reconciled, ", ")))
+		}
+		if len(tagged) > 0 {
+			n.metrics.labelUpdates.WithLabelValues("tag").Inc()
+			n.events.record(node, v1.EventTypeNormal, ReasonTagLabelsUpdated,
+				fmt.Sprintf("Tag labels follow %s: %s (nodes.tagLabels)", placed.String(), strings.Join(tagged, ", ")))
 		}
 		if len(placement) > 0 {
 			for _, p := range placement {

@@ -28,13 +28,21 @@ type driftWorld struct {
 	c      *cloud.Cloud
 	reg    metrics.KubeRegistry
 	path   string
+	base   string // the labels section
 }
 
 const driftBase = "labels:\n  zone: zone\n  region: region\n"
 
 func newDriftWorld(t *testing.T, nodesSection string, nodes ...*v1.Node) *driftWorld {
 	t.Helper()
-	w := &driftWorld{f: newFakeFleet("vcA", "vcB"), client: stateClient(nodes...), path: filepath.Join(t.TempDir(), "vsphere.conf")}
+	return newDriftWorldBase(t, driftBase, nodesSection, nodes...)
+}
+
+// newDriftWorldBase is newDriftWorld with base (the labels section) in
+// place of driftBase.
+func newDriftWorldBase(t *testing.T, base, nodesSection string, nodes ...*v1.Node) *driftWorld {
+	t.Helper()
+	w := &driftWorld{f: newFakeFleet("vcA", "vcB"), client: stateClient(nodes...), path: filepath.Join(t.TempDir(), "vsphere.conf"), base: base}
 	for _, b := range w.f {
 		b.Inventoried()
 	}
@@ -60,7 +68,7 @@ func newDriftWorld(t *testing.T, nodesSection string, nodes ...*v1.Node) *driftW
 }
 
 func (w *driftWorld) writeConfig(t *testing.T, nodesSection string) {
-	writeAtomically(t, w.path, w.f.yaml("", "vcA", "vcB")+driftBase+nodesSection)
+	writeAtomically(t, w.path, w.f.yaml("", "vcA", "vcB")+w.base+nodesSection)
 }
 
 // calls are the backend calls made so far, in every fake vCenter.

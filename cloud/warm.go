@@ -36,10 +36,10 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 		case <-tick.C:
 		}
 		cfg := f.config()
-		if cfg.Labels.Zone == "" || cfg.Labels.Region == "" {
+		categories := tagCategories(cfg)
+		if len(categories) == 0 {
 			continue
 		}
-		categories := []string{cfg.Labels.Zone, cfg.Labels.Region}
 		type target struct {
 			b       backends.Backend
 			timeout time.Duration

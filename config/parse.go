@@ -477,6 +477,7 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	cfg.Nodes = f.Nodes.resolve(add)
 	cfg.ReconcileTopology = derefOr(f.Nodes.ReconcileTopology, false)
 	cfg.PlacementLabels = resolvePlacementLabels(f.Nodes.PlacementLabels, add)
+	cfg.TagLabels = resolveTagLabels(f.Nodes.TagLabels, add)
 	return cfg, errs
 }
 

@@ -92,6 +92,9 @@ type Nodes struct {
 	// PlacementLabels (ours) are the labels below the zone a Node
 	// carries: any of host, cluster, resourcePool.
 	PlacementLabels StringList `yaml:"placementLabels"`
+	// TagLabels (ours) turn a tag category into a Node label: category
+	// name → label key (outside kubernetes.io and k8s.io).
+	TagLabels map[string]string `yaml:"tagLabels"`
 }
 
 // Config is a validated configuration with every inheritance resolved.
@@ -105,6 +108,8 @@ type Config struct {
 	// nodes.reconcileTopology and nodes.placementLabels).
 	ReconcileTopology bool
 	PlacementLabels   []PlacementLabel
+	// TagLabels: see Nodes (nodes.tagLabels), by label key, sorted.
+	TagLabels []TagLabel
 	// RetiredRetention: see Global.RetiredVCenterRetention.
 	RetiredRetention time.Duration
 	// Notices are the keys that have no effect, or not the one they seem
