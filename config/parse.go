@@ -434,7 +434,7 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	add := func(path, msg string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
 	}
-	cfg := &Config{SecretsDirectory: or(f.Global.SecretsDirectory, f.defaultSecretsDirectory), Labels: f.Labels}
+	cfg := &Config{SecretsDirectory: or(f.Global.SecretsDirectory, f.defaultSecretsDirectory), Labels: f.Labels.Labels}
 	vcs := f.sections()
 	if len(vcs) == 0 {
 		add("vcenter", "at least one vCenter is required (or global.server)")
@@ -446,6 +446,10 @@ func (f *fileSchema) resolve() (*Config, []error) {
 	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
 	defaults.perSecond, defaults.burst = resolveBudget(&g, 0, 0, "global", add)
 	defaults.nodeDeletion = resolveNodeDeletion(g.NodeDeletion, NodeDeletion{MinAbsence: DefaultMinAbsence}, "global.nodeDeletion", add)
+	defaults.hostGroups = resolveHostGroups(&f.Labels.hostGroupsSection, "labels", add)
+	if g.Labels != nil {
+		add("global.labels", "labels is a section of its own: write labels.zoneHostGroups at the top level (every vCenter) or in a vcenter section")
+	}
 
 	// Several entries may name one server (CPI's tenants): each is its
 	// own target, with its own credentials and datacenters.
@@ -470,7 +474,9 @@ func (f *fileSchema) resolve() (*Config, []error) {
 		cfg.VCenters = append(cfg.VCenters, vc)
 	}
 
-	if (f.Labels.Zone == "") != (f.Labels.Region == "") {
+	if f.Labels.Zone != "" && f.Labels.Region == "" || f.Labels.Zone == "" && f.Labels.Region != "" && !slices.ContainsFunc(cfg.VCenters, func(vc VCenter) bool { return vc.ZoneHostGroups != nil }) {
+		// With host groups a region category alone is the normal case:
+		// the zone is the group's.
 		cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: "labels",
 			Reason: "zone and region are used only together (CPI's rule): no zone or region label is set"})
 	}
@@ -532,6 +538,8 @@ type vcenterDefaults struct {
 	timeout      time.Duration
 	breaker      Breaker
 	nodeDeletion NodeDeletion
+	// hostGroups: labels.zoneHostGroups, nil when not set.
+	hostGroups *HostGroupZones
 	// perSecond and burst: the request budget.
 	perSecond float64
 	burst     int
@@ -595,6 +603,13 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
 	vc.RequestsPerSecond, vc.RequestBurst = resolveBudget(v, defaults.perSecond, defaults.burst, p, add)
 	vc.NodeDeletion = resolveNodeDeletion(v.NodeDeletion, defaults.nodeDeletion, p+".nodeDeletion", add)
+	// A vcenter section's host-group keys replace the top level's whole
+	// (an empty mapping turns them off); not merged key by key, so what
+	// a vCenter reads is written in one place.
+	vc.ZoneHostGroups = defaults.hostGroups
+	if v.Labels.set() {
+		vc.ZoneHostGroups = resolveHostGroups(v.Labels, p+".labels", add)
+	}
 	return vc.WithDefaults()
 }
 

@@ -15,7 +15,7 @@ import (
 type fileSchema struct {
 	Global  globalSection              `yaml:"global"`
 	VCenter map[string]*vcenterSection `yaml:"vcenter"`
-	Labels  Labels                     `yaml:"labels"`
+	Labels  labelsSection              `yaml:"labels"`
 	Nodes   Nodes                      `yaml:"nodes"`
 
 	// defaultSecretsDirectory is CPI's default directory when it exists
@@ -52,6 +52,9 @@ type vcenterSection struct {
 	// NodeDeletion is the deletion policy of the Nodes whose VMs this
 	// vCenter could hold: a mapping, or the scalar frozen (nodedeletion.go).
 	NodeDeletion *nodeDeletionSection `yaml:"nodeDeletion"`
+	// Labels (a vcenter section's only) takes the host-group keys for
+	// this vCenter instead of the top-level labels' (hostgroups.go).
+	Labels *hostGroupsSection `yaml:"labels"`
 }
 
 // globalSection is the global section: every vCenter key plus the process-wide ones.
@@ -230,6 +233,11 @@ type VCenter struct {
 	// (no grace, not frozen) is a value of its own; Parse sets
 	// DefaultMinAbsence when no key gives one.
 	NodeDeletion NodeDeletion
+	// ZoneHostGroups, when not nil, gives this vCenter's VMs their zone
+	// from the DRS host group of the host each runs on, in place of the
+	// zone tag category (labels.zoneHostGroups, or the vcenter section's
+	// own); the region is still read from labels.region's tags.
+	ZoneHostGroups *HostGroupZones
 }
 
 // Breaker is a resolved Breaker.
