@@ -86,12 +86,15 @@ type nodeReport struct {
 // passSettings are the config's settings a pass applies, read once.
 type passSettings struct {
 	cfg        *config.Config
-	categories []string // tagCategories: zone and region (both), the tag labels'
-	topology   bool     // zone and region are configured
+	categories []string // zone and region, when both are configured
 }
 
 func settingsOf(cfg *config.Config) passSettings {
-	return passSettings{cfg: cfg, categories: tagCategories(cfg), topology: cfg.Labels.Zone != "" && cfg.Labels.Region != ""}
+	s := passSettings{cfg: cfg}
+	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
+		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
+	}
+	return s
 }
 
 // followVMs is the pass, run by run every poll: every initialized Node
@@ -203,22 +206,25 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 	}
 
-	// The labels from tag categories: ours to keep, they follow the tags.
+	// The labels from tag categories: ours to keep, they follow the tags
+	// (each category walked on its own, see instances.tagLabels).
 	var tagged []string
-	if len(s.cfg.TagLabels) > 0 && placed.TagsKnown {
-		for k, v := range tagLabels(s.cfg.TagLabels, placed.Tags) {
-			before := len(patch)
-			set(k, v)
-			if len(patch) > before {
-				tagged = append(tagged, fmt.Sprintf("%s %s → %s", k, orNone(node.Labels[k]), orNone(v)))
-			}
+	for _, t := range s.cfg.TagLabels {
+		p, ok := n.discovery.Placed(uuid, []string{t.Category})
+		if !ok || !p.TagsKnown {
+			continue
 		}
-		slices.Sort(tagged)
+		v := tagLabelValue(p.Tags[t.Category])
+		before := len(patch)
+		set(t.Key, v)
+		if len(patch) > before {
+			tagged = append(tagged, fmt.Sprintf("%s %s → %s", t.Key, orNone(node.Labels[t.Key]), orNone(v)))
+		}
 	}
 
 	// Zone and region: reported; rewritten only when asked.
 	var reconciled []string
-	if s.topology && placed.TagsKnown {
+	if s.categories != nil && placed.TagsKnown {
 		for _, t := range []struct{ kind, category, ga, beta string }{
 			{"region", s.cfg.Labels.Region, v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
 			{"zone", s.cfg.Labels.Zone, v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
@@ -246,7 +252,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			reconciled = append(reconciled, change)
 		}
-	} else if s.topology && prev != nil {
+	} else if s.categories != nil && prev != nil {
 		// Tags not in memory yet: what was reported of them stands.
 		next.drift, next.missing = prev.drift, prev.missing
 	}

@@ -254,12 +254,15 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			meta.AdditionalLabels[k] = v
 		}
 	}
-	var fromTags map[string]string
-	meta.Zone, meta.Region, fromTags, err = in.topology(ctx, node, res, cfg)
+	meta.Zone, meta.Region, err = in.topology(ctx, node, res, cfg.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	// nodes.tagLabels: the Node writer keeps them current (drift.go).
+	fromTags, err := in.tagLabels(ctx, res, cfg.TagLabels)
+	if err != nil {
+		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+	}
 	for k, v := range fromTags {
 		if v != "" {
 			meta.AdditionalLabels[k] = v
@@ -269,25 +272,18 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	return meta, nil
 }
 
-// topology reads zone and region from the tag categories named in
-// cfg.Labels, and the labels of nodes.tagLabels, in one read. Zone and
-// region as CPI: only when both are configured (else both are empty; the
-// config notice says so); a category without a tag on the VM's ancestries
-// is an error, so the Node stays tainted rather than join without its
-// zone. A tag label without a tag is only absent.
-func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, cfg *config.Config) (zone, region string, fromTags map[string]string, err error) {
-	cats := tagCategories(cfg)
-	if len(cats) == 0 {
-		return "", "", nil, nil
+// topology reads zone and region from the tag categories named in labels.
+// As CPI, only when both are configured (else both are empty; the config
+// notice says so); a category without a tag on the VM's ancestries is an
+// error, so the Node stays tainted rather than join without its zone.
+func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
+	if labels.Zone == "" || labels.Region == "" {
+		return "", "", nil
 	}
+	cats := []string{labels.Zone, labels.Region}
 	tags, err := in.fleet.discovery.Tags(ctx, res, cats)
 	if err != nil {
-		return "", "", nil, err
-	}
-	fromTags = tagLabels(cfg.TagLabels, tags)
-	labels := cfg.Labels
-	if labels.Zone == "" || labels.Region == "" {
-		return "", "", fromTags, nil
+		return "", "", err
 	}
 	var missing []string
 	if zone = tags[labels.Zone]; zone == "" {
@@ -299,7 +295,7 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 	if len(missing) > 0 {
 		err := &ZoneTagError{VM: res.String(), Missing: missing}
 		in.events.recordCause(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error(), err.Error())
-		return "", "", nil, err
+		return "", "", err
 	}
-	return zone, region, fromTags, nil
+	return zone, region, nil
 }

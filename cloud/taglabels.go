@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"context"
 	"slices"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -13,7 +14,7 @@ const ReasonTagLabelsUpdated = "TagLabelsUpdated"
 
 // tagCategories are the tag categories cfg reads: zone and region when
 // both are configured (CPI's rule), then nodes.tagLabels' in key order,
-// each once. One read of the tag cache answers them all.
+// each once (what the tag caches are warmed for).
 func tagCategories(cfg *config.Config) []string {
 	var out []string
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
@@ -27,18 +28,31 @@ func tagCategories(cfg *config.Config) []string {
 	return out
 }
 
-// tagLabels are the Node labels nodes.tagLabels asks for, from tags (by
-// category): the tag's name, encoded as the location labels are (a name
-// that is no label value becomes its digest); "" when the VM has no tag
-// of the category (the label is then absent).
-func tagLabels(asked []config.TagLabel, tags map[string]string) map[string]string {
+// tagLabels are the Node labels nodes.tagLabels asks for (by key) for
+// res's VM. Each category is walked on its own, as CPI walks zone and
+// region together: the first of the VM's ancestries (its host's, its
+// resource pool's, its own) holding a tag of it, nearest first. Read
+// together with the zone, a category the VM has no tag of would make the
+// walk pass over the ancestry the zone is on. From the tag cache: no
+// request per Node.
+func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel) (map[string]string, error) {
 	out := make(map[string]string, len(asked))
 	for _, t := range asked {
-		v := ""
-		if name := tags[t.Category]; name != "" {
-			v = discovery.LabelValue(name)
+		tags, err := in.fleet.discovery.Tags(ctx, res, []string{t.Category})
+		if err != nil {
+			return nil, err
 		}
-		out[t.Key] = v
+		out[t.Key] = tagLabelValue(tags[t.Category])
 	}
-	return out
+	return out, nil
+}
+
+// tagLabelValue is a tag's name as a label value, encoded as the location
+// labels are (a name that is no label value becomes its digest); "" for
+// no tag (the label is then absent).
+func tagLabelValue(name string) string {
+	if name == "" {
+		return ""
+	}
+	return discovery.LabelValue(name)
 }
