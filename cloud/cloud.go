@@ -18,11 +18,13 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -103,7 +105,14 @@ type Options struct {
 	// NodeResync is how often every Node is compared with its VM even
 	// when no inventory changed (drift.go); default DefaultNodeResync.
 	NodeResync time.Duration
+	// ProblemCheckInterval is how often the leader runs the periodic
+	// checks (package problems); default DefaultProblemCheckInterval,
+	// less than 0: never.
+	ProblemCheckInterval time.Duration
 }
+
+// DefaultProblemCheckInterval is how often the periodic checks run.
+const DefaultProblemCheckInterval = 10 * time.Minute
 
 // Cloud is the vsphere cloud provider. It only puts its owners together:
 // the fleet (the config and everything built from it), instances
@@ -172,6 +181,9 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		opts.EventObject = &v1.ObjectReference{
 			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 		}
+	}
+	if opts.ProblemCheckInterval == 0 {
+		opts.ProblemCheckInterval = DefaultProblemCheckInterval
 	}
 	if opts.UninitializedAfter == 0 {
 		opts.UninitializedAfter = DefaultUninitializedAfter
@@ -350,6 +362,16 @@ func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface)
 	w := c.nodes.watch(client, c.informers)
 	c.instances.claims.watch(w)
 	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
+	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {
+		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w) },
+			c.events, opts.EventObject, opts.Metrics.problems, opts.ProblemCheckInterval)
+		c.workers.Go(func() {
+			// After the Node cache is synced: an empty list is no finding.
+			if cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+				d.Run(ctx)
+			}
+		})
+	}
 }
 
 // Stop ends what Prepare and Start started, logs every vCenter session

@@ -10,6 +10,7 @@ import (
 	"k8s.io/component-base/metrics"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -32,6 +33,7 @@ type Metrics struct {
 	vcenters        *vcenterCollector // metrics_vcenter.go
 	deletionHeld    *deletionHeldCollector
 	nodes           *nodeMetrics
+	problems        *problems.Metrics
 }
 
 // buildInfoCollector is the build-info gauge, a constant read at scrape
@@ -166,6 +168,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 		}, []string{"vcenter", "result"}),
 		deletionHeld: newDeletionHeldCollector(ns),
 		nodes:        newNodeMetrics(ns),
+		problems:     problems.NewMetrics(),
 	}
 	m.vcenters = newVCenterCollector(ns)
 	return m
@@ -173,7 +176,8 @@ func NewMetrics(build BuildInfo) *Metrics {
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	return append([]metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}, m.nodes.collectors()...)
+	out := append([]metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}, m.nodes.collectors()...)
+	return append(out, m.problems.Collectors()...)
 }
 
 // CustomCollectors lists the metrics computed at scrape time, for

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,7 +93,7 @@ func New(client kubernetes.Interface, csrs certinformers.CertificateSigningReque
 	}
 	a := &Approver{client: client, csrs: csrs.Lister(), nodes: nodes.Lister(), vms: vms, recorder: recorder, metrics: m, opts: opts,
 		synced: []cache.InformerSynced{csrs.Informer().HasSynced, nodes.Informer().HasSynced}, now: time.Now,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
@@ -106,6 +107,22 @@ func New(client kubernetes.Interface, csrs certinformers.CertificateSigningReque
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return a, nil
+}
+
+// maxRetry caps the wait before a request left pending by a vCenter that
+// did not answer is looked at again: a vCenter known down fails each
+// lookup at once, and the library's default limiter (doubling up to
+// 1000 s) would then keep it waiting about as long again as the outage
+// lasted.
+const maxRetry = 30 * time.Second
+
+// retryLimiter is the library's controller limiter with its per-item
+// backoff capped at maxRetry.
+func retryLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, maxRetry),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // Run decides requests with workers goroutines until ctx ends, and waits

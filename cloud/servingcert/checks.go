@@ -38,7 +38,6 @@ const (
 	ReasonNoSANs       = "NoSubjectAltNames"
 	ReasonForbiddenSAN = "ForbiddenSubjectAltName"
 	ReasonNoNode       = "NodeNotFound"
-	ReasonNotInit      = "NodeNotInitialized"
 	ReasonNoVM         = "VMNotFound"
 	ReasonIdentity     = "VMHeldByAnotherNode"
 	ReasonIPSAN        = "IPNotOnVM"

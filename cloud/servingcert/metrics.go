@@ -19,7 +19,7 @@ func NewMetrics() *Metrics {
 		}, []string{"decision", "reason"}),
 		pending: metrics.NewCounter(&metrics.CounterOpts{
 			Namespace: "cloudprovider", Subsystem: "vsphere", Name: "kubelet_serving_csr_lookup_failures_total",
-			Help:           "Kubelet serving certificate requests left pending because the Node's VM could not be looked up (a vCenter did not answer).",
+			Help:           "Lookups of a Node's VM for a kubelet serving certificate request that failed (a vCenter did not answer): each leaves the request pending, retried within 30 s.",
 			StabilityLevel: metrics.ALPHA,
 		}),
 	}

@@ -118,6 +118,7 @@ func main() {
 	var unmanagedSelector string
 	uninitializedAfter := cloud.DefaultUninitializedAfter
 	refusedRetry := credentials.DefaultRetry.After
+	problemInterval := cloud.DefaultProblemCheckInterval
 	extra := cliflag.NamedFlagSets{}
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
@@ -128,6 +129,8 @@ func main() {
 		"How long a Node may carry node.cloudprovider.kubernetes.io/uninitialized before a Warning Event "+cloud.ReasonNodeUninitialized+" says why (again when the reason changes)")
 	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
 		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
+	extra.FlagSet("vcenter").DurationVar(&problemInterval, "problem-check-interval", problemInterval,
+		"How often the leader runs the periodic checks (configured datacenters missing, Nodes whose zone or region disagrees with the vSphere CSI driver's topology labels, more vCenters than the CSI driver serves): a gauge cloudprovider_vsphere_problems{check} and an Event when a finding appears or clears; 0 never")
 	extra.FlagSet("vcenter").DurationVar(&refusedRetry, "refused-credentials-retry", refusedRetry,
 		"How long after vCenter refused credentials they are sent again unchanged (changed ones are sent at once); the wait doubles with each refusal in a row, up to 8 times this. "+
 			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change. "+
@@ -140,7 +143,7 @@ func main() {
 	var provider *cloud.Cloud // set by the cloud initializer, before any controller starts
 	command := app.NewCloudControllerManagerCommand(ccmOptions,
 		func(c *ccmconfig.CompletedConfig) cloudprovider.Interface {
-			provider = initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, build)
+			provider = initCloud(c, nodeLabels, unmanagedSelector, uninitializedAfter, refusedRetry, problemInterval, build)
 			prepare(c, provider)
 			// Fatal, not logged: a port asked for and not served would
 			// only show as a /vcenters that never answers.
@@ -166,7 +169,7 @@ func main() {
 // process here with the full list of problems. Later edits of the file are
 // applied in place (an invalid edit is rejected and the last good config
 // keeps serving).
-func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unmanagedSelector string, uninitializedAfter, refusedRetry time.Duration, build cloud.BuildInfo) *cloud.Cloud {
+func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unmanagedSelector string, uninitializedAfter, refusedRetry, problemInterval time.Duration, build cloud.BuildInfo) *cloud.Cloud {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
 	if shared.Name != cloud.ProviderName {
 		klog.Fatalf("--cloud-provider=%q: this CCM only serves %q", shared.Name, cloud.ProviderName)
@@ -196,6 +199,14 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 	opts := providerOptions(build)
 	opts.Metrics, opts.EventObject, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, podReference(), nodeLabels, unmanaged
 	opts.UninitializedAfter = uninitializedAfter
+	switch {
+	case problemInterval < 0:
+		klog.Fatalf("--problem-check-interval=%s: want 0 (never) or more", problemInterval)
+	case problemInterval == 0:
+		opts.ProblemCheckInterval = -1 // never
+	default:
+		opts.ProblemCheckInterval = problemInterval
+	}
 	// Standbys read whose logins the record holds from the Lease the
 	// controllers elect their leader with.
 	le := c.ComponentConfig.Generic.LeaderElection

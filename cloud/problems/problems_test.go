@@ -1,0 +1,124 @@
+package problems
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+type recorded struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorded) Event(obj runtime.Object, eventType, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name := "config"
+	if n, ok := obj.(*v1.Node); ok {
+		name = n.Name
+	}
+	r.events = append(r.events, fmt.Sprintf("%s %s %s: %s", name, eventType, reason, message))
+}
+
+func (r *recorded) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	return out
+}
+
+func parse(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func labelled(name string, labels map[string]string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+const twoVCenters = "labels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n" +
+	"  vc1:\n    server: vc1.example.com\n    user: u\n    password: p\n    datacenters: [DC0, /F1/DC1]\n" +
+	"  vc2:\n    server: vc2.example.com\n    user: u\n    password: p\n    datacenters: DC0\n"
+
+// Each check finds what it should and nothing else; the gauge counts the
+// findings; an Event when one appears and when it clears, not at every
+// pass.
+func TestDetector(t *testing.T) {
+	cfg := parse(t, twoVCenters)
+	in := Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{
+		"vc1": {{Name: "DC0", ID: "datacenter-1", Path: "/DC0"}}, // /F1/DC1 missing
+		// vc2 did not answer: not judged.
+	}, Nodes: []*v1.Node{
+		labelled("agree", map[string]string{v1.LabelTopologyZone: "z1", CSITopologyPrefix + "k8s-zone": "z1", v1.LabelTopologyRegion: "r1", CSITopologyPrefix + "k8s-region": "r1"}),
+		labelled("moved", map[string]string{v1.LabelTopologyZone: "z1", CSITopologyPrefix + "k8s-zone": "z2", v1.LabelTopologyRegion: "r1"}),
+		labelled("no-csi", map[string]string{v1.LabelTopologyZone: "z1"}),
+	}}
+	rec := &recorded{}
+	m := NewMetrics()
+	reg := metrics.NewKubeRegistry()
+	reg.MustRegister(m.Collectors()...)
+	d := New(func(context.Context) Inputs { return in }, rec, &v1.ObjectReference{Kind: "Lease"}, m, 0)
+	found := d.Pass(t.Context())
+	if len(found) != 2 {
+		t.Fatalf("findings %+v; want a missing datacenter and one Node in disagreement", found)
+	}
+	events := rec.take()
+	if len(events) != 2 ||
+		!strings.Contains(events[0], `config Warning ProblemDetected: datacenter-missing: vcenter vc1 has no datacenter "/F1/DC1" (it has DC0)`) ||
+		!strings.Contains(events[1], "moved Warning ProblemDetected: csi-topology-mismatch: Node moved: zone topology.kubernetes.io/zone=z1 but topology.csi.vmware.com/k8s-zone=z2") {
+		t.Fatalf("events %q", events)
+	}
+	for check, want := range map[string]float64{CheckDatacenterMissing: 1, CheckCSITopology: 1, CheckCSIVCenterLimit: 0} {
+		if got, _ := testutil.GetGaugeMetricValue(m.findings.WithLabelValues(check)); got != want {
+			t.Errorf("problems{check=%s} = %v; want %v", check, got, want)
+		}
+	}
+	// Unchanged: no Event again.
+	d.Pass(t.Context())
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("events %q at a pass that found the same", got)
+	}
+	// The Node relabelled: cleared.
+	in.Nodes[1] = labelled("moved", map[string]string{v1.LabelTopologyZone: "z2", CSITopologyPrefix + "k8s-zone": "z2"})
+	d.Pass(t.Context())
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "moved Normal ProblemCleared: csi-topology-mismatch") {
+		t.Fatalf("events %q; want the Node's finding cleared", got)
+	}
+	if got, _ := testutil.GetGaugeMetricValue(m.findings.WithLabelValues(CheckCSITopology)); got != 0 {
+		t.Fatalf("csi-topology-mismatch gauge %v after the fix", got)
+	}
+}
+
+// More vCenters than the CSI driver serves: entries of one server count
+// once.
+func TestCSIVCenterLimit(t *testing.T) {
+	yaml := "vcenter:\n"
+	for i := range CSIVCenterLimit {
+		yaml += fmt.Sprintf("  vc%d:\n    server: vc%d.example.com\n    user: u\n    password: p\n", i, i)
+	}
+	tenant := yaml + "  tenant:\n    server: vc0.example.com\n    user: v\n    password: q\n"
+	if f := Detect(Inputs{Config: parse(t, tenant)}); len(f) != 0 {
+		t.Fatalf("findings %+v for %d servers (one with two entries)", f, CSIVCenterLimit)
+	}
+	six := yaml + "  vc9:\n    server: vc9.example.com\n    user: u\n    password: p\n"
+	f := Detect(Inputs{Config: parse(t, six)})
+	if len(f) != 1 || f[0].Check != CheckCSIVCenterLimit || !strings.Contains(f[0].Message, "6 vCenters configured") {
+		t.Fatalf("findings %+v; want the limit named", f)
+	}
+}
