@@ -271,13 +271,18 @@ type ConnectProgress struct {
 	// "tls done", "answering" (an HTTP answer, a login's included);
 	// "" before the attempt starts.
 	Phase string
-	// Last is when the attempt started or the vCenter last answered
-	// anything (a TCP connect, a TLS handshake, an HTTP response);
-	// zero before the attempt starts.
+	// Last is when the attempt started or last progressed: reached a
+	// step further than any before (a TCP connect, a TLS handshake) or
+	// got an answer (an HTTP response); zero before the attempt starts.
+	// A step repeated is no progress: a new dial, TCP connect or TLS
+	// handshake after one that timed out (a retry against a vCenter that
+	// accepts TCP and never answers TLS) leaves Phase, Last and
+	// RoundTrip as they were.
 	Last time.Time
-	// RoundTrip is the longest the attempt has waited for an answer that
-	// came: at least one network round trip, plus the vCenter's own time.
-	// How long a silence may last before it is a stall scales with it.
+	// RoundTrip is the longest the attempt has waited for a step of
+	// progress: at least one network round trip, plus the vCenter's own
+	// time. How long a silence may last before it is a stall scales with
+	// it.
 	RoundTrip time.Duration
 }
 

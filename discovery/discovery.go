@@ -70,11 +70,13 @@ type Options struct {
 	// ProbeInterval spaces the probes of a vCenter known down (see
 	// Backend.Reachability); default 1s.
 	ProbeInterval time.Duration
-	// ConnectWait bounds how long a lookup waits for a vCenter that is not
+	// ConnectWait bounds how long lookups wait for a vCenter that is not
 	// known up (its first connection attempt under way) while the attempt
 	// makes no progress; one that reports progress (a ConnectReporter: a
-	// vCenter across a WAN) is waited for while it does, up to half the
-	// lookup's deadline. Default 250ms.
+	// vCenter across a WAN) is waited for while it does, up to half its
+	// request timeout after a lookup first met it connecting: one wait
+	// shared by every lookup, not one each. Once judged stalled it is not
+	// waited for again until it progresses. Default 250ms.
 	ConnectWait time.Duration
 	// DuplicateScan is how often the inventories' UUIDs are compared
 	// across vCenters; default 1s. OnDuplicate, when set, is told of each
@@ -141,6 +143,10 @@ type targetState struct {
 	// connected (unix nanoseconds; 0 once it is up or down). Once its
 	// connect stalls (connecting), lookups stop waiting for it.
 	connectingSince atomic.Int64
+	// stalled is the progress its connect had made when a lookup judged
+	// it stalled; nil when none did, or once it is up or down. Until it
+	// progresses beyond that, no lookup waits for it (connecting).
+	stalled atomic.Pointer[stallMark]
 	// refusedConnecting is set when a lookup got ErrVCenterConnecting
 	// from it, until Connected reports it up.
 	refusedConnecting atomic.Bool
@@ -245,6 +251,9 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 func (o *targetState) successor(v Target, breaker *gobreaker.CircuitBreaker[any]) *targetState {
 	n := &targetState{Target: v, breaker: breaker}
 	n.refusedConnecting.Store(o.refusedConnecting.Load())
+	// Its backend's connect goes on: judged by what it has shown so far.
+	n.connectingSince.Store(o.connectingSince.Load())
+	n.stalled.Store(o.stalled.Load())
 	return n
 }
 
@@ -270,42 +279,104 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 }
 
 // unready is the error of a vCenter a call should not wait for: known
-// down, or still connecting for the first time without progress for
-// longer than its stall window (connecting). A first connect to a black
-// hole takes seconds; a lookup waiting on it each time would hold its
-// worker as long, while one across a WAN answers step by step and is
-// worth waiting for. Both start a background probe, which for a backend
-// without an inventory is what connects it.
+// down, or still connecting for the first time and stalled (connecting):
+// no progress for longer than its stall window, judged stalled before
+// and no progress since, or waited for as long as any lookup may. A first
+// connect to a black hole takes seconds; a lookup waiting on it each time
+// would hold its worker as long, while one across a WAN answers step by
+// step and is worth waiting for. Both start a background probe, which
+// for a backend without an inventory is what connects it.
 func (d *Discoverer) unready(v *targetState, now time.Time) error {
 	r := v.Backend.Reachability()
 	switch r.State {
 	case backends.ConnDown:
-		v.connectingSince.Store(0)
+		v.connected()
 		d.probeLater(v)
 		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err) //nolint:errorlint // the backend's error is shown, not wrapped: this error's kind is ErrVCenterDown
 	case backends.ConnUnknown:
 		v.connectingSince.CompareAndSwap(0, now.UnixNano())
 		if c := d.connecting(v, r, now); c.stalled(now) {
+			v.judgedStalled(c)
 			d.probeLater(v)
 			v.refusedConnecting.Store(true)
 			return fmt.Errorf("%w %s", ErrVCenterConnecting, c.describe(now))
 		}
 	default:
-		v.connectingSince.Store(0)
+		v.connected()
 	}
 	return nil
+}
+
+// connected forgets v's first connect: it ended, up or down.
+func (v *targetState) connected() {
+	v.connectingSince.Store(0)
+	v.stalled.Store(nil)
+}
+
+// judgedStalled records that a lookup stopped waiting for v's connect
+// at the progress c shows: no lookup waits for it again until it
+// progresses further.
+func (v *targetState) judgedStalled(c connectState) {
+	v.stalled.Store(&stallMark{last: c.last, phase: c.phase})
+}
+
+// stallMark is how far a connect judged stalled had got: its last
+// progress and the phase it reached then.
+type stallMark struct {
+	last  time.Time
+	phase string
+}
+
+// progressedSince reports whether a connect now at c has progressed
+// since m: reported progress later than m, of a phase further than m's,
+// or an answer. The same step again (a new dial, a TCP connect once more:
+// a retry after a handshake that timed out) is no progress, whatever the
+// backend makes of it: a vCenter that accepts TCP and never answers must
+// not look alive again at each retry (issue 33).
+func (m *stallMark) progressedSince(c connectState) bool {
+	return c.last.After(m.last) && (c.phase == phaseAnswering || phaseRank(c.phase) > phaseRank(m.phase))
+}
+
+// The phases of backends.ConnectProgress, in the order a connect
+// reaches them.
+const phaseAnswering = "answering"
+
+func phaseRank(phase string) int {
+	switch phase {
+	case "dialing":
+		return 1
+	case "tcp connected":
+		return 2
+	case "tls done":
+		return 3
+	case phaseAnswering:
+		return 4
+	}
+	return 0 // none reported: a backend that is no ConnectReporter
 }
 
 // connectState is how a vCenter's first connection attempt is going, as
 // a lookup judges whether to wait for it.
 type connectState struct {
 	since time.Time // connecting since: its backend was made or a lookup first met it so
+	met   time.Time // a lookup first met it connecting
 	last  time.Time // since, or the attempt's last progress when later
 	phase string
 	// window is how long a silence may last before it is a stall:
 	// ConnectWait, or more for a vCenter far away (stallRoundTrips of
 	// its slowest answer so far).
 	window time.Duration
+	// until is the latest any lookup waits for it, however it
+	// progresses: half its request timeout (at least ConnectWait) after
+	// a lookup first met it connecting. Counted from then, not from each
+	// lookup's start, so that a connect that crawls on (a login that
+	// answers step by step and never ends) costs the lookups that much
+	// once, not each of them as much again.
+	until time.Time
+	// judged: a lookup judged it stalled at last, and it has made no
+	// progress since. A vCenter that only seems to move (a retry dialing
+	// again) is not waited for again.
+	judged bool
 }
 
 // stallRoundTrips scales a vCenter's slowest answer during its connect
@@ -315,14 +386,16 @@ type connectState struct {
 const stallRoundTrips = 4
 
 func (d *Discoverer) connecting(v *targetState, r backends.Reachability, now time.Time) connectState {
-	since := time.Unix(0, v.connectingSince.Load())
-	if v.connectingSince.Load() == 0 {
-		since = now
+	met := now
+	if ns := v.connectingSince.Load(); ns != 0 {
+		met = time.Unix(0, ns)
 	}
+	since := met
 	if !r.Since.IsZero() && r.Since.Before(since) {
 		since = r.Since // connecting since the backend was made
 	}
-	c := connectState{since: since, last: since, window: d.opts.ConnectWait}
+	c := connectState{since: since, met: met, last: since, window: d.opts.ConnectWait,
+		until: met.Add(max(d.opts.ConnectWait, v.RequestTimeout/2))}
 	if cr, ok := v.Backend.(backends.ConnectReporter); ok {
 		p := cr.ConnectProgress()
 		switch {
@@ -335,20 +408,38 @@ func (d *Discoverer) connecting(v *targetState, r backends.Reachability, now tim
 		}
 		c.window = max(c.window, stallRoundTrips*p.RoundTrip)
 	}
+	if m := v.stalled.Load(); m != nil && !m.progressedSince(c) {
+		c.judged = true
+	}
 	return c
 }
 
 // stalledAt is when the attempt counts as stalled, unless it progresses.
-func (c connectState) stalledAt() time.Time { return c.last.Add(c.window) }
+func (c connectState) stalledAt() time.Time {
+	if c.judged {
+		return c.last
+	}
+	return minTime(c.last.Add(c.window), c.until)
+}
 
-func (c connectState) stalled(now time.Time) bool { return now.After(c.stalledAt()) }
+func (c connectState) stalled(now time.Time) bool { return !now.Before(c.stalledAt()) }
 
 func (c connectState) describe(now time.Time) string {
-	if c.phase == "" {
-		return fmt.Sprintf("for %s without progress", now.Sub(c.since).Round(time.Millisecond))
+	took := now.Sub(c.since).Round(time.Millisecond)
+	progress := "without progress"
+	if c.phase != "" {
+		progress = fmt.Sprintf("its last progress (%s) was %s ago", c.phase, now.Sub(c.last).Round(time.Millisecond))
 	}
-	return fmt.Sprintf("for %s; its last progress (%s) was %s ago, beyond its stall window %s",
-		now.Sub(c.since).Round(time.Millisecond), c.phase, now.Sub(c.last).Round(time.Millisecond), c.window.Round(time.Millisecond))
+	switch {
+	case c.judged:
+		return fmt.Sprintf("for %s; %s, judged stalled then, none since", took, progress)
+	case !now.Before(c.until):
+		return fmt.Sprintf("for %s; %s, waited for as long as lookups may (%s after a lookup first met it connecting)",
+			took, progress, c.until.Sub(c.met).Round(time.Millisecond))
+	case c.phase == "":
+		return fmt.Sprintf("for %s without progress", took)
+	}
+	return fmt.Sprintf("for %s; %s, beyond its stall window %s", took, progress, c.window.Round(time.Millisecond))
 }
 
 // call runs fn against v under the breaker and v's request deadline. A
@@ -727,8 +818,9 @@ type answer struct {
 // again without AllowCached, every datacenter.
 //
 // It always waits for vCenters known up. One that is not (connecting for
-// the first time) is waited for ConnectWait, or while its connect
-// progresses (patience), and not at all with
+// the first time) is waited for until its connect counts as stalled
+// (patience: ConnectWait without progress, one wait every lookup shares),
+// and not at all with
 // foundFast once a VM is found in a served datacenter: its call is
 // cancelled and counts as not answered — which a found VM does not need,
 // and which makes absence an error. A vCenter known down answers at once
@@ -777,10 +869,11 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 	for i := range vcs {
 		pending[i] = true
 	}
-	// Patient while the lookup is younger than ConnectWait, or a pending
-	// vCenter still connecting makes progress (within its share of the
-	// lookup's deadline); re-judged when that would end.
-	check := time.NewTimer(d.opts.ConnectWait)
+	// Patient while a pending vCenter still connecting is not stalled
+	// (connecting: one wait every lookup shares, judged at once), or
+	// while the lookup is younger than ConnectWait for one that went
+	// down under way; re-judged when that would end.
+	check := time.NewTimer(0)
 	defer check.Stop()
 	found := false
 	var why error
@@ -803,8 +896,14 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 		if !now.Before(until) {
 			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
 			for i := range pending {
-				if vcs[i].Backend.Reachability().State == backends.ConnUnknown {
-					vcs[i].refusedConnecting.Store(true)
+				v := vcs[i]
+				if r := v.Backend.Reachability(); r.State == backends.ConnUnknown {
+					v.refusedConnecting.Store(true)
+					// Stalled, not just out of this lookup's time: the
+					// next lookup does not wait for it either.
+					if c := d.connecting(v, r, now); c.stalled(now) {
+						v.judgedStalled(c)
+					}
 				}
 			}
 			break
@@ -837,25 +936,30 @@ func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
 }
 
 // patience is until when a lookup started at start waits for its pending
-// vCenters none of which is known up: ConnectWait, or longer while one
-// still connecting progresses (connecting), but never past half of what
-// is left of the lookup's deadline (its ctx's and the vCenter's request
-// timeout, whichever is first): the other half is for the lookup itself
-// once connected.
+// vCenters none of which is known up. For one still connecting: until its
+// connect counts as stalled (connecting: no progress within its stall
+// window, or half its request timeout after a lookup first met it
+// connecting, whichever is first; a wait every lookup shares, so a dead
+// vCenter costs ConnectWait once, not once per lookup), but never past
+// half of what is left of the lookup's deadline (its ctx's and the
+// vCenter's request timeout, whichever is first): the other half is for
+// the lookup itself once connected. For one that went down under way:
+// ConnectWait after the lookup's start, its call's answer due any moment.
 func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending map[int]bool, start, now time.Time) time.Time {
-	until := start.Add(d.opts.ConnectWait)
+	var until time.Time
 	for i := range pending {
 		v := vcs[i]
 		r := v.Backend.Reachability()
-		if r.State != backends.ConnUnknown {
-			continue
+		t := start.Add(d.opts.ConnectWait)
+		if r.State == backends.ConnUnknown {
+			deadline := start.Add(v.RequestTimeout)
+			if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+				deadline = dl
+			}
+			bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
+			t = minTime(d.connecting(v, r, now).stalledAt(), bound)
 		}
-		deadline := start.Add(v.RequestTimeout)
-		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-			deadline = dl
-		}
-		bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
-		if t := minTime(d.connecting(v, r, now).stalledAt(), bound); t.After(until) {
+		if t.After(until) {
 			until = t
 		}
 	}

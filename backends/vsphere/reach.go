@@ -151,7 +151,7 @@ func (s *sessions) recordReachability(ctx context.Context, what string, err erro
 	}
 }
 
-// The phases of ConnectProgress.
+// The phases of ConnectProgress, in the order an attempt reaches them.
 const (
 	phaseDialing = "dialing"
 	phaseTCP     = "tcp connected"
@@ -159,9 +159,34 @@ const (
 	phaseAnswer  = "answering"
 )
 
+// phaseRank orders the phases; "" (no attempt yet) is before them all.
+func phaseRank(phase string) int {
+	switch phase {
+	case phaseDialing:
+		return 1
+	case phaseTCP:
+		return 2
+	case phaseTLS:
+		return 3
+	case phaseAnswer:
+		return 4
+	}
+	return 0
+}
+
 // noteProgress records a step of the first connection attempt while
 // reach is ConnUnknown: its start (phaseDialing), or the vCenter
 // answering. Afterwards Reachability says it all.
+//
+// Only a step further than any the attempt reached is progress (each
+// HTTP answer is: a new one). A step repeated is not: a new dial, or a
+// TCP connect or TLS handshake on a new connection, is what a retry does
+// after the previous handshake timed out (maxHandshake; the SOAP client
+// retries a timeout as a temporary error). Counted, a vCenter that
+// accepts TCP and never answers TLS would look alive again at every
+// retry, and the time since the last attempt's step would count as a
+// round trip (seconds, so a stall window of many seconds): every lookup
+// would wait for it again (issue 33).
 func (s *sessions) noteProgress(phase string) {
 	now := time.Now()
 	s.reachMu.Lock()
@@ -170,6 +195,9 @@ func (s *sessions) noteProgress(phase string) {
 		return
 	}
 	p := &s.progress
+	if p.Phase != "" && phase != phaseAnswer && phaseRank(phase) <= phaseRank(p.Phase) {
+		return
+	}
 	if phase != phaseDialing && !p.Last.IsZero() {
 		p.RoundTrip = max(p.RoundTrip, now.Sub(p.Last))
 	}
