@@ -86,7 +86,9 @@ func newLogins(client kubernetes.Interface, object, lease types.NamespacedName, 
 func (l *logins) Backs(a credentials.Account, since time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.refreshLocked()
+	// The ledger asks from within a login, which bounds it: a read has its
+	// own short deadline.
+	l.refreshLocked(context.Background())
 	if l.err != nil {
 		return l.err
 	}
@@ -119,13 +121,13 @@ func (l *logins) Refusal(a credentials.Account) (time.Time, int, bool) {
 
 // refreshLocked reads the Lease and the record again when the last read
 // is older than loginsReadEvery.
-func (l *logins) refreshLocked() {
+func (l *logins) refreshLocked(ctx context.Context) {
 	now := l.now()
 	if !l.read.IsZero() && now.Sub(l.read) < l.readEvery {
 		return
 	}
 	l.read = now
-	ctx, cancel := context.WithTimeout(context.Background(), loginsReadEvery)
+	ctx, cancel := context.WithTimeout(ctx, loginsReadEvery)
 	defer cancel()
 	holder, err := l.holderOf(ctx)
 	if err != nil {
@@ -205,7 +207,7 @@ func (l *logins) follow(ctx context.Context, backed func()) {
 		for k, s := range l.seen {
 			before[k] = s.accepted
 		}
-		l.refreshLocked()
+		l.refreshLocked(ctx)
 		anew := false
 		for k, s := range l.seen {
 			if !s.accepted.IsZero() && !s.accepted.Equal(before[k]) {

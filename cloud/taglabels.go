@@ -8,8 +8,8 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// ReasonTagLabelsUpdated: the labels from tag categories
-// (nodes.tagLabels) were rewritten as the VM's tags changed.
+// ReasonTagLabelsUpdated is the Event of labels from tag categories
+// (nodes.tagLabels) rewritten as the VM's tags changed.
 const ReasonTagLabelsUpdated = "TagLabelsUpdated"
 
 // tagCategories are the tag categories cfg reads: zone and region when
