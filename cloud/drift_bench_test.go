@@ -32,10 +32,24 @@ func (b *indexed) Placement(uuid string, _ []string) ([]backends.Placement, bool
 // One pass of the nodes owner over 5,000 initialized Nodes, every label
 // current (the steady state: no write), against two vCenters holding
 // 50,000 VMs: the cost per Node of following the VMs.
+// With tagLabels=2, two nodes.tagLabels categories too (each walked on its
+// own: a lookup of the VM per category).
 func BenchmarkFollowVMs(b *testing.B) {
+	for _, tagged := range []int{0, 2} {
+		b.Run(fmt.Sprintf("tagLabels=%d", tagged), func(b *testing.B) { benchmarkFollowVMs(b, tagged) })
+	}
+}
+
+func benchmarkFollowVMs(b *testing.B, tagged int) {
 	const vcenters, vmsPer, nodeCount = 2, 25_000, 5_000
 	cfg := &config.Config{Labels: config.Labels{Zone: "zone", Region: "region"},
 		PlacementLabels: []config.PlacementLabel{config.PlacementHost, config.PlacementCluster}}
+	tags := map[string]string{"zone": "z", "region": "r"}
+	for i := range tagged {
+		cat := fmt.Sprintf("cat-%d", i)
+		cfg.TagLabels = append(cfg.TagLabels, config.TagLabel{Category: cat, Key: "example.com/" + cat})
+		tags[cat] = "v"
+	}
 	var targets []discovery.Target
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for v := range vcenters {
@@ -47,7 +61,7 @@ func BenchmarkFollowVMs(b *testing.B) {
 			uuid := fmt.Sprintf("42%06x-0000-4000-8000-%012x", v, i)
 			vm := backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: fmt.Sprintf("vm-%d", i)}, Name: fmt.Sprintf("vm-%d-%d", v, i),
 				UUID: uuid, HostName: fmt.Sprintf("esx-%d", i%64), Cluster: fmt.Sprintf("c-%d", i%8), DiskEnableUUID: "TRUE"}
-			be.byUUID[uuid] = []backends.Placement{{VM: vm, Tags: map[string]string{"zone": "z", "region": "r"}, TagsKnown: true}}
+			be.byUUID[uuid] = []backends.Placement{{VM: vm, Tags: tags, TagsKnown: true}}
 			if i%(vmsPer*vcenters/nodeCount) != 0 { // every 10th VM is a Node's
 				continue
 			}
@@ -56,6 +70,9 @@ func BenchmarkFollowVMs(b *testing.B) {
 				LabelHost: vm.HostName, LabelCluster: vm.Cluster,
 				v1.LabelTopologyZone: "z", v1.LabelTopologyRegion: "r",
 			}}, Spec: v1.NodeSpec{ProviderID: discovery.ProviderID(uuid)}}
+			for _, t := range cfg.TagLabels {
+				node.Labels[t.Key] = "v"
+			}
 			if err := indexer.Add(node); err != nil {
 				b.Fatal(err)
 			}
@@ -64,6 +81,8 @@ func BenchmarkFollowVMs(b *testing.B) {
 	d := discovery.New(targets, discovery.Options{})
 	n := newNodes(&eventLog{}, time.Second, time.Hour, NewMetrics(BuildInfo{}).nodes)
 	n.discovery, n.config = d, func() *config.Config { return cfg }
+	events := &eventLog{}
+	n.checks = newNodeChecks(events, NewMetrics(BuildInfo{}), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
 	lister := corelisters.NewNodeLister(indexer)
 	client := fake.NewClientset()
 	ctx := b.Context()
