@@ -39,6 +39,11 @@ LINT=$(test/golangci-lint.sh)
 step "unit tests (race detector)"
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /test/e2e)
 
+# Once each: a benchmark no test runs rots unseen (BenchmarkFollowVMs did).
+# The numbers come from -benchtime runs on demand (test/README.md).
+step "benchmarks, one iteration each"
+go test -run '^$' -bench . -benchtime 1x $(go list ./... | grep -v -e /test/e2e -e /test/bench)
+
 step "Helm chart: lint, render, and the manifests are its rendering"
 HELM=$(test/helm.sh)
 export HELM
