@@ -337,10 +337,12 @@ func (m *stallMark) progressedSince(c connectState) bool {
 	return c.last.After(m.last) && (c.phase == phaseAnswering || phaseRank(c.phase) > phaseRank(m.phase))
 }
 
-// The phases of backends.ConnectProgress, in the order a connect
-// reaches them.
+// phaseAnswering is the phase of a connect that got an answer: each one
+// is progress.
 const phaseAnswering = "answering"
 
+// phaseRank orders the phases of backends.ConnectProgress as a connect
+// reaches them.
 func phaseRank(phase string) int {
 	switch phase {
 	case "dialing":
