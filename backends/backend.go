@@ -396,6 +396,14 @@ type VM struct {
 	// the compute cluster holding it ("" for a standalone host); both ""
 	// when not known. Labels below the zone (a spread key per host).
 	HostName, Cluster string
+	// HostGroups are the names of the DRS host groups (ClusterHostGroup)
+	// of Cluster that hold Host, sorted; none when in none.
+	// HostGroupsKnown is false when they were not read: the backend does
+	// not read host groups (a vCenter without zones from host groups),
+	// or the host or its cluster is not known. A standalone host is in
+	// none, known.
+	HostGroups      []string
+	HostGroupsKnown bool
 	// ResourcePool is the ID of the VM's resource pool, and
 	// ResourcePoolType its kind (ResourcePool or VirtualApp): the second
 	// place zone and region are looked for; empty for a template.

@@ -54,6 +54,10 @@ type Backend struct {
 	// answered from memory while the inventory is in service.
 	inv      *inventory
 	bulkTags *attachedTagCache
+	// hostGroups: the vCenter's zones come from DRS host groups
+	// (config.VCenter.ZoneHostGroups), so reads of a VM read its
+	// cluster's configurationEx too; without them, none is read.
+	hostGroups bool
 	// stopped, closed once by Close, ends the background work (watch, tag
 	// refreshes); done is closed when the watch has returned, or by Close
 	// when it never started (startOnce: one of Start and Close does).
@@ -72,6 +76,8 @@ func New(opts Options) *Backend {
 		names:    cache.NewExpiring(),
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
+
+		hostGroups: opts.Config.ZoneHostGroups != nil,
 	}
 	log := klog.Background().WithValues("vcenter", opts.Config.Name)
 	if c := opts.Config; c.InsecureFlag && (len(c.Thumbprints) > 0 || c.CAFile != "") {
@@ -89,6 +95,7 @@ func New(opts Options) *Backend {
 		refresh = DefaultTagRefresh
 	}
 	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
+	b.inv.hostGroups = b.hostGroups
 	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
 	b.inv.loaded = b.tagsWithInventory
 	return b
@@ -359,7 +366,11 @@ func vmRef(id string) types.ManagedObjectReference {
 // host its resource pool's compute resource does not list (a template
 // has no pool).
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
-	s, err := retrieveWithAncestors(ctx, vc, refs)
+	spec := ancestrySpec(refs)
+	if b.hostGroups {
+		spec = withHostGroups(spec)
+	}
+	s, err := retrieveSpec(ctx, vc, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -375,13 +386,20 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 		}
 	}
 	if len(hosts) > 0 {
-		more, err := retrieveWithAncestors(ctx, vc, hosts)
+		spec := ancestrySpec(hosts)
+		if b.hostGroups {
+			spec = withHostGroups(spec)
+		}
+		more, err := retrieveSpec(ctx, vc, spec)
 		if err != nil && !isNotFound(err) { // a host gone since: the VM's host name is unknown
 			return nil, err
 		}
 		if more != nil {
 			for r, e := range more.entities {
 				s.entities[r] = e
+			}
+			for r, g := range more.hostGroups {
+				s.hostGroups[r] = g
 			}
 		}
 	}
@@ -399,7 +417,13 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 // from a VM its resource pool's and from each compute resource its hosts,
 // into an invState of their own, read as the inventory reads its watch's.
 func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (*invState, error) {
-	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{ancestrySpec(objs)}})
+	return retrieveSpec(ctx, vc, ancestrySpec(objs))
+}
+
+// retrieveSpec reads what spec selects into an invState of its own, read
+// as the inventory reads its watch's, in one call.
+func retrieveSpec(ctx context.Context, vc *vim25.Client, spec types.PropertyFilterSpec) (*invState, error) {
+	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,9 @@ type inventory struct {
 	// loaded, when set, is called whenever a load completes what is
 	// configured (the backend reads the tags with it: tagsWithInventory).
 	loaded func()
+	// hostGroups: the clusters' configurationEx is watched too, for
+	// their DRS host groups (Backend.hostGroups).
+	hostGroups bool
 
 	mu sync.RWMutex
 	// specs are the configured datacenters; empty: every datacenter.
@@ -348,6 +351,9 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	spec := datacenterListSpec(v.Reference())
 	if w.dc.Value != "" {
 		spec = datacenterSpec(v.Reference(), w.dc)
+		if inv.hostGroups {
+			spec = withHostGroups(spec)
+		}
 	}
 	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: spec, PartialUpdates: false}); err != nil {
 		return fmt.Errorf("%s: create filter: %w", op, err)
@@ -623,6 +629,28 @@ func filterSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
 			{Type: "VirtualApp", PathSet: []string{"name", "parent", "parentVApp"}},
 		},
 	}
+}
+
+// withHostGroups is spec asking for each cluster's configurationEx too:
+// its DRS host groups (zones from host groups). The whole property, not
+// configurationEx.group: a path into a subtype's field (group is
+// ClusterConfigInfoEx's, the property is declared ComputeResourceConfigInfo)
+// is not one every vCenter version is documented to accept, and a filter
+// vCenter refuses would stop the whole inventory.
+func withHostGroups(spec types.PropertyFilterSpec) types.PropertyFilterSpec {
+	const path = "configurationEx"
+	props := slices.Clone(spec.PropSet)
+	for i, ps := range props {
+		if ps.Type == "ClusterComputeResource" {
+			if !slices.Contains(ps.PathSet, path) {
+				props[i].PathSet = append(slices.Clip(ps.PathSet), path)
+			}
+			spec.PropSet = props
+			return spec
+		}
+	}
+	spec.PropSet = append(props, types.PropertySpec{Type: "ClusterComputeResource", PathSet: []string{path}})
+	return spec
 }
 
 // upSpec walks "parent" up to the root folder: the folders above a

@@ -50,6 +50,7 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 	opts := func(inventory bool) Options {
 		o := optionsVia(fx.vc, host, port, timeout)
 		o.Inventory, o.Heartbeat, o.TagRefresh = inventory, heartbeat, time.Hour
+		readingHostGroups(&o)
 		return o
 	}
 	o := opts(true)
@@ -66,6 +67,13 @@ func newInvFixture(t *testing.T, heartbeat, timeout time.Duration, via func(vc *
 	})
 	fx.eventually("the inventory is in service", func() bool { return inService(fx.b) })
 	return fx
+}
+
+// readingHostGroups makes o's backend read the clusters' host groups:
+// every inventory test watches their configurationEx as a stretched
+// cluster's CCM does (labels.zoneHostGroups).
+func readingHostGroups(o *Options) {
+	o.Config.ZoneHostGroups = &config.HostGroupZones{Groups: map[string]string{"site-a": "site-a"}}
 }
 
 // optionsVia are the options of a backend for vc, reached at host:port.

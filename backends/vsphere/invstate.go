@@ -33,6 +33,19 @@ type invState struct {
 	// networks interns the NICs' network names, which backends.NIC holds
 	// as strings (see nics).
 	networks map[string]string
+	// hostGroups are the DRS host groups of each cluster whose
+	// configurationEx was read (an empty list: read, none), held apart
+	// from the entities: only a backend that reads them (zones from host
+	// groups) has any, and a cluster has a few. A VM's are resolved at
+	// read time (placed), so a host moved between groups costs no VM
+	// record a write.
+	hostGroups map[types.ManagedObjectReference][]hostGroup
+}
+
+// hostGroup is one ClusterHostGroup: its name and its hosts' IDs.
+type hostGroup struct {
+	name  string
+	hosts []string
 }
 
 type vmRecord struct {
@@ -92,8 +105,9 @@ type entity struct {
 
 func newInvState() *invState {
 	s := &invState{
-		vms:      map[string]*vmRecord{},
-		entities: map[types.ManagedObjectReference]entity{},
+		vms:        map[string]*vmRecord{},
+		entities:   map[types.ManagedObjectReference]entity{},
+		hostGroups: map[types.ManagedObjectReference][]hostGroup{},
 	}
 	seed := maphash.MakeSeed()
 	s.byUUID = newVMIndex(seed, func(r *vmRecord, k string) bool { return r.vm.UUID == k })
@@ -137,11 +151,14 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 func (s *invState) applyEntity(u types.ObjectUpdate) {
 	if u.Kind == types.ObjectUpdateKindLeave {
 		delete(s.entities, u.Obj)
+		delete(s.hostGroups, u.Obj)
 		return
 	}
 	var e entity // an enter holds every property, as for a VM
 	if u.Kind != types.ObjectUpdateKindEnter {
 		e = s.entities[u.Obj]
+	} else {
+		delete(s.hostGroups, u.Obj)
 	}
 	for _, c := range u.ChangeSet {
 		v := c.Val
@@ -158,9 +175,43 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 			if r := refVal(v); r.Value != "" {
 				e.parent = r
 			}
+		case "configurationEx":
+			s.hostGroups[u.Obj] = hostGroupsOf(v)
 		}
 	}
 	s.entities[u.Obj] = e
+}
+
+// hostGroupsOf keeps of a cluster's configurationEx its host groups
+// (names and hosts), sorted by name; the rest of the configuration (VM
+// groups, rules, overrides: it may list every VM) is garbage once read.
+// A value that is no cluster's configuration holds none.
+func hostGroupsOf(v any) []hostGroup {
+	var cfg *types.ClusterConfigInfoEx
+	switch c := v.(type) {
+	case *types.ClusterConfigInfoEx:
+		cfg = c
+	case types.ClusterConfigInfoEx:
+		cfg = &c
+	}
+	out := []hostGroup{} // read: not nil
+	if cfg == nil {
+		return out
+	}
+	for _, g := range cfg.Group {
+		hg, ok := g.(*types.ClusterHostGroup)
+		if !ok {
+			continue // a VM group
+		}
+		hosts := make([]string, 0, len(hg.Host))
+		for _, h := range hg.Host {
+			hosts = append(hosts, strings.Clone(h.Value))
+		}
+		slices.Sort(hosts)
+		out = append(out, hostGroup{name: strings.Clone(hg.Name), hosts: slices.Compact(hosts)})
+	}
+	slices.SortFunc(out, func(a, b hostGroup) int { return strings.Compare(a.name, b.name) })
+	return out
 }
 
 // applyContent folds a RetrievePropertiesEx page into s, each object as
@@ -191,6 +242,7 @@ func (s *invState) keepOnly(seen map[types.ManagedObjectReference]struct{}) {
 	for ref := range s.entities {
 		if _, ok := seen[ref]; !ok {
 			delete(s.entities, ref)
+			delete(s.hostGroups, ref)
 		}
 	}
 }
@@ -369,9 +421,12 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 	if vm.Host != "" {
 		if h, ok := s.entities[types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}]; ok {
 			vm.HostName = h.name
-			// A standalone host's parent is a plain ComputeResource.
+			// A standalone host's parent is a plain ComputeResource: in
+			// no host group, known without reading one.
+			vm.HostGroupsKnown = h.parent.Type == "ComputeResource"
 			if h.parent.Type == "ClusterComputeResource" {
 				vm.Cluster = s.entities[h.parent].name
+				vm.HostGroups, vm.HostGroupsKnown = s.groupsOf(h.parent, vm.Host)
 			}
 		}
 	}
@@ -379,6 +434,19 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 		vm.ResourcePoolPath = s.path(pool)
 	}
 	return vm
+}
+
+// groupsOf lists the names of cluster's host groups that hold host;
+// known is false when the cluster's configuration was not read (a backend
+// that does not read host groups).
+func (s *invState) groupsOf(cluster types.ManagedObjectReference, host string) (names []string, known bool) {
+	groups, known := s.hostGroups[cluster]
+	for _, g := range groups {
+		if _, found := slices.BinarySearch(g.hosts, host); found {
+			names = append(names, g.name)
+		}
+	}
+	return names, known
 }
 
 // path is ref's inventory path ("/folder/dc-east/host/cluster/Resources",

@@ -207,6 +207,7 @@ func (fx *invFixture) restartInventory() {
 	o := optionsVia(fx.vc, fx.vc.Host, fx.vc.Port, 5*time.Second)
 	o.Inventory, o.Heartbeat, o.TagRefresh = true, time.Minute, time.Hour
 	o.WrapTransport = vcsim.CountRequests(&fx.n)
+	readingHostGroups(&o) // as the fixture's
 	b := New(o)
 	b.Start()
 	fx.t.Cleanup(func() {

@@ -31,6 +31,9 @@ func TestDirectAndInventoryReadsAgreeInEveryField(t *testing.T) {
 	if err := fx.vc.SetExtraConfig(ctx, want, "disk.EnableUUID", "TRUE"); err != nil {
 		t.Fatal(err)
 	}
+	if err := fx.vc.SetHostGroup(ctx, "DC0_C0", "site-a", want.Host); err != nil {
+		t.Fatal(err)
+	}
 	ref := backends.VMRef{Datacenter: want.Datacenter, ID: want.Ref}
 	direct, err := fx.direct.Get(ctx, ref)
 	if err != nil {
@@ -40,7 +43,7 @@ func TestDirectAndInventoryReadsAgreeInEveryField(t *testing.T) {
 	fx.eventually("the inventory holds the VM as vCenter has it", func() bool {
 		vm, ok := fx.b.inv.get(ref)
 		held = vm
-		return ok && vm.GuestInfoMetadataEncoding != "" && vm.DiskEnableUUID != ""
+		return ok && vm.GuestInfoMetadataEncoding != "" && vm.DiskEnableUUID != "" && len(vm.HostGroups) > 0
 	})
 	if !direct.DiskUUIDEnabled() || direct.Cluster == "" || !strings.HasPrefix(direct.ResourcePoolPath, direct.DatacenterPath+"/host/"+direct.Cluster+"/") {
 		t.Errorf("direct read: disk.EnableUUID %q, cluster %q, resource pool %q in datacenter %q; want TRUE, the pool in the cluster", direct.DiskEnableUUID, direct.Cluster, direct.ResourcePoolPath, direct.DatacenterPath)
