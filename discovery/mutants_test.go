@@ -319,10 +319,16 @@ func TestRefusedConnectingOutlastsASettingsEdit(t *testing.T) {
 	target := discovery.Target{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 2, OpenTimeout: time.Hour}
 	d := discovery.New([]discovery.Target{target}, discovery.Options{ConnectWait: 10 * time.Millisecond})
 	t.Cleanup(d.Close)
-	_, _ = d.FindByUUID(t.Context(), noSuchUUID) // meets it connecting
-	time.Sleep(30 * time.Millisecond)
-	if _, err := d.FindByUUID(t.Context(), noSuchUUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
-		t.Fatalf("connecting past ConnectWait: err = %v, want ErrVCenterConnecting", err)
+	// The first lookup meets it connecting; one past ConnectWait is
+	// refused.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := d.FindByUUID(t.Context(), noSuchUUID)
+		if errors.Is(err, discovery.ErrVCenterConnecting) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connecting for 5s: err = %v, want ErrVCenterConnecting", err)
+		}
 	}
 	target.ConsecutiveFailures = 3
 	d.SetVCenters([]discovery.Target{target})
@@ -437,5 +443,59 @@ func TestNamesakeWithAUUIDIsAnotherVM(t *testing.T) {
 	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: vm.Name, ConnectionState: "inaccessible"}, nil)
 	if _, err := d.Exists(t.Context(), keys); err == nil || !strings.Contains(err.Error(), "cannot be read") {
 		t.Fatalf("a namesake whose UUID cannot be read: err = %v, want the Node kept", err)
+	}
+}
+
+// A remembered location re-read: the VM there is still the Node's when
+// its UUID matches or cannot be read (inaccessible: the reference is never
+// reused), not when it reads as another UUID. Its vCenter failing is an
+// error at once, without asking the others (none could settle it).
+func TestRememberedLocationReread(t *testing.T) {
+	f := newFleet()
+	d := f.discoverer(time.Second, 5, time.Minute)
+	ctx := t.Context()
+	vm := f.vms["vc2"][3]
+	if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
+		t.Fatal(err)
+	}
+	inaccessible := vm
+	inaccessible.UUID, inaccessible.ConnectionState = "", "inaccessible"
+	f.backends["vc2"].Add(inaccessible, nil)
+	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil || res.VM.Ref != vm.Ref {
+		t.Fatalf("remembered VM now inaccessible: %v, %v; want it found at its reference", res, err)
+	}
+	f.backends["vc2"].Fail(errors.New("connection refused"))
+	before := f.calls()
+	if res, err := d.FindByUUID(ctx, vm.UUID); err == nil || res != nil {
+		t.Fatalf("remembered vCenter failing: %v, %v; want an error", res, err)
+	}
+	if after := f.calls(); after["vc1"] != before["vc1"] || after["vc3"] != before["vc3"] {
+		t.Fatalf("remembered vCenter failing: calls before %v after %v; want no other vCenter asked", before, after)
+	}
+	f.backends["vc2"].Fail(nil)
+	other := vm
+	other.UUID = "42000000-dddd-4000-8000-000000000001"
+	f.backends["vc2"].Add(other, nil)
+	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res != nil {
+		t.Fatalf("the remembered reference now reads as another UUID: %v, %v; want absence", res, err)
+	}
+}
+
+// A lookup that stopped waiting for a vCenter still connecting (its call
+// under way, no answer within ConnectWait) owes it that lookup: Connected
+// lists it once it is up.
+func TestNotWaitedForWhileConnectingIsListedOnceUp(t *testing.T) {
+	b := backendtest.New()
+	b.SetReachability(backends.ConnUnknown, nil)
+	b.Hang(true)
+	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour}}, discovery.Options{ConnectWait: 30 * time.Millisecond})
+	t.Cleanup(d.Close)
+	if _, err := d.FindByUUID(t.Context(), noSuchUUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+		t.Fatalf("no answer while connecting: err = %v, want ErrVCenterConnecting", err)
+	}
+	b.Hang(false)
+	b.SetReachability(backends.ConnUp, nil)
+	if got := d.Connected(); len(got) != 1 || got[0] != "vc1" {
+		t.Fatalf("Connected = %v once vc1 is up, want [vc1]", got)
 	}
 }
