@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -497,5 +498,41 @@ func TestNotWaitedForWhileConnectingIsListedOnceUp(t *testing.T) {
 	b.SetReachability(backends.ConnUp, nil)
 	if got := d.Connected(); len(got) != 1 || got[0] != "vc1" {
 		t.Fatalf("Connected = %v once vc1 is up, want [vc1]", got)
+	}
+}
+
+// flipOnGet is a vCenter whose session logs in to another appliance at
+// its address while it answers a Get, once flip is set.
+type flipOnGet struct {
+	*backendtest.Backend
+	flip *atomic.Bool
+}
+
+func (b flipOnGet) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
+	vm, err := b.Backend.Get(ctx, ref)
+	if b.flip.Load() {
+		b.SetInstanceUUID("inst-2")
+	}
+	return vm, err
+}
+
+// A remembered location re-read while its vCenter turned into another
+// appliance: the answer is not the VM's (the reference may name another
+// VM there), so the lookup is an error, never a VM found.
+func TestRememberedLocationReadFromAnotherApplianceIsAnError(t *testing.T) {
+	b := backendtest.New()
+	b.SetInstanceUUID("inst-1")
+	vm := backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-1"}, Name: "n1", UUID: "42000000-eeee-4000-8000-000000000001", PowerState: backends.PoweredOn}
+	b.Add(vm, nil)
+	var flip atomic.Bool
+	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: flipOnGet{b, &flip}, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour}}, discovery.Options{})
+	t.Cleanup(d.Close)
+	if res, err := d.FindByUUID(t.Context(), vm.UUID); err != nil || res == nil {
+		t.Fatalf("FindByUUID = %v, %v; want found", res, err)
+	}
+	flip.Store(true)
+	res, err := d.FindByUUID(t.Context(), vm.UUID)
+	if res != nil || !errors.Is(err, discovery.ErrInstanceChanged) {
+		t.Fatalf("re-read while the appliance changed: %v, %v; want ErrInstanceChanged", res, err)
 	}
 }
