@@ -81,16 +81,39 @@ type nodeReport struct {
 	diskUUIDOff bool
 	// missing are the categories (zone, region) the VM has no tag of.
 	missing []string
+	// groupErr is why the VM's host groups give no zone
+	// (ZoneHostGroupError), groupReason its Event reason; "" when they
+	// give one or are not read.
+	groupErr, groupReason string
+}
+
+// carry keeps in r what prev reported of kind (zone, region): what is
+// not in memory yet concludes nothing.
+func (r *nodeReport) carry(prev *nodeReport, kind string) {
+	if prev == nil {
+		return
+	}
+	if c, ok := prev.drift[kind]; ok {
+		r.drift[kind] = c
+	}
+	if slices.Contains(prev.missing, kind) {
+		r.missing = append(r.missing, kind)
+	}
+	if kind == "zone" {
+		r.groupErr, r.groupReason = prev.groupErr, prev.groupReason
+	}
 }
 
 // passSettings are the config's settings a pass applies, read once.
 type passSettings struct {
 	cfg        *config.Config
 	categories []string // zone and region, when both are configured
+	// hostGroups: some vCenter's zones come from host groups.
+	hostGroups bool
 }
 
 func settingsOf(cfg *config.Config) passSettings {
-	s := passSettings{cfg: cfg}
+	s := passSettings{cfg: cfg, hostGroups: anyHostGroups(cfg)}
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
 		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
 	}
@@ -222,17 +245,48 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 	}
 
-	// Zone and region: reported; rewritten only when asked.
+	// Zone and region: reported; rewritten only when asked. Each from
+	// where the VM's vCenter reads it: the host groups, or the tags.
 	var reconciled []string
-	if s.categories != nil && placed.TagsKnown {
-		for _, t := range []struct{ kind, category, ga, beta string }{
-			{"region", s.cfg.Labels.Region, v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
-			{"zone", s.cfg.Labels.Zone, v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
+	src := topologyFor(s.cfg, placed.VCenter)
+	tags, tagsKnown := placed.Tags, placed.TagsKnown
+	if src.hostGroups != nil && src.region != "" {
+		// The region walked alone (the zone is no tag there), from memory.
+		tags, tagsKnown = nil, false
+		if p, ok := n.discovery.Placed(uuid, []string{src.region}); ok && p.VCenter == placed.VCenter {
+			tags, tagsKnown = p.Tags, p.TagsKnown
+		}
+	}
+	var zoneGroup string // the host group the zone is read from
+	if src.any() {
+		for _, t := range []struct{ kind, ga, beta string }{
+			{"region", v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
+			{"zone", v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
 		} {
-			want := placed.Tags[t.category]
-			if want == "" {
-				next.missing = append(next.missing, t.kind)
+			var want string
+			switch cat := src.category(t.kind); {
+			case t.kind == "zone" && src.hostGroups != nil:
+				if !placed.VM.HostGroupsKnown {
+					next.carry(prev, t.kind)
+					continue
+				}
+				zone, group, herr := hostGroupZone(&placed.VM, placed.String(), src.hostGroups)
+				if herr != nil {
+					next.groupErr, next.groupReason = herr.Error(), herr.Reason()
+					continue
+				}
+				want, zoneGroup = zone, group
+			case cat == "":
 				continue
+			case !tagsKnown:
+				// Tags not in memory yet: what was reported of them stands.
+				next.carry(prev, t.kind)
+				continue
+			default:
+				if want = tags[cat]; want == "" {
+					next.missing = append(next.missing, t.kind)
+					continue
+				}
 			}
 			have, ok := node.Labels[t.ga]
 			if !ok {
@@ -252,9 +306,6 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			reconciled = append(reconciled, change)
 		}
-	} else if s.categories != nil && prev != nil {
-		// Tags not in memory yet: what was reported of them stands.
-		next.drift, next.missing = prev.drift, prev.missing
 	}
 
 	written := true
@@ -319,6 +370,9 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if len(moves) > 0 {
 			msg += "; the location labels follow"
 		}
+		if _, ok := next.drift["zone"]; ok && zoneGroup != "" {
+			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", or(placed.VM.HostName, placed.VM.Host), zoneGroup, src.hostGroups)
+		}
 		if len(next.drift) > 0 {
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
 		}
@@ -343,6 +397,9 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			cats = append(cats, fmt.Sprintf("%s (category %q)", kind, cat))
 		}
 		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
+	}
+	if next.groupErr != "" && (prev == nil || prev.groupErr != next.groupErr) {
+		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
 	}
 	if v := klog.FromContext(ctx).V(5); v.Enabled() {
 		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch),
@@ -375,7 +432,11 @@ func (n *nodes) setGauges() {
 	drift := map[string]int{"zone": 0, "region": 0}
 	missing := map[string]int{"zone": 0, "region": 0}
 	disk := 0
+	groups := map[string]int{ReasonZoneHostGroupMissing: 0, ReasonZoneHostGroupAmbiguous: 0}
 	for _, r := range n.reports {
+		if r.groupReason != "" {
+			groups[r.groupReason]++
+		}
 		for kind := range r.drift {
 			drift[kind]++
 		}
@@ -394,6 +455,9 @@ func (n *nodes) setGauges() {
 		n.metrics.tagMissing.WithLabelValues(kind).Set(float64(c))
 	}
 	n.metrics.diskUUID.Set(float64(disk))
+	for reason, c := range groups {
+		n.metrics.hostGroupZone.WithLabelValues(reason).Set(float64(c))
+	}
 }
 
 // patchNodeLabels sets each label of labels, or removes it (nil).

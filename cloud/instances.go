@@ -11,7 +11,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -254,7 +253,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			meta.AdditionalLabels[k] = v
 		}
 	}
-	meta.Zone, meta.Region, err = in.topology(ctx, node, res, cfg.Labels)
+	meta.Zone, meta.Region, err = in.topology(ctx, node, res, topologyFor(cfg, res.VCenter))
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -272,25 +271,45 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	return meta, nil
 }
 
-// topology reads zone and region from the tag categories named in labels.
-// As CPI, only when both are configured (else both are empty; the config
-// notice says so); a category without a tag on the VM's ancestries is an
-// error, so the Node stays tainted rather than join without its zone.
-func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, labels config.Labels) (zone, region string, err error) {
-	if labels.Zone == "" || labels.Region == "" {
+// topology reads zone and region as src says: the zone from the VM's
+// host's DRS host groups (src.hostGroups) or its tag, the region from its
+// tag. From tags as CPI, only when both categories are configured (else
+// both are empty; the config notice says so); with host groups the region
+// category is optional. A zone or region not found is an error, so the
+// Node stays tainted rather than join without its zone.
+func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, src topologySource) (zone, region string, err error) {
+	if !src.any() {
 		return "", "", nil
 	}
-	cats := []string{labels.Zone, labels.Region}
+	if src.hostGroups != nil {
+		// First: with no zone, the region's tags need not be read.
+		var herr *ZoneHostGroupError
+		if zone, _, herr = hostGroupZone(&res.VM, res.String(), src.hostGroups); herr != nil {
+			in.events.recordCause(node, v1.EventTypeWarning, herr.Reason(), herr.Error(), herr.Error())
+			return "", "", herr
+		}
+	}
+	var cats []string
+	for _, kind := range []string{"zone", "region"} {
+		if c := src.category(kind); c != "" {
+			cats = append(cats, c)
+		}
+	}
+	if len(cats) == 0 {
+		return zone, "", nil
+	}
 	tags, err := in.fleet.discovery.Tags(ctx, res, cats)
 	if err != nil {
 		return "", "", err
 	}
 	var missing []string
-	if zone = tags[labels.Zone]; zone == "" {
-		missing = append(missing, fmt.Sprintf("zone (category %q)", labels.Zone))
+	if src.zone != "" {
+		if zone = tags[src.zone]; zone == "" {
+			missing = append(missing, fmt.Sprintf("zone (category %q)", src.zone))
+		}
 	}
-	if region = tags[labels.Region]; region == "" {
-		missing = append(missing, fmt.Sprintf("region (category %q)", labels.Region))
+	if region = tags[src.region]; region == "" {
+		missing = append(missing, fmt.Sprintf("region (category %q)", src.region))
 	}
 	if len(missing) > 0 {
 		err := &ZoneTagError{VM: res.String(), Missing: missing}

@@ -27,7 +27,7 @@ func newHealthCollector(ns string) *healthCollector {
 			"Nodes this CCM leaves alone: label node-restriction.kubernetes.io/vsphere-federated-ccm-unmanaged=true or --unmanaged-node-selector.",
 			nil, nil, metrics.ALPHA, ""),
 		uninitialized: metrics.NewDesc(ns+"_nodes_uninitialized",
-			"Nodes of this CCM still carrying node.cloudprovider.kubernetes.io/uninitialized, by reason: why their last InstanceMetadata failed (VMLookupFailed, VMNotFound, DuplicateVMUUID, ZoneTagMissing, NoSuitableNodeAddress, NodeIPNotOnVM, InvalidNodeIP, NodeIdentityConflict), or Pending.",
+			"Nodes of this CCM still carrying node.cloudprovider.kubernetes.io/uninitialized, by reason: why their last InstanceMetadata failed (VMLookupFailed, VMNotFound, DuplicateVMUUID, ZoneTagMissing, NoSuitableNodeAddress, NodeIPNotOnVM, InvalidNodeIP, NodeIdentityConflict, ZoneHostGroupMissing, ZoneHostGroupAmbiguous), or Pending.",
 			[]string{"reason"}, nil, metrics.ALPHA, ""),
 		duplicates: metrics.NewDesc(ns+"_duplicate_uuids",
 			"BIOS UUIDs held by VMs in more than one vCenter, as the inventories show them; their Nodes' lookups fail until one is changed.",

@@ -12,6 +12,9 @@ type nodeMetrics struct {
 	labelUpdates *metrics.CounterVec
 	diskUUID     *metrics.Gauge
 	tagMissing   *metrics.GaugeVec
+	// hostGroupZone counts the Nodes whose VM's host groups give no zone
+	// (labels.zoneHostGroups), by Event reason.
+	hostGroupZone *metrics.GaugeVec
 	// identityConflicts counts the claims on a VM another Node holds
 	// (claims.go), once each.
 	identityConflicts *metrics.CounterVec
@@ -44,6 +47,11 @@ func newNodeMetrics(ns string) *nodeMetrics {
 			Help:           "Initialized Nodes whose VM has no tag of the configured zone or region category on its ancestries, by category (zone, region).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"category"}),
+		hostGroupZone: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: ns, Name: "nodes_zone_host_group_unresolved",
+			Help:           "Initialized Nodes whose VM's host is in no DRS host group that labels.zoneHostGroups maps (ZoneHostGroupMissing) or in groups of different zones (ZoneHostGroupAmbiguous), by reason.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"reason"}),
 		identityConflicts: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace: ns, Name: "node_identity_conflicts_total",
 			Help:           "Nodes claiming (by providerID, system UUID or name) the VM another Node holds, once per pair of Nodes, by outcome: refused (the claimant stays uninitialized while the holder lives), replaced (the holder NotReady for 5m and the VM's guest host name the claimant's: the claimant initialized, the holder kept).",
@@ -53,5 +61,5 @@ func newNodeMetrics(ns string) *nodeMetrics {
 }
 
 func (m *nodeMetrics) collectors() []metrics.Registerable {
-	return []metrics.Registerable{m.drift, m.moves, m.labelUpdates, m.diskUUID, m.tagMissing, m.identityConflicts}
+	return []metrics.Registerable{m.drift, m.moves, m.labelUpdates, m.diskUUID, m.tagMissing, m.hostGroupZone, m.identityConflicts}
 }

@@ -34,6 +34,10 @@ type connectionKey struct {
 	port                                    int
 	insecure, inventory                     bool
 	roundTrips                              uint
+	// hostGroups: the backend reads the clusters' host groups (zones
+	// from host groups), which its inventory's filter asks for: turning
+	// them on or off builds a new one (a login and a load, once).
+	hostGroups bool
 }
 
 // applyLocked makes cfg current: a backend per vCenter (kept when its
@@ -190,6 +194,7 @@ func (f *fleet) connectionKey(cfg *config.Config, vc config.VCenter) connectionK
 	return connectionKey{
 		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: strings.Join(vc.Thumbprints, ","),
 		roundTrips: vc.RoundTripCount, credentials: credentialsKey(f.credentialSource(cfg, vc)), inventory: vc.Inventory,
+		hostGroups: vc.ZoneHostGroups != nil,
 	}
 }
 

@@ -48,7 +48,7 @@ const (
 // uninitializedReasons is the fixed set of the metric's reason values.
 var uninitializedReasons = []string{
 	UninitializedPending, ReasonLookupFailed, UninitializedNoVM, ReasonDuplicateUUID, ReasonZoneTagMissing, ReasonNoNodeAddress,
-	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict,
+	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict, ReasonZoneHostGroupMissing, ReasonZoneHostGroupAmbiguous,
 }
 
 // DefaultUninitializedAfter is how long a Node may stay uninitialized
@@ -107,7 +107,10 @@ func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
 func failureReason(err error) string {
 	var dup *discovery.DuplicateError
 	var zone *ZoneTagError
+	var groups *ZoneHostGroupError
 	switch {
+	case errors.As(err, &groups):
+		return groups.Reason()
 	case errors.As(err, &dup):
 		return ReasonDuplicateUUID
 	case errors.As(err, &zone):
