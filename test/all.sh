@@ -39,6 +39,11 @@ LINT=$(test/golangci-lint.sh)
 step "unit tests (race detector)"
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /test/e2e)
 
+# Timings against a baseline or a round trip mean nothing under the race
+# detector (those tests skip themselves there): run them without it.
+step "timing tests, without the race detector"
+go test -count=1 -run '^(TestDeadVCenterCostsTheOthersNothing|TestSlowVCenterIsWaitedForOnFirstLookups)$' ./cloud/
+
 # Once each: a benchmark no test runs rots unseen (BenchmarkFollowVMs did).
 # The numbers come from -benchtime runs on demand (test/README.md).
 step "benchmarks, one iteration each"

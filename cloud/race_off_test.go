@@ -1,0 +1,5 @@
+//go:build !race
+
+package cloud_test
+
+const raceDetector = false
