@@ -106,8 +106,10 @@ func (r *nodeReport) carry(prev *nodeReport, kind string) {
 
 // passSettings are the config's settings a pass applies, read once.
 type passSettings struct {
-	cfg        *config.Config
-	categories []string // zone and region, when both are configured
+	cfg *config.Config
+	// categories: zone and region, when both are configured; else the
+	// region alone, when some vCenter's zones come from host groups.
+	categories []string
 	// hostGroups: some vCenter's zones come from host groups.
 	hostGroups bool
 }
@@ -116,6 +118,8 @@ func settingsOf(cfg *config.Config) passSettings {
 	s := passSettings{cfg: cfg, hostGroups: anyHostGroups(cfg)}
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
 		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
+	} else if cfg.Labels.Region != "" && s.hostGroups {
+		s.categories = []string{cfg.Labels.Region}
 	}
 	return s
 }
@@ -250,8 +254,9 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	var reconciled []string
 	src := topologyFor(s.cfg, placed.VCenter)
 	tags, tagsKnown := placed.Tags, placed.TagsKnown
-	if src.hostGroups != nil && src.region != "" {
-		// The region walked alone (the zone is no tag there), from memory.
+	if src.hostGroups != nil && src.region != "" && len(s.categories) != 1 {
+		// The region walked alone (the zone is no tag there), from memory:
+		// a second lookup only when the first walked zone and region.
 		tags, tagsKnown = nil, false
 		if p, ok := n.discovery.Placed(uuid, []string{src.region}); ok && p.VCenter == placed.VCenter {
 			tags, tagsKnown = p.Tags, p.TagsKnown
@@ -270,7 +275,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 					next.carry(prev, t.kind)
 					continue
 				}
-				zone, group, herr := hostGroupZone(&placed.VM, placed.String(), src.hostGroups)
+				zone, group, herr := hostGroupZone(&placed.VM, &placed.Result, src.hostGroups)
 				if herr != nil {
 					next.groupErr, next.groupReason = herr.Error(), herr.Reason()
 					continue

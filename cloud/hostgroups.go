@@ -88,11 +88,30 @@ func (e *ZoneHostGroupError) mapped() string {
 	return strings.Join(parts, ", ")
 }
 
-// hostGroupZone is the zone z gives vm (named what): that of the host
+// hostGroupZone is the zone z gives vm (named by what): that of the host
 // groups of its host that z maps, all of which must give one zone.
 // group is the first such group, for messages.
-func hostGroupZone(vm *backends.VM, what string, z *config.HostGroupZones) (zone, group string, err *ZoneHostGroupError) {
-	e := &ZoneHostGroupError{VM: what, Host: or(vm.HostName, vm.Host), Cluster: vm.Cluster, Groups: vm.HostGroups,
+func hostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones) (zone, group string, err *ZoneHostGroupError) {
+	// The usual case first, without allocating: the pass meets it for
+	// every Node at every pass.
+	if vm.HostGroupsKnown {
+		one := true
+		for _, g := range vm.HostGroups {
+			if gz, ok := z.ZoneOf(g); ok {
+				if zone == "" {
+					zone, group = gz, g
+				}
+				one = one && gz == zone
+			}
+		}
+		// A zone of the mapping was checked with the config; one of the
+		// pattern is checked here.
+		if _, mapped := z.Groups[group]; zone != "" && one && (mapped || config.InvalidZone(zone) == "") {
+			return zone, group, nil
+		}
+		zone, group = "", ""
+	}
+	e := &ZoneHostGroupError{VM: what.String(), Host: or(vm.HostName, vm.Host), Cluster: vm.Cluster, Groups: vm.HostGroups,
 		Zones: map[string]string{}, Setting: z.String(), Unknown: !vm.HostGroupsKnown}
 	if e.Unknown {
 		return "", "", e

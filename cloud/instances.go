@@ -284,7 +284,7 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 	if src.hostGroups != nil {
 		// First: with no zone, the region's tags need not be read.
 		var herr *ZoneHostGroupError
-		if zone, _, herr = hostGroupZone(&res.VM, res.String(), src.hostGroups); herr != nil {
+		if zone, _, herr = hostGroupZone(&res.VM, res, src.hostGroups); herr != nil {
 			in.events.recordCause(node, v1.EventTypeWarning, herr.Reason(), herr.Error(), herr.Error())
 			return "", "", herr
 		}
