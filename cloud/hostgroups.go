@@ -109,26 +109,20 @@ func hostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones)
 		if _, mapped := z.Groups[group]; zone != "" && one && (mapped || config.InvalidZone(zone) == "") {
 			return zone, group, nil
 		}
-		zone, group = "", ""
 	}
 	e := &ZoneHostGroupError{VM: what.String(), Host: or(vm.HostName, vm.Host), Cluster: vm.Cluster, Groups: vm.HostGroups,
 		Zones: map[string]string{}, Setting: z.String(), Unknown: !vm.HostGroupsKnown}
 	if e.Unknown {
 		return "", "", e
 	}
+	// Why not: no mapped group, two zones, or a zone no label value.
 	for _, g := range vm.HostGroups {
 		if zone, ok := z.ZoneOf(g); ok {
 			e.Zones[g] = zone
 			if why := config.InvalidZone(zone); why != "" && e.Invalid == "" {
 				e.Invalid = fmt.Sprintf("zone %q of group %s is no valid label value: %s", zone, g, why)
 			}
-			if group == "" {
-				group = g
-			}
 		}
-	}
-	if zones := e.zones(); len(zones) == 1 && e.Invalid == "" {
-		return zones[0], group, nil
 	}
 	return "", "", e
 }

@@ -649,7 +649,8 @@ func withHostGroups(spec types.PropertyFilterSpec) types.PropertyFilterSpec {
 			return spec
 		}
 	}
-	spec.PropSet = append(props, types.PropertySpec{Type: "ClusterComputeResource", PathSet: []string{path}})
+	props = append(props, types.PropertySpec{Type: "ClusterComputeResource", PathSet: []string{path}})
+	spec.PropSet = props
 	return spec
 }
 
