@@ -42,10 +42,21 @@ func TestPlacementFromMemoryFollowsAMove(t *testing.T) {
 
 	placementOf := func() backends.Placement {
 		t.Helper()
-		n := fx.n.Load()
-		ps, ok := fx.b.Placement(want.UUID, zoneRegion)
-		if got := fx.n.Load() - n; got != 0 {
-			t.Fatalf("Placement made %d requests, want none", got)
+		// The counter sees the backend's own background requests too (the
+		// watch's polls, keep-alives): one in the window is not
+		// Placement's. A Placement that asks vCenter asks every time.
+		var ps []backends.Placement
+		var ok bool
+		for try := 1; ; try++ {
+			n := fx.n.Load()
+			ps, ok = fx.b.Placement(want.UUID, zoneRegion)
+			got := fx.n.Load() - n
+			if got == 0 {
+				break
+			}
+			if try == 3 {
+				t.Fatalf("Placement made %d requests at each of 3 tries, want none", got)
+			}
 		}
 		if !ok || len(ps) != 1 || ps[0].VM.Ref != ref {
 			t.Fatalf("Placement(%s) = %+v, %v; want the one VM %v", want.UUID, ps, ok, ref)
