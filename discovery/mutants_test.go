@@ -8,6 +8,7 @@ package discovery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -534,5 +535,26 @@ func TestRememberedLocationReadFromAnotherApplianceIsAnError(t *testing.T) {
 	res, err := d.FindByUUID(t.Context(), vm.UUID)
 	if res != nil || !errors.Is(err, discovery.ErrInstanceChanged) {
 		t.Fatalf("re-read while the appliance changed: %v, %v; want ErrInstanceChanged", res, err)
+	}
+}
+
+// One VM seen through two entries of one vCenter (CPI's tenants), one of
+// which does not know its instance yet: one VM, in either config order.
+func TestVMSeenThroughAnEntryOfUnknownInstanceIsOneVM(t *testing.T) {
+	vm := backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-1"}, Name: "n1", UUID: "42000000-ffff-4000-8000-000000000001", PowerState: backends.PoweredOn}
+	for _, order := range [][]string{{"inst-1", ""}, {"", "inst-1"}} {
+		var targets []discovery.Target
+		for i, instance := range order {
+			b := backendtest.New()
+			b.SetInstanceUUID(instance)
+			b.Add(vm, nil)
+			targets = append(targets, discovery.Target{Name: fmt.Sprintf("tenant-%d", i), Server: "vc.example.com:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour})
+		}
+		d := discovery.New(targets, discovery.Options{})
+		res, err := d.FindByUUID(t.Context(), vm.UUID)
+		d.Close()
+		if err != nil || res == nil || res.VCenter != "tenant-0" {
+			t.Fatalf("instances %q: FindByUUID = %v, %v; want one VM, through tenant-0", order, res, err)
+		}
 	}
 }
