@@ -558,3 +558,23 @@ func TestVMSeenThroughAnEntryOfUnknownInstanceIsOneVM(t *testing.T) {
 		}
 	}
 }
+
+// Tags are read through the entry that found the VM (its login saw it),
+// not the first entry of its vCenter.
+func TestTagsThroughTheEntryNamedByTheResult(t *testing.T) {
+	vm := backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-1"}, Name: "n1", UUID: "42000000-abab-4000-8000-000000000001", PowerState: backends.PoweredOn}
+	var targets []discovery.Target
+	for i, zone := range []string{"zone-a", "zone-b"} {
+		b := backendtest.New()
+		b.SetInstanceUUID("inst-1")
+		b.Add(vm, map[string]string{"k8s-zone": zone})
+		targets = append(targets, discovery.Target{Name: fmt.Sprintf("tenant-%d", i), Server: "vc.example.com:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour})
+	}
+	d := discovery.New(targets, discovery.Options{})
+	t.Cleanup(d.Close)
+	res := &discovery.Result{VCenter: "tenant-1", Where: discovery.Identity{Server: "vc.example.com:443", InstanceUUID: "inst-1"}, VM: vm}
+	tags, err := d.Tags(t.Context(), res, []string{"k8s-zone"})
+	if err != nil || tags["k8s-zone"] != "zone-b" {
+		t.Fatalf("Tags through tenant-1 = %v, %v; want tenant-1's zone-b", tags, err)
+	}
+}
