@@ -83,12 +83,10 @@ func newLogins(client kubernetes.Interface, object, lease types.NamespacedName, 
 }
 
 // Backs implements credentials.Backing.
-func (l *logins) Backs(a credentials.Account, since time.Time) error {
+func (l *logins) Backs(ctx context.Context, a credentials.Account, since time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// The ledger asks from within a login, which bounds it: a read has its
-	// own short deadline.
-	l.refreshLocked(context.Background())
+	l.refreshLocked(ctx)
 	if l.err != nil {
 		return l.err
 	}

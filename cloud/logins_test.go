@@ -151,7 +151,7 @@ func TestStandbysSendOnlyWhatTheLeaderLoggedInWith(t *testing.T) {
 	if rec.Leader != "r1_abc" || rec.Accounts[acct].Refusals != len(leader) || !rec.Accounts[acct].Accepted.IsZero() {
 		t.Fatalf("record %+v; want the leader r1_abc, %d refusals of %s", rec, len(leader), acct)
 	}
-	if err := replicas[1].logins.Backs(credentials.AccountOf("vc.example.com", credentials.Credentials{User: "ccm"}), time.Time{}); err == nil ||
+	if err := replicas[1].logins.Backs(t.Context(), credentials.AccountOf("vc.example.com", credentials.Credentials{User: "ccm"}), time.Time{}); err == nil ||
 		!strings.Contains(err.Error(), "refused the leader's last login") {
 		t.Fatalf("standby's Backs = %v; want the leader's refusal named", err)
 	}
@@ -184,7 +184,7 @@ func TestStandbyFollowsOnlyTheCurrentLeader(t *testing.T) {
 	lg.readEvery = 0
 	acct := credentials.AccountOf("vc", credentials.Credentials{User: "ccm"})
 
-	if err := lg.Backs(acct, time.Time{}); err == nil || !strings.Contains(err.Error(), `held by ""`) {
+	if err := lg.Backs(t.Context(), acct, time.Time{}); err == nil || !strings.Contains(err.Error(), `held by ""`) {
 		t.Fatalf("no Lease: %v; want no leader named", err)
 	}
 	// An old leader wrote the record and logged in.
@@ -199,20 +199,20 @@ func TestStandbyFollowsOnlyTheCurrentLeader(t *testing.T) {
 	if err := oldPub.write(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := lg.Backs(acct, time.Time{}); err != nil {
+	if err := lg.Backs(t.Context(), acct, time.Time{}); err != nil {
 		t.Fatalf("the current leader's login: %v; want backed", err)
 	}
-	if err := lg.Backs(acct, time.Now().Add(time.Hour)); err == nil || !strings.Contains(err.Error(), "predates") {
+	if err := lg.Backs(t.Context(), acct, time.Now().Add(time.Hour)); err == nil || !strings.Contains(err.Error(), "predates") {
 		t.Fatalf("credentials read after the leader's login: %v; want not backed", err)
 	}
 	// Every replica restarted: a new holder, which has written nothing.
 	holdLease(t, client, "new")
-	if err := lg.Backs(acct, time.Time{}); err == nil || !strings.Contains(err.Error(), `held by "new"`) {
+	if err := lg.Backs(t.Context(), acct, time.Time{}); err == nil || !strings.Contains(err.Error(), `held by "new"`) {
 		t.Fatalf("the record of an earlier leader: %v; want not backed, the new holder named", err)
 	}
 	other := credentials.AccountOf("vc", credentials.Credentials{User: "someone"})
 	holdLease(t, client, "old")
-	if err := lg.Backs(other, time.Time{}); err == nil || !strings.Contains(err.Error(), "has not logged in as") {
+	if err := lg.Backs(t.Context(), other, time.Time{}); err == nil || !strings.Contains(err.Error(), "has not logged in as") {
 		t.Fatalf("an account the leader never used: %v", err)
 	}
 	// The state ConfigMap's other keys are kept.
@@ -235,7 +235,7 @@ func TestStandbyFollowsOnlyTheCurrentLeader(t *testing.T) {
 	if strings.Contains(cm.Data[loginsKey], "pw") || strings.Contains(cm.Data[loginsKey], "ccm") {
 		t.Fatalf("logins %s name a value", cm.Data[loginsKey])
 	}
-	if errors.Is(lg.Backs(acct, time.Time{}), credentials.ErrDeferred) {
+	if errors.Is(lg.Backs(t.Context(), acct, time.Time{}), credentials.ErrDeferred) {
 		t.Fatal("Backs wraps ErrDeferred: the chain does")
 	}
 }

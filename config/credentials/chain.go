@@ -180,7 +180,7 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 	var skipped []error
 	now := c.now()
 	errs, err := c.walk(ctx, func(s Served) bool {
-		switch st, why := c.standing(s, now); st {
+		switch st, why := c.standing(ctx, s, now); st {
 		case waiting:
 			skipped = append(skipped, refusedBefore(s))
 			return true
@@ -280,7 +280,7 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 	}
 	now := c.now()
 	readErrs, err := c.walk(ctx, func(s Served) bool {
-		switch st, why := c.standing(s, now); st {
+		switch st, why := c.standing(ctx, s, now); st {
 		case waiting:
 			skipped = append(skipped, refusedBefore(s))
 			return true
@@ -327,7 +327,7 @@ func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
 	s.Credentials = cr
-	switch st, why := c.standing(s, c.now()); st {
+	switch st, why := c.standing(ctx, s, c.now()); st {
 	case waiting:
 		return Credentials{}, fmt.Errorf("%s: %w", op, refusedBefore(s))
 	case deferred:
@@ -388,9 +388,9 @@ func (c *Chain) key(s Served) ledgerKey {
 	return ledgerKey{AccountOf(c.server, s.Credentials), s.Fingerprint()}
 }
 
-func (c *Chain) standing(s Served, now time.Time) (standing, error) {
+func (c *Chain) standing(ctx context.Context, s Served, now time.Time) (standing, error) {
 	k := c.key(s)
-	st, err := c.ledger.standing(k.Account, k.fp, c.retry, now)
+	st, err := c.ledger.standing(ctx, k.Account, k.fp, c.retry, now)
 	if st == waiting || st == retryDue {
 		// Refused through another chain of the ledger (a backend this
 		// one replaced, another entry of the server): reported as this

@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -39,7 +40,7 @@ type Backing interface {
 	// Backs is nil when the leader's last login as a succeeded (no
 	// refusal since) and this replica saw that success at or after since;
 	// else why not.
-	Backs(a Account, since time.Time) error
+	Backs(ctx context.Context, a Account, since time.Time) error
 	// Refusal is the leader's last unresolved refusal of a, as seen by
 	// this replica (at: when it saw it), for a replica that takes the
 	// lease to continue the schedule; ok false when none.
@@ -154,7 +155,7 @@ func (l *Ledger) recordLocked(k ledgerKey, now time.Time) *ledgerRecord {
 
 // standing is what may be done with credentials cr (fingerprint fp) of
 // account a at now under retry r.
-func (l *Ledger) standing(a Account, fp [32]byte, r Retry, now time.Time) (standing, error) {
+func (l *Ledger) standing(ctx context.Context, a Account, fp [32]byte, r Retry, now time.Time) (standing, error) {
 	l.mu.Lock()
 	rec := l.recordLocked(ledgerKey{a, fp}, now)
 	leading, backing := l.leading, l.backing
@@ -174,12 +175,12 @@ func (l *Ledger) standing(a Account, fp [32]byte, r Retry, now time.Time) (stand
 	// for one no earlier than it read them, give or take the time the
 	// Secret takes to reach every replica.
 	if count > 0 {
-		if backing.Backs(a, refused.Add(time.Nanosecond)) != nil { // strictly after
+		if backing.Backs(ctx, a, refused.Add(time.Nanosecond)) != nil { // strictly after
 			return waiting, nil
 		}
 		return retryDue, nil
 	}
-	if err := backing.Backs(a, held.Add(-heldSlack)); err != nil {
+	if err := backing.Backs(ctx, a, held.Add(-heldSlack)); err != nil {
 		return deferred, err
 	}
 	return fresh, nil

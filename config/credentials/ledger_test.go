@@ -96,7 +96,7 @@ type backing struct {
 	asked     []time.Time
 }
 
-func (b *backing) Backs(_ credentials.Account, since time.Time) error {
+func (b *backing) Backs(_ context.Context, _ credentials.Account, since time.Time) error {
 	b.asked = append(b.asked, since)
 	return b.backs(since)
 }
