@@ -7,6 +7,7 @@ package cloud
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -177,6 +178,14 @@ func (f *fleet) close(ctx context.Context) {
 			klog.FromContext(ctx).Info("Closing vCenter session failed", "vcenter", name, "err", err)
 		}
 	}
+}
+
+// builtBackends is a copy of the backends by vCenter name, for work done
+// with each outside f.mu (a call to vCenter, a status read).
+func (f *fleet) builtBackends() map[string]*builtBackend {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.backends)
 }
 
 func (f *fleet) inventoryStatuses() []vcenterInventory {

@@ -25,12 +25,7 @@ func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) 
 func (f *fleet) problemInputs(ctx context.Context, w nodeWatch) problems.Inputs {
 	cfg := f.config()
 	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{}}
-	f.mu.Lock()
-	built := make(map[string]*builtBackend, len(f.backends))
-	for name, b := range f.backends {
-		built[name] = b
-	}
-	f.mu.Unlock()
+	built := f.builtBackends()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, vc := range cfg.VCenters {

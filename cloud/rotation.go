@@ -18,12 +18,7 @@ import (
 // credentials, in parallel, each under its request deadline.
 func (f *fleet) refreshCredentials(ctx context.Context) {
 	cfg := f.cfg.Load()
-	f.mu.Lock()
-	current := make(map[string]*builtBackend, len(f.backends))
-	for name, b := range f.backends {
-		current[name] = b
-	}
-	f.mu.Unlock()
+	current := f.builtBackends()
 	var wg sync.WaitGroup
 	for _, vc := range cfg.VCenters {
 		b, ok := current[vc.Name]

@@ -88,12 +88,7 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 	cfg := f.cfg.Load()
 	health := f.discovery.Health()
 	held := f.discovery.Held()
-	f.mu.Lock()
-	bs := make(map[string]backends.Backend, len(f.backends))
-	for name, b := range f.backends {
-		bs[name] = b.Backend
-	}
-	f.mu.Unlock()
+	bs := f.builtBackends()
 	now := time.Now()
 	out := make([]VCenterStatus, 0, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
@@ -110,20 +105,20 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 			}
 		}
 		if b, ok := bs[vc.Name]; ok {
-			budgetAndCertificate(&st, b, now)
+			budgetAndCertificate(&st, b.Backend, now)
 			st.InstanceUUID = b.InstanceUUID()
 			if inv, ok := b.Inventory(); ok {
 				st.Inventory = &InventorySummary{InService: inv.InService, VMs: inv.VMs, Updates: inv.Updates}
 			}
-		}
-		if r, ok := bs[vc.Name].(backends.SessionReporter); ok {
-			if s, ok := r.Session(); ok {
-				st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
+			if r, ok := b.Backend.(backends.SessionReporter); ok {
+				if s, ok := r.Session(); ok {
+					st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
+				}
 			}
-		}
-		if r, ok := bs[vc.Name].(backends.CredentialReporter); ok {
-			for _, rc := range r.RefusedCredentials() {
-				st.RefusedCredentials = append(st.RefusedCredentials, RefusedCredentials{Source: rc.Source, Refusals: rc.Refusals, Last: rc.Last.UTC(), Retry: rc.Retry.UTC()})
+			if r, ok := b.Backend.(backends.CredentialReporter); ok {
+				for _, rc := range r.RefusedCredentials() {
+					st.RefusedCredentials = append(st.RefusedCredentials, RefusedCredentials{Source: rc.Source, Refusals: rc.Refusals, Last: rc.Last.UTC(), Retry: rc.Retry.UTC()})
+				}
 			}
 		}
 		out = append(out, st)
