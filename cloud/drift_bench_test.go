@@ -31,21 +31,41 @@ func (b *indexed) Placement(uuid string, _ []string) ([]backends.Placement, bool
 
 // One pass of the nodes owner over 5,000 initialized Nodes, every label
 // current (the steady state: no write), against two vCenters holding
-// 50,000 VMs: the cost per Node of following the VMs.
-// With tagLabels=2, two nodes.tagLabels categories too (each walked on its
-// own: a lookup of the VM per category).
+// 50,000 VMs: the cost per Node of following the VMs. Variants: with
+// tagLabels=2, two nodes.tagLabels categories too (each walked on its own:
+// a lookup of the VM per category); hostGroups, zones from host groups
+// (each VM's host in one of a stretched cluster's two site groups, the
+// region from its tag, walked alone).
 func BenchmarkFollowVMs(b *testing.B) {
-	for _, tagged := range []int{0, 2} {
-		b.Run(fmt.Sprintf("tagLabels=%d", tagged), func(b *testing.B) { benchmarkFollowVMs(b, tagged) })
+	for _, v := range []followVariant{{}, {tagged: 2}, {hostGroups: true}} {
+		b.Run(v.String(), func(b *testing.B) { benchmarkFollowVMs(b, v) })
 	}
 }
 
-func benchmarkFollowVMs(b *testing.B, tagged int) {
+type followVariant struct {
+	tagged     int
+	hostGroups bool
+}
+
+func (v followVariant) String() string {
+	if v.hostGroups {
+		return "hostGroups"
+	}
+	return fmt.Sprintf("tagLabels=%d", v.tagged)
+}
+
+func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 	const vcenters, vmsPer, nodeCount = 2, 25_000, 5_000
 	cfg := &config.Config{Labels: config.Labels{Zone: "zone", Region: "region"},
 		PlacementLabels: []config.PlacementLabel{config.PlacementHost, config.PlacementCluster}}
 	tags := map[string]string{"zone": "z", "region": "r"}
-	for i := range tagged {
+	var zones *config.HostGroupZones
+	if variant.hostGroups {
+		zones = &config.HostGroupZones{Groups: map[string]string{"site-a-hosts": "site-a", "site-b-hosts": "site-b"}, From: "labels"}
+		cfg.Labels.Zone = ""
+		delete(tags, "zone")
+	}
+	for i := range variant.tagged {
 		cat := fmt.Sprintf("cat-%d", i)
 		cfg.TagLabels = append(cfg.TagLabels, config.TagLabel{Category: cat, Key: "example.com/" + cat})
 		tags[cat] = "v"
@@ -55,12 +75,20 @@ func benchmarkFollowVMs(b *testing.B, tagged int) {
 	for v := range vcenters {
 		be := &indexed{Backend: backendtest.New(), byUUID: map[string][]backends.Placement{}}
 		name := fmt.Sprintf("vc%d", v)
+		if zones != nil {
+			cfg.VCenters = append(cfg.VCenters, config.VCenter{Name: name, ZoneHostGroups: zones})
+		}
 		targets = append(targets, discovery.Target{Name: name, Server: name + ":443", Backend: be,
 			RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 		for i := range vmsPer {
 			uuid := fmt.Sprintf("42%06x-0000-4000-8000-%012x", v, i)
 			vm := backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: fmt.Sprintf("vm-%d", i)}, Name: fmt.Sprintf("vm-%d-%d", v, i),
 				UUID: uuid, HostName: fmt.Sprintf("esx-%d", i%64), Cluster: fmt.Sprintf("c-%d", i%8), DiskEnableUUID: "TRUE"}
+			zone := "z"
+			if zones != nil {
+				zone = []string{"site-a", "site-b"}[i%64/32]
+				vm.Cluster, vm.HostGroups, vm.HostGroupsKnown = "stretched", []string{zone + "-hosts"}, true
+			}
 			be.byUUID[uuid] = []backends.Placement{{VM: vm, Tags: tags, TagsKnown: true}}
 			if i%(vmsPer*vcenters/nodeCount) != 0 { // every 10th VM is a Node's
 				continue
@@ -68,7 +96,7 @@ func benchmarkFollowVMs(b *testing.B, tagged int) {
 			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Labels: map[string]string{
 				LabelVCenter: name, LabelServer: name, LabelDatacenter: "dc0",
 				LabelHost: vm.HostName, LabelCluster: vm.Cluster,
-				v1.LabelTopologyZone: "z", v1.LabelTopologyRegion: "r",
+				v1.LabelTopologyZone: zone, v1.LabelTopologyRegion: "r",
 			}}, Spec: v1.NodeSpec{ProviderID: discovery.ProviderID(uuid)}}
 			for _, t := range cfg.TagLabels {
 				node.Labels[t.Key] = "v"
@@ -86,7 +114,6 @@ func benchmarkFollowVMs(b *testing.B, tagged int) {
 	lister := corelisters.NewNodeLister(indexer)
 	client := fake.NewClientset()
 	ctx := b.Context()
-	writes := func() int { return len(client.Actions()) }
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -94,11 +121,16 @@ func benchmarkFollowVMs(b *testing.B, tagged int) {
 		n.followVMs(ctx, client, lister, time.Now().Add(time.Duration(i)))
 	}
 	b.StopTimer()
-	if w := writes(); w != 0 {
-		b.Fatalf("%d writes in the steady state; want none", w)
+	if w := len(client.Actions()); w != 0 {
+		b.Fatalf("%d writes in the steady state; want none (%v)", w, client.Actions()[0])
 	}
 	if len(indexer.List()) != nodeCount {
 		b.Fatalf("%d Nodes, want %d", len(indexer.List()), nodeCount)
+	}
+	for _, r := range n.reports {
+		if len(r.drift) > 0 || r.groupErr != "" {
+			b.Fatalf("a report %+v in the steady state", r)
+		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/nodeCount, "ns/node")
 }
