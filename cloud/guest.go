@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -32,11 +33,19 @@ func (c *Cloud) Guest(ctx context.Context, node *v1.Node) (*servingcert.Guest, e
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	g := &servingcert.Guest{VM: res.String(), HostName: res.VM.GuestHostName}
+	var ips []string
 	for _, nic := range res.VM.NICs {
-		for _, s := range nic.IPs {
-			if a, err := netip.ParseAddr(s); err == nil {
-				g.IPs = append(g.IPs, a.Unmap())
-			}
+		ips = append(ips, nic.IPs...)
+	}
+	// The addresses of guestinfo.metadata are the VM's too: a kubelet's
+	// --node-ip may be one (InstanceMetadata accepts it, nodeip.go). One
+	// that does not parse gives none: its IPs are not the VM's word.
+	if static, err := staticAddresses(res.VM.GuestInfoMetadata, res.VM.GuestInfoMetadataEncoding); err == nil {
+		ips = append(ips, sortedStatic(static)...)
+	}
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(g.IPs, a.Unmap()) {
+			g.IPs = append(g.IPs, a.Unmap())
 		}
 	}
 	return g, nil
