@@ -15,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
 
 // connError is a connection-level failure; what names the stage that
@@ -102,9 +103,12 @@ func (s *sessions) reachability() backends.Reachability {
 	return s.reach
 }
 
-// recordLogin records a login flight's outcome, unless close ended it.
+// recordLogin records a login flight's outcome, unless close ended it or
+// a standby deferred the login (nothing was sent: it says nothing of
+// vCenter, and a replica that takes the lease must not find its vCenters
+// known down for a login it chose not to make).
 func (s *sessions) recordLogin(err error) {
-	if err != nil && s.lifetime().Err() != nil {
+	if err != nil && (s.lifetime().Err() != nil || errors.Is(err, credentials.ErrDeferred)) {
 		return
 	}
 	s.setReachability(err)

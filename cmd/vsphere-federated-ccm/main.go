@@ -230,6 +230,12 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 // identity Initialize will (the same client builder and name), so a
 // standby reads with the leader's permissions.
 func prepare(c *ccmconfig.CompletedConfig, provider *cloud.Cloud) {
+	if !c.ComponentConfig.Generic.LeaderElection.LeaderElect {
+		// No election: this process leads from the start, and a standby's
+		// part (sending only what a leader logged in with) would hold its
+		// first logins back until Initialize.
+		return
+	}
 	client, err := c.ClientBuilder.Client(cloud.ClientName)
 	if err != nil {
 		// Not fatal: the leader's Initialize starts it all, as without.
