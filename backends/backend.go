@@ -81,6 +81,14 @@ type Backend interface {
 	// datacenter the inventory holds (with a DatacenterScope, the
 	// configured ones only): the caller filters.
 	Placement(uuid string, categories []string) (placements []Placement, ok bool)
+	// MissingPrivileges reads, with the current session only, the
+	// privileges its user holds on the datacenters the CCM searches (the
+	// configured ones; every one when none is) and names those of the
+	// required set it lacks. It never logs in, nor again after a lost
+	// session: a refused login counts against vSphere SSO's lockout, and
+	// a periodic check must not spend one. Without a current session it
+	// fails with ErrNoSession: the answer is unknown, not "none missing".
+	MissingPrivileges(ctx context.Context) (PrivilegeReport, error)
 	// Start begins the backend's background work (an inventory watch),
 	// which runs until Close; a backend built and never started talks to
 	// vCenter only when called. Calls after the first, or after Close,
@@ -90,6 +98,24 @@ type Backend interface {
 	// work. A closed backend never connects again: every later call
 	// fails with ErrClosed.
 	Close(ctx context.Context) error
+}
+
+// ErrNoSession is a call that needs a current session (MissingPrivileges)
+// made while the backend holds none: nothing was asked of vCenter.
+var ErrNoSession = errors.New("no current vCenter session")
+
+// PrivilegeReport is what MissingPrivileges found: the session's user (a
+// name, never a credential) and, per entity lacking some, the required
+// privileges it lacks there; none: every one is held.
+type PrivilegeReport struct {
+	User    string
+	Missing []MissingOn
+}
+
+// MissingOn names the privileges lacking on one entity ("datacenter DC0").
+type MissingOn struct {
+	Entity     string
+	Privileges []string
 }
 
 // InventoryStatus is what an inventory shows of itself.
@@ -415,6 +441,10 @@ type VM struct {
 	// disk.EnableUUID ("" when absent): vSphere CSI needs it TRUE to see
 	// the disks' UUIDs (see DiskUUIDEnabled).
 	DiskEnableUUID string
+	// HardwareVersion is the VM's virtual hardware version as vSphere
+	// writes it (config.version, "vmx-15"); "" when not known. The
+	// vSphere CSI driver needs a minimum (cloud/problems).
+	HardwareVersion string
 }
 
 // DiskUUIDEnabled reports whether vm's disk.EnableUUID is set true, as

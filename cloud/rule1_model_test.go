@@ -646,6 +646,14 @@ func (h *applianceHandle) Placement(uuid string, categories []string) ([]backend
 	return b.Placement(uuid, categories)
 }
 
+func (h *applianceHandle) MissingPrivileges(ctx context.Context) (backends.PrivilegeReport, error) {
+	b, err := h.target()
+	if err != nil {
+		return backends.PrivilegeReport{}, err
+	}
+	return b.MissingPrivileges(ctx)
+}
+
 func (h *applianceHandle) Datacenters(ctx context.Context) ([]config.Datacenter, error) {
 	b, err := h.target()
 	if err != nil {

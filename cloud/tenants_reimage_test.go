@@ -107,6 +107,14 @@ func (s entrySession) UUIDs(uint64) ([]string, uint64, bool) { return nil, 0, fa
 
 func (s entrySession) Placement(string, []string) ([]backends.Placement, bool) { return nil, false }
 
+func (s entrySession) MissingPrivileges(ctx context.Context) (backends.PrivilegeReport, error) {
+	b, err := s.target()
+	if err != nil {
+		return backends.PrivilegeReport{}, err
+	}
+	return b.MissingPrivileges(ctx)
+}
+
 func (s entrySession) Datacenters(ctx context.Context) ([]config.Datacenter, error) {
 	b, err := s.target()
 	if err != nil {

@@ -45,6 +45,32 @@ type Backend struct {
 	datacenters []config.Datacenter
 	dcCalls     atomic.Int64
 	dcErr       error // returned by Datacenters when set
+	// privileges is MissingPrivileges' answer (SetPrivileges), privErr
+	// its error.
+	privileges backends.PrivilegeReport
+	privErr    error
+}
+
+// SetPrivileges sets MissingPrivileges' answer: report, or err (such as
+// backends.ErrNoSession) when err is not nil.
+func (b *Backend) SetPrivileges(report backends.PrivilegeReport, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.privileges, b.privErr = report, err
+}
+
+// MissingPrivileges implements backends.Backend: what SetPrivileges set
+// (by default every privilege held); it fails as every call does.
+func (b *Backend) MissingPrivileges(ctx context.Context) (backends.PrivilegeReport, error) {
+	if err := b.enter(ctx); err != nil {
+		return backends.PrivilegeReport{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.privErr != nil {
+		return backends.PrivilegeReport{}, b.privErr
+	}
+	return b.privileges, nil
 }
 
 // FailDatacenters makes Datacenters return err (nil heals), as a vCenter

@@ -763,6 +763,14 @@ func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
 	return nil, false
 }
 
+// datacenterSpecs are the configured datacenters (empty: every one), as
+// the latest SetDatacenters made them.
+func (inv *inventory) datacenterSpecs() []config.DatacenterSpec {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return slices.Clone(inv.specs)
+}
+
 // datacenters is every datacenter of the vCenter, configured or not
 // (invState.datacenters of the list), while the list is current.
 func (inv *inventory) datacenters() ([]config.Datacenter, bool) {

@@ -64,6 +64,7 @@ func benchUpdates(n int) []types.ObjectUpdate {
 				assign("config.hardware.numCPU", int32(4)),
 				assign("config.hardware.memoryMB", int32(8192)),
 				assign("config.guestId", str("ubuntu64Guest")),
+				assign("config.version", str("vmx-19")),
 				assign("runtime.powerState", types.VirtualMachinePowerState(str(string(types.VirtualMachinePowerStatePoweredOn)))),
 				assign("runtime.connectionState", types.VirtualMachineConnectionState(str(string(types.VirtualMachineConnectionStateConnected)))),
 				assign("runtime.host", ref("HostSystem", fmt.Sprintf("host-%d-%d", c, h))),

@@ -94,8 +94,9 @@ type vmFields struct {
 	Host                      interned[string]
 	// ResourcePool is backends.VM's ResourcePool (Value) and
 	// ResourcePoolType (Type).
-	ResourcePool   interned[types.ManagedObjectReference]
-	DiskEnableUUID interned[string]
+	ResourcePool    interned[types.ManagedObjectReference]
+	DiskEnableUUID  interned[string]
+	HardwareVersion interned[string]
 }
 
 type entity struct {
@@ -403,7 +404,7 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 		GuestInfoMetadata: f.GuestInfoMetadata, GuestInfoMetadataEncoding: f.GuestInfoMetadataEncoding.get(),
 		Host:         f.Host.get(),
 		ResourcePool: pool.Value, ResourcePoolType: pool.Type,
-		DiskEnableUUID: f.DiskEnableUUID.get(),
+		DiskEnableUUID: f.DiskEnableUUID.get(), HardwareVersion: f.HardwareVersion.get(),
 	}
 	ref := rec.up()
 	for range maxDepth {

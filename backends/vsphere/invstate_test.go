@@ -193,6 +193,7 @@ func TestRepeatedValuesAreHeldOnce(t *testing.T) {
 		{"ResourcePoolType", a.ResourcePoolType, b.ResourcePoolType},
 		{"GuestInfoMetadataEncoding", a.GuestInfoMetadataEncoding, b.GuestInfoMetadataEncoding},
 		{"DiskEnableUUID", a.DiskEnableUUID, b.DiskEnableUUID},
+		{"HardwareVersion", a.HardwareVersion, b.HardwareVersion},
 		{"NICs[0].Network", a.NICs[0].Network, b.NICs[0].Network},
 	} {
 		switch {

@@ -10,12 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
-	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -198,32 +194,9 @@ func TestValidateUnreachable(t *testing.T) {
 	}
 }
 
-// limitedAuthorization answers FetchUserPrivilegeOnEntities with a fixed
-// set: vcsim grants its Admin role to every user, so a user lacking a
-// privilege is modelled by replacing the simulator's answer.
-type limitedAuthorization struct {
-	*simulator.AuthorizationManager
-	privileges []string
-}
-
-func (m *limitedAuthorization) FetchUserPrivilegeOnEntities(req *types.FetchUserPrivilegeOnEntities) soap.HasFault {
-	var res []types.UserPrivilegeResult
-	for _, e := range req.Entities {
-		res = append(res, types.UserPrivilegeResult{Entity: e, Privileges: m.privileges})
-	}
-	return &methods.FetchUserPrivilegeOnEntitiesBody{Res: &types.FetchUserPrivilegeOnEntitiesResponse{Returnval: res}}
-}
-
 func TestValidateMissingPrivilege(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 2})
-	ctx := ctxFor(t)
-	c, err := vc.Client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := vc.Model.Map()
-	am := reg.Get(*c.ServiceContent.AuthorizationManager).(*simulator.AuthorizationManager)
-	reg.Put(&limitedAuthorization{AuthorizationManager: am, privileges: []string{"System.Anonymous", "System.View"}})
+	vc.LimitPrivileges([]string{"System.Anonymous", "System.View"})
 	o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
 	checks, _ := validateVia(t, o, withLabels, 30*time.Second)
 	d := detailOf(checks, CheckPrivileges)

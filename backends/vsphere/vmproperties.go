@@ -34,6 +34,9 @@ var vmPropertyTable = []vmProperty{
 	{"config.uuid", func(_ *invState, r *vmRecord, v any) { r.vm.UUID = strings.ToLower(stringVal(v)) }},
 	{"config.hardware.numCPU", func(_ *invState, r *vmRecord, v any) { r.vm.NumCPU, _ = v.(int32) }},
 	{"config.hardware.memoryMB", func(_ *invState, r *vmRecord, v any) { r.vm.MemoryMB, _ = v.(int32) }},
+	// The virtual hardware version ("vmx-19"): the vSphere CSI driver
+	// needs a minimum (cloud/problems); a few values shared by every VM.
+	{"config.version", func(_ *invState, r *vmRecord, v any) { r.vm.HardwareVersion = intern(stringVal(v)) }},
 	{"config.guestId", func(_ *invState, r *vmRecord, v any) { r.vm.GuestID = intern(stringVal(v)) }},
 	{"runtime.powerState", func(_ *invState, r *vmRecord, v any) {
 		s, _ := v.(types.VirtualMachinePowerState)

@@ -175,3 +175,22 @@ func TestPlacedCopiesEveryRecordField(t *testing.T) {
 		}
 	}
 }
+
+// A VM's hardware version (config.version) is read directly and followed
+// by the inventory as it changes: the periodic check reads it from memory.
+func TestHardwareVersionReadAndFollowed(t *testing.T) {
+	fx := newInvFixture(t, time.Minute, 5*time.Second, nil)
+	ctx := ctxFor(t)
+	vm := fx.vc.VMs[0]
+	ref := backends.VMRef{Datacenter: vm.Datacenter, ID: vm.Ref}
+	for _, version := range []string{"vmx-13", "vmx-19"} {
+		fx.vc.SetHardwareVersion(vm, version)
+		if got, err := fx.direct.Get(ctx, ref); err != nil || got.HardwareVersion != version {
+			t.Fatalf("direct read: %+v, %v; want hardware version %s", got, err, version)
+		}
+		fx.eventually("the inventory holds "+version, func() bool {
+			held, ok := fx.b.inv.get(ref)
+			return ok && held.HardwareVersion == version
+		})
+	}
+}

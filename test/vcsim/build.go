@@ -99,6 +99,10 @@ func nicBacking(r *simulator.Registry, dc *simulator.Datacenter) types.BaseVirtu
 func vmSpec(name, uuid string, backing types.BaseVirtualDeviceBackingInfo) types.VirtualMachineConfigSpec {
 	spec := types.VirtualMachineConfigSpec{
 		Name: name, Uuid: uuid, GuestId: "ubuntu64Guest",
+		// vSphere 7.0 U2's hardware, as clusters run today: the
+		// simulator's default (vmx-13) is below what the vSphere CSI
+		// driver needs, and every Node would be a finding.
+		Version: "vmx-19",
 		// A realistic size, so instance types read like production ones.
 		NumCPUs: 4, MemoryMB: 8192,
 		Files: &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},

@@ -2,8 +2,8 @@ package vcsim
 
 // Fault helpers on a simulated vCenter for the e2e fault matrix and the
 // chaos soak: simulator-side fault injection (SOAP faults such as
-// NotAuthenticated), session accounting, and undoing MakeInaccessible and
-// SetUUID.
+// NotAuthenticated), session accounting, undoing MakeInaccessible and
+// SetUUID, and a user lacking privileges.
 
 import (
 	"context"
@@ -11,11 +11,14 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -184,4 +187,44 @@ func (vc *VCenter) AcceptedPassword() string { return vc.currentPassword() }
 // destroyed).
 func (vc *VCenter) Exists(vm *VM) bool {
 	return vc.Model.Map().Get(types.ManagedObjectReference{Type: "VirtualMachine", Value: vm.Ref}) != nil
+}
+
+// LimitPrivileges makes FetchUserPrivilegeOnEntities answer that every
+// user holds only privileges, on every entity; nil grants the simulator's
+// Admin role again. The simulator grants that role to every user, so a
+// user lacking a privilege is modelled by replacing its answer.
+func (vc *VCenter) LimitPrivileges(privileges []string) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	reg := vc.Model.Map()
+	ref := *vc.Model.ServiceContent.AuthorizationManager
+	am, ok := reg.Get(ref).(*limitedAuthorization)
+	if !ok {
+		am = &limitedAuthorization{AuthorizationManager: reg.Get(ref).(*simulator.AuthorizationManager)}
+		reg.Put(am)
+	}
+	if privileges == nil {
+		am.limit.Store(nil)
+		return
+	}
+	am.limit.Store(&privileges)
+}
+
+// limitedAuthorization is the simulator's AuthorizationManager with
+// FetchUserPrivilegeOnEntities answering limit when set.
+type limitedAuthorization struct {
+	*simulator.AuthorizationManager
+	limit atomic.Pointer[[]string]
+}
+
+func (m *limitedAuthorization) FetchUserPrivilegeOnEntities(req *types.FetchUserPrivilegeOnEntities) soap.HasFault {
+	limit := m.limit.Load()
+	if limit == nil {
+		return m.AuthorizationManager.FetchUserPrivilegeOnEntities(req)
+	}
+	var res []types.UserPrivilegeResult
+	for _, e := range req.Entities {
+		res = append(res, types.UserPrivilegeResult{Entity: e, Privileges: slices.Clone(*limit)})
+	}
+	return &methods.FetchUserPrivilegeOnEntitiesBody{Res: &types.FetchUserPrivilegeOnEntitiesResponse{Returnval: res}}
 }

@@ -648,6 +648,17 @@ func (vc *VCenter) SetUUID(vm *VM, uuid string) {
 		types.PropertyChange{Name: "summary.config.uuid", Val: uuid})
 }
 
+// SetHardwareVersion sets a VM's virtual hardware version
+// (config.version, "vmx-13"), higher or lower, as an upgrade
+// (UpgradeVM_Task) or a VM restored from an old template makes it. Set
+// in the model: the simulator's reconfiguration applies a version without
+// telling property collectors, so a watch would never see it.
+func (vc *VCenter) SetHardwareVersion(vm *VM, version string) {
+	vc.update(vm,
+		types.PropertyChange{Name: "config.version", Val: version},
+		types.PropertyChange{Name: "summary.config.hwVersion", Val: version})
+}
+
 // SetGuestHostName changes the host name a VM's VMware Tools report
 // (guest.hostName), as a guest renamed or rebooted with another name does.
 func (vc *VCenter) SetGuestHostName(vm *VM, name string) {
