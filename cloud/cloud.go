@@ -363,7 +363,7 @@ func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface)
 	c.instances.claims.watch(w)
 	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
 	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {
-		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w) },
+		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w, c.nodes.unmanaged) },
 			c.events, opts.EventObject, opts.Metrics.problems, opts.ProblemCheckInterval)
 		c.workers.Go(func() {
 			// After the Node cache is synced: an empty list is no finding.

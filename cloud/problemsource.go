@@ -4,11 +4,14 @@ import (
 	"context"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 var _ problems.Recorder = (*eventLog)(nil)
@@ -19,12 +22,17 @@ func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) 
 }
 
 // problemInputs are what a pass of the periodic checks judges: the config
-// served, each vCenter's datacenters (one list each, in parallel, under
-// its request deadline; a vCenter that does not answer is left out), the
-// Nodes from the cache.
-func (f *fleet) problemInputs(ctx context.Context, w nodeWatch) problems.Inputs {
+// served, each vCenter's datacenters and what its login lacks of the
+// privileges the CCM needs (in parallel, each under its request
+// deadline; a vCenter that does not answer, or has no session, is left
+// out: the privileges are read with the session the backend has, never
+// a login of their own), the Nodes from the cache, and the VMs of those
+// this CCM serves from the inventories' memory (as the nodes' pass
+// follows them: no request per Node).
+func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*v1.Node) bool) problems.Inputs {
 	cfg := f.config()
-	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{}}
+	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{},
+		Privileges: map[string]problems.Privileges{}, VMs: map[string]*problems.NodeVM{}}
 	built := f.builtBackends()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -36,16 +44,43 @@ func (f *fleet) problemInputs(ctx context.Context, w nodeWatch) problems.Inputs 
 		wg.Go(func() {
 			dctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
 			defer cancel()
-			dcs, err := b.Datacenters(dctx)
+			if dcs, err := b.Datacenters(dctx); err == nil {
+				mu.Lock()
+				in.Datacenters[vc.Name] = dcs
+				mu.Unlock()
+			}
+			pctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
+			defer cancel()
+			r, err := b.MissingPrivileges(pctx)
 			if err != nil {
+				klog.FromContext(ctx).V(4).Info("Privileges not read: unknown this pass", "vcenter", vc.Name, "err", err)
 				return
 			}
+			p := problems.Privileges{User: r.User}
+			for _, m := range r.Missing {
+				p.Missing = append(p.Missing, problems.MissingOn{Entity: m.Entity, Privileges: m.Privileges})
+			}
 			mu.Lock()
-			in.Datacenters[vc.Name] = dcs
+			in.Privileges[vc.Name] = p
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	in.Nodes, _ = w.lister.List(labels.Everything())
+	for _, node := range in.Nodes {
+		if uninitialized(node) || unmanaged(node) {
+			continue
+		}
+		uuid, err := discovery.ParseProviderID(node.Spec.ProviderID)
+		if err != nil {
+			continue
+		}
+		placed, ok := f.discovery.Placed(uuid, nil)
+		if !ok {
+			in.VMs[node.Name] = nil // not placed from memory: unknown
+			continue
+		}
+		in.VMs[node.Name] = &problems.NodeVM{VCenter: placed.VCenter, Name: placed.VM.Name, ID: placed.VM.Ref.ID, HardwareVersion: placed.VM.HardwareVersion}
+	}
 	return in
 }

@@ -2,16 +2,19 @@
 // would otherwise run on demand (validate, diagnose) for what breaks a
 // vSphere cluster later: configured datacenters that do not exist, Nodes
 // whose zone or region disagrees with the vSphere CSI driver's topology
-// labels, more vCenters than the CSI driver serves. Each check is a
-// gauge (how many findings) and, when a finding appears or clears, an
-// Event. From memory where it can: one datacenter list per vCenter per
-// pass is its only request.
+// labels, more vCenters than the CSI driver serves, Nodes whose VM's
+// virtual hardware is older than the CSI driver needs, a login lacking
+// privileges the CCM needs. Each check is a gauge (how many findings)
+// and, when a finding appears or clears, an Event. From memory where it
+// can: a datacenter list and a privilege read per vCenter per pass, on
+// the session it has, are its only requests.
 package problems
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,11 +31,13 @@ const (
 	CheckDatacenterMissing = "datacenter-missing"
 	CheckCSITopology       = "csi-topology-mismatch"
 	CheckCSIVCenterLimit   = "csi-vcenter-limit"
+	CheckHardwareVersion   = "hardware-version"
+	CheckMissingPrivileges = "missing-privileges"
 )
 
 // AllChecks lists every check, for the gauge's series (0 when fine).
 func AllChecks() []string {
-	return []string{CheckDatacenterMissing, CheckCSITopology, CheckCSIVCenterLimit}
+	return []string{CheckDatacenterMissing, CheckCSITopology, CheckCSIVCenterLimit, CheckHardwareVersion, CheckMissingPrivileges}
 }
 
 // Event reasons: a finding appeared (Warning), or cleared (Normal).
@@ -45,6 +50,11 @@ const (
 // multi-vCenter topology serves.
 const CSIVCenterLimit = 5
 
+// CSIMinHardwareVersion is the oldest virtual hardware version (vmx-15,
+// ESXi 6.7 U2) the vSphere CSI driver supports on the VMs of Nodes: on an
+// older one it cannot attach volumes.
+const CSIMinHardwareVersion = 15
+
 // CSITopologyPrefix prefixes the vSphere CSI driver's Node topology
 // labels: topology.csi.vmware.com/<tag category>.
 const CSITopologyPrefix = "topology.csi.vmware.com/"
@@ -55,7 +65,9 @@ type Finding struct {
 	Check   string
 	Subject string
 	// Node is set when the finding is about a Node (its Events go there).
-	Node    *v1.Node
+	Node *v1.Node
+	// VCenter is set when the finding is about one vCenter's answer.
+	VCenter string
 	Message string
 }
 
@@ -68,6 +80,35 @@ type Inputs struct {
 	// absent (it did not answer) is not judged this pass.
 	Datacenters map[string][]config.Datacenter
 	Nodes       []*v1.Node
+	// VMs maps the name of each Node this CCM serves to its VM as the
+	// inventories hold it; nil for one they cannot place from memory
+	// this pass (its previous finding stands). A Node absent is not
+	// judged.
+	VMs map[string]*NodeVM
+	// Privileges is each vCenter's answer of what its login lacks; a
+	// vCenter absent (no session, no answer) is unknown this pass: its
+	// previous finding stands.
+	Privileges map[string]Privileges
+}
+
+// NodeVM is a Node's VM, as memory holds it.
+type NodeVM struct {
+	VCenter, Name, ID string
+	// HardwareVersion is config.version ("vmx-15"); "" when not known.
+	HardwareVersion string
+}
+
+// Privileges is what one vCenter's login lacks: per entity, the required
+// privileges it does not hold; none when it holds them all.
+type Privileges struct {
+	User    string
+	Missing []MissingOn
+}
+
+// MissingOn names the privileges lacking on one entity.
+type MissingOn struct {
+	Entity     string
+	Privileges []string
 }
 
 // Detect runs every check over in.
@@ -76,6 +117,70 @@ func Detect(in Inputs) []Finding {
 	out = append(out, missingDatacenters(in.Config, in.Datacenters)...)
 	out = append(out, csiTopology(in.Config, in.Nodes)...)
 	out = append(out, csiVCenterLimit(in.Config)...)
+	out = append(out, hardwareVersions(in.Nodes, in.VMs)...)
+	out = append(out, missingPrivileges(in.Config, in.Privileges)...)
+	return out
+}
+
+// unjudged reports whether in leaves f's subject unknown: a Node still
+// there whose VM memory cannot place, a vCenter still configured that
+// gave no answer. Such a finding stands until an answer clears it.
+func (in Inputs) unjudged(f Finding) bool {
+	switch f.Check {
+	case CheckHardwareVersion:
+		vm, ok := in.VMs[f.Node.Name]
+		return ok && vm == nil
+	case CheckMissingPrivileges:
+		if _, ok := in.Privileges[f.VCenter]; ok {
+			return false
+		}
+		return slices.ContainsFunc(in.Config.VCenters, func(vc config.VCenter) bool { return vc.Name == f.VCenter })
+	}
+	return false
+}
+
+// hardwareVersion is "vmx-NN"'s NN; ok is false for any other form.
+func hardwareVersion(s string) (n int, ok bool) {
+	v, found := strings.CutPrefix(s, "vmx-")
+	if !found {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n > 0
+}
+
+func hardwareVersions(nodes []*v1.Node, vms map[string]*NodeVM) []Finding {
+	var out []Finding
+	for _, n := range nodes {
+		vm := vms[n.Name]
+		if vm == nil {
+			continue
+		}
+		v, ok := hardwareVersion(vm.HardwareVersion)
+		if !ok || v >= CSIMinHardwareVersion {
+			continue
+		}
+		out = append(out, Finding{Check: CheckHardwareVersion, Subject: fmt.Sprintf("node %s vm %s/%s", n.Name, vm.VCenter, vm.ID), Node: n,
+			Message: fmt.Sprintf("Node %s: its VM %q (%s, vcenter %s) has virtual hardware %s; the vSphere CSI driver needs vmx-%d or later: upgrade the VM's compatibility (powered off)",
+				n.Name, vm.Name, vm.ID, vm.VCenter, vm.HardwareVersion, CSIMinHardwareVersion)})
+	}
+	return out
+}
+
+func missingPrivileges(cfg *config.Config, answers map[string]Privileges) []Finding {
+	var out []Finding
+	for _, vc := range cfg.VCenters {
+		p, ok := answers[vc.Name]
+		if !ok || len(p.Missing) == 0 {
+			continue
+		}
+		var lacks []string
+		for _, m := range p.Missing {
+			lacks = append(lacks, fmt.Sprintf("%s on %s", strings.Join(m.Privileges, ", "), m.Entity))
+		}
+		out = append(out, Finding{Check: CheckMissingPrivileges, Subject: "vcenter " + vc.Name, VCenter: vc.Name,
+			Message: fmt.Sprintf("vcenter %s: user %s lacks %s: lookups or tag reads fail where it does; grant the CCM's role (read-only) there", vc.Name, p.User, strings.Join(lacks, "; "))})
+	}
 	return out
 }
 
@@ -155,7 +260,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		findings: metrics.NewGaugeVec(&metrics.GaugeOpts{
 			Namespace: "cloudprovider", Subsystem: "vsphere", Name: "problems",
-			Help:           "Problems the periodic checks found at their last pass, by check (datacenter-missing, csi-topology-mismatch, csi-vcenter-limit); 0 when fine.",
+			Help:           "Problems the periodic checks found at their last pass, by check (datacenter-missing, csi-topology-mismatch, csi-vcenter-limit, hardware-version, missing-privileges); 0 when fine.",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"check"}),
 		lastRun: metrics.NewGauge(&metrics.GaugeOpts{
@@ -202,9 +307,16 @@ func (d *Detector) Run(ctx context.Context) {
 }
 
 // Pass runs every check once: the gauges set, an Event per finding that
-// appeared or cleared since the last pass.
+// appeared or cleared since the last pass. A finding whose subject the
+// pass could not judge stands.
 func (d *Detector) Pass(ctx context.Context) []Finding {
-	found := Detect(d.read(ctx))
+	in := d.read(ctx)
+	found := Detect(in)
+	for _, f := range d.last {
+		if in.unjudged(f) {
+			found = append(found, f)
+		}
+	}
 	counts := map[string]int{}
 	now := map[string]Finding{}
 	for _, f := range found {

@@ -153,3 +153,86 @@ func BenchmarkDetect(b *testing.B) {
 		}
 	}
 }
+
+// A Node's VM below the CSI driver's hardware version is a finding on
+// the Node naming the version and the minimum; at or above it, or not
+// known, none. A Node memory cannot place this pass keeps its finding;
+// an upgrade clears it.
+func TestHardwareVersion(t *testing.T) {
+	cfg := parse(t, twoVCenters)
+	old, fine, odd := labelled("old", nil), labelled("fine", nil), labelled("odd", nil)
+	in := Inputs{Config: cfg, Nodes: []*v1.Node{old, fine, odd}, VMs: map[string]*NodeVM{
+		"old":  {VCenter: "vc1", Name: "old-vm", ID: "vm-1", HardwareVersion: "vmx-13"},
+		"fine": {VCenter: "vc1", Name: "fine-vm", ID: "vm-2", HardwareVersion: "vmx-15"},
+		"odd":  {VCenter: "vc2", Name: "odd-vm", ID: "vm-3"},
+	}}
+	rec := &recorded{}
+	m := NewMetrics()
+	metrics.NewKubeRegistry().MustRegister(m.Collectors()...)
+	d := New(func(context.Context) Inputs { return in }, rec, &v1.ObjectReference{Kind: "Lease"}, m, 0)
+	found := d.Pass(t.Context())
+	if len(found) != 1 || found[0].Check != CheckHardwareVersion || found[0].Node != old ||
+		!strings.Contains(found[0].Message, `VM "old-vm" (vm-1, vcenter vc1) has virtual hardware vmx-13; the vSphere CSI driver needs vmx-15 or later`) {
+		t.Fatalf("findings %+v; want Node old's VM at vmx-13 below vmx-15", found)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.HasPrefix(got[0], "old Warning ProblemDetected: hardware-version: ") {
+		t.Fatalf("events %q", got)
+	}
+	// Not placed from memory this pass: nothing concluded, no Event.
+	in.VMs["old"] = nil
+	if found := d.Pass(t.Context()); len(found) != 1 {
+		t.Fatalf("findings %+v with the VM unplaced; want the finding standing", found)
+	}
+	if got, _ := testutil.GetGaugeMetricValue(m.findings.WithLabelValues(CheckHardwareVersion)); got != 1 {
+		t.Fatalf("hardware-version gauge %v with the VM unplaced; want 1", got)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("events %q with the VM unplaced", got)
+	}
+	in.VMs["old"] = &NodeVM{VCenter: "vc1", Name: "old-vm", ID: "vm-1", HardwareVersion: "vmx-19"}
+	if found := d.Pass(t.Context()); len(found) != 0 {
+		t.Fatalf("findings %+v after the upgrade", found)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.HasPrefix(got[0], "old Normal ProblemCleared: hardware-version") {
+		t.Fatalf("events %q; want the finding cleared", got)
+	}
+}
+
+// A vCenter whose login lacks privileges is one finding naming them and
+// the entity; a vCenter that gave no answer (no session) keeps its
+// finding; one that answers with nothing missing clears it.
+func TestMissingPrivileges(t *testing.T) {
+	cfg := parse(t, twoVCenters)
+	lacking := Privileges{User: "VSPHERE.LOCAL\\ccm", Missing: []MissingOn{{Entity: "datacenter DC0", Privileges: []string{"System.Read"}}}}
+	in := Inputs{Config: cfg, Privileges: map[string]Privileges{"vc1": lacking, "vc2": {User: "u"}}}
+	rec := &recorded{}
+	m := NewMetrics()
+	metrics.NewKubeRegistry().MustRegister(m.Collectors()...)
+	d := New(func(context.Context) Inputs { return in }, rec, &v1.ObjectReference{Kind: "Lease"}, m, 0)
+	found := d.Pass(t.Context())
+	if len(found) != 1 || found[0].Check != CheckMissingPrivileges ||
+		!strings.Contains(found[0].Message, `vcenter vc1: user VSPHERE.LOCAL\ccm lacks System.Read on datacenter DC0`) {
+		t.Fatalf("findings %+v; want vc1's login lacking System.Read on DC0", found)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.HasPrefix(got[0], "config Warning ProblemDetected: missing-privileges: vcenter vc1") {
+		t.Fatalf("events %q", got)
+	}
+	// No session on vc1 this pass: unknown, the finding stands.
+	delete(in.Privileges, "vc1")
+	if found := d.Pass(t.Context()); len(found) != 1 {
+		t.Fatalf("findings %+v with vc1 unknown; want its finding standing", found)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("events %q with vc1 unknown", got)
+	}
+	if got, _ := testutil.GetGaugeMetricValue(m.findings.WithLabelValues(CheckMissingPrivileges)); got != 1 {
+		t.Fatalf("missing-privileges gauge %v with vc1 unknown; want 1", got)
+	}
+	in.Privileges["vc1"] = Privileges{User: "VSPHERE.LOCAL\\ccm"}
+	if found := d.Pass(t.Context()); len(found) != 0 {
+		t.Fatalf("findings %+v after the grant", found)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "config Normal ProblemCleared: missing-privileges: cleared (vcenter vc1)") {
+		t.Fatalf("events %q; want the finding cleared", got)
+	}
+}
