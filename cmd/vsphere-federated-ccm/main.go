@@ -130,7 +130,7 @@ func main() {
 	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
 		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
 	extra.FlagSet("vcenter").DurationVar(&problemInterval, "problem-check-interval", problemInterval,
-		"How often the leader runs the periodic checks (configured datacenters missing, Nodes whose zone or region disagrees with the vSphere CSI driver's topology labels, more vCenters than the CSI driver serves): a gauge cloudprovider_vsphere_problems{check} and an Event when a finding appears or clears; 0 never")
+		"How often the leader runs the periodic checks (configured datacenters missing, Nodes whose zone or region disagrees with the vSphere CSI driver's topology labels, more vCenters than the CSI driver serves, Nodes whose VM's virtual hardware is below the CSI driver's minimum, a vCenter login lacking privileges the CCM needs, read with its current session only): a gauge cloudprovider_vsphere_problems{check} and an Event when a finding appears or clears; 0 never")
 	extra.FlagSet("vcenter").DurationVar(&refusedRetry, "refused-credentials-retry", refusedRetry,
 		"How long after vCenter refused credentials they are sent again unchanged (changed ones are sent at once); the wait doubles with each refusal in a row, up to 8 times this. "+
 			"Keep it well apart from vSphere SSO's lockout policy (default: 5 failed logins in 180 s); 0 never sends refused credentials again until they change. "+
