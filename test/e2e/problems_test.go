@@ -1,9 +1,10 @@
 package e2e
 
 // The leader's periodic checks on the real apiserver: a configured
-// datacenter the vCenter lacks and a Node whose zone disagrees with the
-// vSphere CSI driver's label are found, each an Event and a gauge, and a
-// fixed one clears.
+// datacenter the vCenter lacks, a Node whose zone disagrees with the
+// vSphere CSI driver's label, a Node's VM below CSI's hardware version and
+// a vCenter login lacking a privilege are found, each an Event and a
+// gauge, and a fixed one clears.
 
 import (
 	"context"
@@ -80,6 +81,8 @@ func TestProblemChecks(t *testing.T) {
 	gauge(problems.CheckDatacenterMissing, 1)
 	gauge(problems.CheckCSITopology, 1)
 	gauge(problems.CheckCSIVCenterLimit, 0)
+	gauge(problems.CheckHardwareVersion, 0)
+	gauge(problems.CheckMissingPrivileges, 0)
 	event("default", "Node", name, problems.ReasonProblemDetected, "zone topology.kubernetes.io/zone="+zone+" but "+csiLabel+"=elsewhere")
 	// The datacenter's Event goes to the CCM's own object (outside a Pod:
 	// the Lease).
@@ -88,4 +91,28 @@ func TestProblemChecks(t *testing.T) {
 	label(zone)
 	gauge(problems.CheckCSITopology, 0)
 	event("default", "Node", name, problems.ReasonProblemCleared, problems.CheckCSITopology)
+
+	// The Node's VM on hardware older than CSI supports (vcsim's VMs are
+	// vmx-19), then upgraded: read from the inventory, no request per Node.
+	vc1 := env.Fed.VCenter("vc1")
+	vc1.SetHardwareVersion(vms[0], "vmx-13")
+	gauge(problems.CheckHardwareVersion, 1)
+	event("default", "Node", name, problems.ReasonProblemDetected, "has virtual hardware vmx-13; the vSphere CSI driver needs vmx-15 or later")
+	vc1.SetHardwareVersion(vms[0], "vmx-19")
+	gauge(problems.CheckHardwareVersion, 0)
+	event("default", "Node", name, problems.ReasonProblemCleared, problems.CheckHardwareVersion)
+
+	// The CCM's user loses System.Read (the read-only role's), then has it
+	// back: read with the CCM's own session, never a login of its own.
+	logins := len(vc1.Logins(vc1.User))
+	vc1.LimitPrivileges([]string{"System.Anonymous", "System.View"})
+	t.Cleanup(func() { vc1.LimitPrivileges(nil) })
+	gauge(problems.CheckMissingPrivileges, 1)
+	event("kube-system", "Lease", "cloud-controller-manager", problems.ReasonProblemDetected, "lacks System.Read on datacenter DC0")
+	vc1.LimitPrivileges(nil)
+	gauge(problems.CheckMissingPrivileges, 0)
+	event("kube-system", "Lease", "cloud-controller-manager", problems.ReasonProblemCleared, problems.CheckMissingPrivileges+": cleared (vcenter vc1)")
+	if n := len(vc1.Logins(vc1.User)) - logins; n != 0 {
+		t.Errorf("%d login(s) while the privileges were checked every second; want none (the CCM's session serves)", n)
+	}
 }
