@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -32,7 +33,7 @@ func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) 
 func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*v1.Node) bool) problems.Inputs {
 	cfg := f.config()
 	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{},
-		Privileges: map[string]problems.Privileges{}, VMs: map[string]*problems.NodeVM{}}
+		Privileges: map[string]backends.PrivilegeReport{}, VMs: map[string]*problems.NodeVM{}}
 	built := f.builtBackends()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -56,12 +57,8 @@ func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*
 				klog.FromContext(ctx).V(4).Info("Privileges not read: unknown this pass", "vcenter", vc.Name, "err", err)
 				return
 			}
-			p := problems.Privileges{User: r.User}
-			for _, m := range r.Missing {
-				p.Missing = append(p.Missing, problems.MissingOn{Entity: m.Entity, Privileges: m.Privileges})
-			}
 			mu.Lock()
-			in.Privileges[vc.Name] = p
+			in.Privileges[vc.Name] = r
 			mu.Unlock()
 		})
 	}

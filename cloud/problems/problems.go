@@ -23,6 +23,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
@@ -88,7 +89,7 @@ type Inputs struct {
 	// Privileges is each vCenter's answer of what its login lacks; a
 	// vCenter absent (no session, no answer) is unknown this pass: its
 	// previous finding stands.
-	Privileges map[string]Privileges
+	Privileges map[string]backends.PrivilegeReport
 }
 
 // NodeVM is a Node's VM, as memory holds it.
@@ -96,19 +97,6 @@ type NodeVM struct {
 	VCenter, Name, ID string
 	// HardwareVersion is config.version ("vmx-15"); "" when not known.
 	HardwareVersion string
-}
-
-// Privileges is what one vCenter's login lacks: per entity, the required
-// privileges it does not hold; none when it holds them all.
-type Privileges struct {
-	User    string
-	Missing []MissingOn
-}
-
-// MissingOn names the privileges lacking on one entity.
-type MissingOn struct {
-	Entity     string
-	Privileges []string
 }
 
 // Detect runs every check over in.
@@ -167,7 +155,7 @@ func hardwareVersions(nodes []*v1.Node, vms map[string]*NodeVM) []Finding {
 	return out
 }
 
-func missingPrivileges(cfg *config.Config, answers map[string]Privileges) []Finding {
+func missingPrivileges(cfg *config.Config, answers map[string]backends.PrivilegeReport) []Finding {
 	var out []Finding
 	for _, vc := range cfg.VCenters {
 		p, ok := answers[vc.Name]

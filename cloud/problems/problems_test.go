@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
@@ -203,8 +204,8 @@ func TestHardwareVersion(t *testing.T) {
 // finding; one that answers with nothing missing clears it.
 func TestMissingPrivileges(t *testing.T) {
 	cfg := parse(t, twoVCenters)
-	lacking := Privileges{User: "VSPHERE.LOCAL\\ccm", Missing: []MissingOn{{Entity: "datacenter DC0", Privileges: []string{"System.Read"}}}}
-	in := Inputs{Config: cfg, Privileges: map[string]Privileges{"vc1": lacking, "vc2": {User: "u"}}}
+	lacking := backends.PrivilegeReport{User: "VSPHERE.LOCAL\\ccm", Missing: []backends.MissingOn{{Entity: "datacenter DC0", Privileges: []string{"System.Read"}}}}
+	in := Inputs{Config: cfg, Privileges: map[string]backends.PrivilegeReport{"vc1": lacking, "vc2": {User: "u"}}}
 	rec := &recorded{}
 	m := NewMetrics()
 	metrics.NewKubeRegistry().MustRegister(m.Collectors()...)
@@ -228,7 +229,7 @@ func TestMissingPrivileges(t *testing.T) {
 	if got, _ := testutil.GetGaugeMetricValue(m.findings.WithLabelValues(CheckMissingPrivileges)); got != 1 {
 		t.Fatalf("missing-privileges gauge %v with vc1 unknown; want 1", got)
 	}
-	in.Privileges["vc1"] = Privileges{User: "VSPHERE.LOCAL\\ccm"}
+	in.Privileges["vc1"] = backends.PrivilegeReport{User: "VSPHERE.LOCAL\\ccm"}
 	if found := d.Pass(t.Context()); len(found) != 0 {
 		t.Fatalf("findings %+v after the grant", found)
 	}
