@@ -125,7 +125,8 @@ func TestCSIVCenterLimit(t *testing.T) {
 }
 
 // One pass's cost at the bench's scale: 5,000 Nodes (every tenth
-// disagreeing with CSI), 10 vCenters of 2 datacenters each.
+// disagreeing with CSI, every twentieth on an old VM), 10 vCenters of 2
+// datacenters each.
 func BenchmarkDetect(b *testing.B) {
 	yaml := "labels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n"
 	dcs := map[string][]config.Datacenter{}
@@ -139,18 +140,32 @@ func BenchmarkDetect(b *testing.B) {
 		b.Fatal(err)
 	}
 	var nodes []*v1.Node
+	vms := map[string]*NodeVM{}
 	for i := range 5000 {
 		csi := "z1"
 		if i%10 == 0 {
 			csi = "z2"
 		}
-		nodes = append(nodes, labelled(fmt.Sprintf("n%d", i), map[string]string{v1.LabelTopologyZone: "z1", CSITopologyPrefix + "k8s-zone": csi, v1.LabelTopologyRegion: "r1"}))
+		name := fmt.Sprintf("n%d", i)
+		nodes = append(nodes, labelled(name, map[string]string{v1.LabelTopologyZone: "z1", CSITopologyPrefix + "k8s-zone": csi, v1.LabelTopologyRegion: "r1"}))
+		hw := "vmx-19"
+		if i%20 == 1 {
+			hw = "vmx-13"
+		}
+		vms[name] = &NodeVM{VCenter: fmt.Sprintf("vc%d", i%10), Name: name, ID: fmt.Sprintf("vm-%d", i), HardwareVersion: hw}
 	}
-	in := Inputs{Config: cfg, Datacenters: dcs, Nodes: nodes}
+	// Each vCenter's login lacks a privilege on one datacenter.
+	privs := map[string]backends.PrivilegeReport{}
+	for i := range 10 {
+		privs[fmt.Sprintf("vc%d", i)] = backends.PrivilegeReport{User: "ccm", Missing: []backends.MissingOn{{Entity: "datacenter DC1", Privileges: []string{"System.Read"}}}}
+	}
+	in := Inputs{Config: cfg, Datacenters: dcs, Nodes: nodes, VMs: vms, Privileges: privs}
 	b.ReportAllocs()
 	for b.Loop() {
-		if f := Detect(in); len(f) != 501 { // and more vCenters than CSI serves
-			b.Fatalf("%d findings; want 501", len(f))
+		// 500 zones disagreeing with CSI, 250 old VMs, 10 vCenters
+		// lacking a privilege, and more vCenters than CSI serves.
+		if f := Detect(in); len(f) != 761 {
+			b.Fatalf("%d findings; want 761", len(f))
 		}
 	}
 }
