@@ -164,17 +164,17 @@ func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	var de *discovery.DuplicateError
-	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
+	if _, err := d.Locate(ctx, byUUID(vm.UUID)); !errors.As(err, &de) {
 		t.Fatalf("twin in vc3, every vCenter answering: err = %v; want a DuplicateError", err)
 	}
 	refused := errors.New("connection refused")
 	f.backends["vc3"].Fail(refused)
-	_, err := d.FindByUUID(ctx, vm.UUID)
+	_, err := d.Locate(ctx, byUUID(vm.UUID))
 	var le *discovery.LookupError
 	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
 		t.Fatalf("the twin's vCenter (not indexed) down: err = %v; want a LookupError naming vc3, not the VM in vc1", err)
 	}
-	if _, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); !errors.As(err, &le) {
+	if _, err := d.Locate(ctx, byUUID(f.vms["vc1"][2].UUID)); !errors.As(err, &le) {
 		t.Fatalf("any VM found while vc3 (not indexed) is down: err = %v; want a LookupError", err)
 	}
 	for _, h := range d.Health() {
@@ -197,19 +197,19 @@ func TestVCenterNeverSeenUpDoesNotHoldUpTheOthers(t *testing.T) {
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
-	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil {
-		t.Fatalf("vc3 down since start: FindByUUID = %v, %v; want found in vc1", res, err)
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res == nil {
+		t.Fatalf("vc3 down since start: Locate = %v, %v; want found in vc1", res, err)
 	}
 	f.backends["vc3"].Fail(nil)
 	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: "twin", UUID: vm.UUID}, nil)
 	waitFor(t, "the twin indexed", func() bool { return twins.Load() > 0 })
 	f.backends["vc3"].Fail(refused)
 	var de *discovery.DuplicateError
-	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
+	if _, err := d.Locate(ctx, byUUID(vm.UUID)); !errors.As(err, &de) {
 		t.Fatalf("twin in vc3, vc3 indexed then down: err = %v; want a DuplicateError", err)
 	}
-	if res, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); err != nil || res == nil {
-		t.Fatalf("vc3 indexed, then down: FindByUUID = %v, %v; want found in vc1", res, err)
+	if res, err := d.Locate(ctx, byUUID(f.vms["vc1"][2].UUID)); err != nil || res == nil {
+		t.Fatalf("vc3 indexed, then down: Locate = %v, %v; want found in vc1", res, err)
 	}
 }
 

@@ -47,14 +47,14 @@ func TestCrawlingConnectIsWaitedForHalfItsRequestTimeoutOnce(t *testing.T) {
 	const timeout = 2 * time.Second
 	d := crawlingDiscoverer(t, 50*time.Millisecond, timeout)
 	start := time.Now()
-	if _, err := d.FindByUUID(t.Context(), crawlingUUID); !errors.Is(err, ErrVCenterConnecting) {
+	if _, err := d.Locate(t.Context(), NodeKeys{SystemUUID: crawlingUUID}); !errors.Is(err, ErrVCenterConnecting) {
 		t.Fatalf("first lookup: err = %v, want ErrVCenterConnecting", err)
 	}
 	if took := time.Since(start); took < timeout/2-50*time.Millisecond {
 		t.Fatalf("first lookup gave up after %v, want about half the request timeout (%v)", took, timeout/2)
 	}
 	start = time.Now()
-	if _, err := d.FindByUUID(t.Context(), crawlingUUID); !errors.Is(err, ErrVCenterConnecting) {
+	if _, err := d.Locate(t.Context(), NodeKeys{SystemUUID: crawlingUUID}); !errors.Is(err, ErrVCenterConnecting) {
 		t.Fatalf("second lookup: err = %v, want ErrVCenterConnecting", err)
 	}
 	if took := time.Since(start); took > timeout/4 {
@@ -70,7 +70,7 @@ func TestCrawlingConnectIsWaitedForHalfTheLookupsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), lookup)
 	defer cancel()
 	start := time.Now()
-	_, err := d.FindByUUID(ctx, crawlingUUID)
+	_, err := d.Locate(ctx, NodeKeys{SystemUUID: crawlingUUID})
 	took := time.Since(start)
 	if !errors.Is(err, ErrVCenterConnecting) {
 		t.Fatalf("err = %v, want ErrVCenterConnecting (given up waiting, not out of time)", err)
