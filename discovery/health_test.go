@@ -10,6 +10,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // A VM found in one vCenter does not wait for a vCenter that is not known
@@ -95,16 +96,8 @@ func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	})
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// eventually polls cond every 20ms for up to 10s.
+var eventually = poll.Schedule{Every: 20 * time.Millisecond, Within: 10 * time.Second}.Until
 
 // The inventories' UUIDs are compared across vCenters: a twin is
 // reported once as soon as it appears, and a lookup that found a VM

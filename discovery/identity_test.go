@@ -10,6 +10,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // targets are the fleet's vCenters as discovery targets, with server
@@ -213,12 +214,5 @@ func TestVCenterNeverSeenUpDoesNotHoldUpTheOthers(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
+// waitFor polls cond every 5ms for up to 10s.
+var waitFor = poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}.Until
