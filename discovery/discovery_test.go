@@ -12,6 +12,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // fleet is three fake vCenters with two datacenters and two VMs each.
@@ -56,9 +57,7 @@ func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Dur
 	}
 	d := discovery.New(vcs, discovery.Options{DuplicateScan: 10 * time.Millisecond})
 	d.Start()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !indexed(d); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}.Holds(func() bool { return indexed(d) })
 	return d
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // crawling is a vCenter whose first connect answers step by step and
@@ -118,21 +119,16 @@ func TestRenamedVCenterHoldsItsUUIDsUnderItsNewName(t *testing.T) {
 	d.SetVCenters([]Target{target("vc1", b1), {Name: "vc9", Server: "vc2:443", Backend: b2, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}})
 	time.Sleep(30 * time.Millisecond)
 	b1.Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-1"}, Name: "a", UUID: twin, PowerState: backends.PoweredOn}, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var vcs []string
+	poll.Schedule{Every: 5 * time.Millisecond, Within: 5 * time.Second}.Until(t, "the twin reported", func() bool {
 		mu.Lock()
-		vcs, ok := reported[twin]
-		mu.Unlock()
-		if ok {
-			if want := []string{"vc1", "vc9"}; !slices.Equal(vcs, want) {
-				t.Fatalf("twin reported in %v, want %v", vcs, want)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("twin never reported")
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer mu.Unlock()
+		var ok bool
+		vcs, ok = reported[twin]
+		return ok
+	})
+	if want := []string{"vc1", "vc9"}; !slices.Equal(vcs, want) {
+		t.Fatalf("twin reported in %v, want %v", vcs, want)
 	}
 }
 

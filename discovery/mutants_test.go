@@ -18,6 +18,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 func TestRetiredNamesWhatLeft(t *testing.T) {
@@ -323,14 +324,12 @@ func TestRefusedConnectingOutlastsASettingsEdit(t *testing.T) {
 	t.Cleanup(d.Close)
 	// The first lookup meets it connecting; one past ConnectWait is
 	// refused.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, err := d.Locate(t.Context(), byUUID(noSuchUUID))
-		if errors.Is(err, discovery.ErrVCenterConnecting) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connecting for 5s: err = %v, want ErrVCenterConnecting", err)
-		}
+	var err error
+	if !(poll.Schedule{Every: 20 * time.Millisecond, Within: 5 * time.Second}).Holds(func() bool {
+		_, err = d.Locate(t.Context(), byUUID(noSuchUUID))
+		return errors.Is(err, discovery.ErrVCenterConnecting)
+	}) {
+		t.Fatalf("connecting for 5s: err = %v, want ErrVCenterConnecting", err)
 	}
 	target.ConsecutiveFailures = 3
 	d.SetVCenters([]discovery.Target{target})
