@@ -20,6 +20,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -270,19 +271,14 @@ func eventuallyError(t *testing.T, what, want string, exists func() (bool, error
 	t.Helper()
 	var ok bool
 	var err error
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !(poll.Schedule{Every: 50 * time.Millisecond, Within: 10 * time.Second}).Holds(func() bool {
 		ok, err = exists()
 		if !ok && err == nil {
 			t.Fatalf("%s = false, nil: absence concluded", what)
 		}
-		if err != nil && strings.Contains(err.Error(), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, %v after 10s; want an error naming %s", what, ok, err, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err != nil && strings.Contains(err.Error(), want)
+	}) {
+		t.Fatalf("%s = %v, %v after 10s; want an error naming %s", what, ok, err, want)
 	}
 }
 

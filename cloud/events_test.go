@@ -16,6 +16,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // boundLog is an eventLog recording through a real broadcaster into a
@@ -36,28 +37,24 @@ func boundLog(t *testing.T) (*eventLog, *fake.Clientset) {
 func waitEvents(t *testing.T, client *fake.Clientset, reason string, count int32) []v1.Event {
 	t.Helper()
 	var got []v1.Event
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var n int32
+	if !(poll.Schedule{Every: 20 * time.Millisecond, Within: 10 * time.Second}).Holds(func() bool {
 		evs, err := client.CoreV1().Events("").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = got[:0]
-		var n int32
+		got, n = got[:0], 0
 		for _, e := range evs.Items {
 			if e.Reason == reason {
 				got = append(got, e)
 				n += max(e.Count, 1)
 			}
 		}
-		if n >= count {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %s Events recorded, want %d: %v", n, reason, count, got)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return n >= count
+	}) {
+		t.Fatalf("%d %s Events recorded, want %d: %v", n, reason, count, got)
 	}
+	return got
 }
 
 // A cause met at each pass is one Event whose count grows, whatever its

@@ -24,6 +24,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -89,16 +90,7 @@ func startFromFileRegistered(t *testing.T, path string) (*cloud.Cloud, metrics.K
 }
 
 // eventually polls cond every 50ms for up to 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+var eventually = poll.Schedule{Every: 50 * time.Millisecond, Within: 10 * time.Second}.Until
 
 func TestConfigEditsApplyInPlace(t *testing.T) {
 	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})

@@ -16,12 +16,12 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
-// BenchmarkFindByUUID looks up kubelet system UUIDs over 3 simulated
+// BenchmarkLocateByUUID looks up kubelet system UUIDs over 3 simulated
 // vCenters × 2 datacenters through the govmomi backend, with and without
 // its inventory, and reports lookups/s and vCenter HTTP requests per
 // lookup: "cold" searches every vCenter (nothing remembered), "cached"
 // re-reads the remembered location.
-func BenchmarkFindByUUID(b *testing.B) {
+func BenchmarkLocateByUUID(b *testing.B) {
 	fed, err := vcsim.Start(vcsim.Options{VCenters: 3, Datacenters: 2})
 	if err != nil {
 		b.Fatal(err)
@@ -53,7 +53,7 @@ func BenchmarkFindByUUID(b *testing.B) {
 				}
 			}
 			for _, vm := range vms { // log in everywhere and warm the cache
-				if _, err := disc.FindByUUID(ctx, vm.SystemUUID()); err != nil {
+				if _, err := disc.Locate(ctx, byUUID(vm.SystemUUID())); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,9 +62,9 @@ func BenchmarkFindByUUID(b *testing.B) {
 			start := time.Now()
 			for i := 0; b.Loop(); i++ {
 				vm := vms[i%len(vms)]
-				res, err := d().FindByUUID(ctx, vm.SystemUUID())
+				res, err := d().Locate(ctx, byUUID(vm.SystemUUID()))
 				if err != nil || res == nil || res.VM.UUID != vm.UUID {
-					b.Fatalf("FindByUUID(%s) = %v, %v", vm.Name, res, err)
+					b.Fatalf("Locate(%s) = %v, %v", vm.Name, res, err)
 				}
 			}
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lookups/s")
@@ -132,10 +132,10 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			vm := healthy[i%len(healthy)]
 			start := time.Now()
-			res, err := d.FindByUUID(ctx, vm.SystemUUID())
+			res, err := d.Locate(ctx, byUUID(vm.SystemUUID()))
 			total += time.Since(start)
 			if err != nil || res == nil {
-				b.Fatalf("FindByUUID(%s) = %v, %v", vm.Name, res, err)
+				b.Fatalf("Locate(%s) = %v, %v", vm.Name, res, err)
 			}
 		}
 		b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms/lookup")
@@ -149,9 +149,9 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 		d.Start()
 		ghost := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 		for range 3 { // trip vc3's breaker: three deadlines
-			_, _ = d.FindByUUID(ctx, ghost)
+			_, _ = d.Locate(ctx, byUUID(ghost))
 		}
-		if _, err := d.FindByUUID(ctx, ghost); !errors.Is(err, discovery.ErrBreakerOpen) {
+		if _, err := d.Locate(ctx, byUUID(ghost)); !errors.Is(err, discovery.ErrBreakerOpen) {
 			b.Fatalf("vc3's breaker is not open: %v", err)
 		}
 		run(b, d)

@@ -20,7 +20,7 @@ func TestBudgetRejectionsDoNotOpenTheBreaker(t *testing.T) {
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	f.backends["vc1"].Fail(fmt.Errorf("vcenter vc1: %w", backends.ErrBudget))
 	for i := range 50 {
-		res, err := d.FindByUUID(ctx, missing)
+		res, err := d.Locate(ctx, byUUID(missing))
 		if !errors.Is(err, backends.ErrBudget) || res != nil {
 			t.Fatalf("lookup %d = %v, %v; want an error wrapping ErrBudget", i, res, err)
 		}
@@ -36,9 +36,9 @@ func TestBudgetRejectionsDoNotOpenTheBreaker(t *testing.T) {
 	// Real failures still open it.
 	f.backends["vc1"].Fail(errors.New("connection refused"))
 	for range 2 {
-		_, _ = d.FindByUUID(ctx, missing)
+		_, _ = d.Locate(ctx, byUUID(missing))
 	}
-	if _, err := d.FindByUUID(ctx, missing); !errors.Is(err, discovery.ErrBreakerOpen) {
+	if _, err := d.Locate(ctx, byUUID(missing)); !errors.Is(err, discovery.ErrBreakerOpen) {
 		t.Fatalf("after 2 failures err = %v, want ErrBreakerOpen", err)
 	}
 }

@@ -128,9 +128,9 @@ func TestConnectingVCenterMakingProgressIsWaitedFor(t *testing.T) {
 	// Lookups one after another, as one worker makes them: the first
 	// began with the connect, the later ones past ConnectWait since.
 	for _, vm := range f.vms["vc3"][:2] {
-		res, err := d.FindByUUID(t.Context(), vm.UUID)
+		res, err := d.Locate(t.Context(), byUUID(vm.UUID))
 		if err != nil || res == nil || res.VCenter != "vc3" {
-			t.Fatalf("vc3 connecting with progress (after %v): FindByUUID = %v, %v; want found in vc3", time.Since(start), res, err)
+			t.Fatalf("vc3 connecting with progress (after %v): Locate = %v, %v; want found in vc3", time.Since(start), res, err)
 		}
 	}
 	if took := time.Since(start); took < connectAfter*9/10 {
@@ -149,7 +149,7 @@ func TestConnectingVCenterStalledIsNotWaitedFor(t *testing.T) {
 	f, slow, d := slowFleet(t, connectWait, timeout)
 	slow.step("tcp connected", time.Millisecond)
 	start := time.Now()
-	_, err := d.FindByUUID(t.Context(), f.vms["vc3"][0].UUID)
+	_, err := d.Locate(t.Context(), byUUID(f.vms["vc3"][0].UUID))
 	first := time.Since(start)
 	if !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("vc3 stalled: err = %v, want ErrVCenterConnecting", err)
@@ -160,7 +160,7 @@ func TestConnectingVCenterStalledIsNotWaitedFor(t *testing.T) {
 	time.Sleep(connectWait)
 	start = time.Now()
 	for _, vm := range f.vms["vc3"] {
-		if _, err := d.FindByUUID(t.Context(), vm.UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+		if _, err := d.Locate(t.Context(), byUUID(vm.UUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 			t.Fatalf("later lookup: err = %v, want ErrVCenterConnecting", err)
 		}
 	}
@@ -188,7 +188,7 @@ func TestConnectingVCenterIsWaitedForAtMostHalfTheDeadline(t *testing.T) {
 	defer close(stop)
 	slow.progressEvery(20*time.Millisecond, stop)
 	start := time.Now()
-	_, err := d.FindByUUID(t.Context(), f.vms["vc3"][0].UUID)
+	_, err := d.Locate(t.Context(), byUUID(f.vms["vc3"][0].UUID))
 	took := time.Since(start)
 	if !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("vc3 connecting for ever: err = %v, want ErrVCenterConnecting", err)

@@ -63,9 +63,9 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 					continue
 				}
 				seen[vm.Datacenter] = true
-				res, err := d.FindByUUID(ctx, vm.UUID)
+				res, err := d.Locate(ctx, byUUID(vm.UUID))
 				if err != nil || res == nil || res.VM.Ref.ID != vm.Ref {
-					t.Fatalf("FindByUUID(%s) %v after the start = %v, %v; want found", vm.Name, time.Since(start).Round(time.Millisecond), res, err)
+					t.Fatalf("Locate(%s) %v after the start = %v, %v; want found", vm.Name, time.Since(start).Round(time.Millisecond), res, err)
 				}
 			}
 			if took := time.Since(start); took < 2*wanDelay {

@@ -60,8 +60,8 @@ func TestEachLookupIsCountedOnce(t *testing.T) {
 			res, err := d.Exists(ctx, discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)})
 			return wantFound(res, err)
 		}, "found"},
-		{"found by FindByProviderID", func(ctx context.Context) error {
-			res, err := d.FindByProviderID(ctx, discovery.ProviderID(vm.UUID))
+		{"found by providerID", func(ctx context.Context) error {
+			res, err := d.Locate(ctx, byProviderID(discovery.ProviderID(vm.UUID)))
 			return wantFound(res, err)
 		}, "found"},
 		{"found by system UUID", func(ctx context.Context) error {

@@ -66,13 +66,13 @@ func TestDatacenterByIDOrPathServesItsVMs(t *testing.T) {
 			b, vms := placedVCenter()
 			d := datacenterDiscoverer(t, b, specs(t, entry))
 			ctx := t.Context()
-			res, err := d.FindByUUID(ctx, vms["east"].UUID)
+			res, err := d.Locate(ctx, byUUID(vms["east"].UUID))
 			if err != nil || res == nil || res.VM.Ref != vms["east"].Ref {
-				t.Fatalf("FindByUUID(VM in %s) = %v, %v; want it found", entry, res, err)
+				t.Fatalf("Locate(VM in %s) = %v, %v; want it found", entry, res, err)
 			}
 			var oe *discovery.OutsideError
-			if _, err := d.FindByUUID(ctx, vms["west"].UUID); !errors.As(err, &oe) {
-				t.Fatalf("FindByUUID(VM in west) err = %v; want OutsideError", err)
+			if _, err := d.Locate(ctx, byUUID(vms["west"].UUID)); !errors.As(err, &oe) {
+				t.Fatalf("Locate(VM in west) err = %v; want OutsideError", err)
 			}
 		})
 	}

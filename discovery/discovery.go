@@ -540,55 +540,6 @@ func ipLookup(ip netip.Addr) lookup {
 	return lookup{q: backends.Query{By: backends.ByIP, Values: []string{s}}, key: "ip:" + s, what: fmt.Sprintf("guest ip %q", s), strict: true}
 }
 
-// FindByUUID locates the VM whose BIOS UUID is uuid, trying the kubelet's
-// byte-swapped form too. It returns (nil, nil) only when every vCenter
-// answered that no such VM exists.
-func (d *Discoverer) FindByUUID(ctx context.Context, uuid string) (res *Result, err error) {
-	const op = "discovery.FindByUUID"
-	defer func() { d.count(res, err) }()
-	l, err := uuidLookup(uuid)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	s, err := d.searched(l.what)
-	if err != nil {
-		return nil, err
-	}
-	return d.find(ctx, s, l)
-}
-
-// FindByProviderID locates the VM of a "vsphere://<uuid>" providerID,
-// in both byte orders as FindByUUID: some kubelets set --provider-id from
-// the system UUID they read (CPI tries the reversed form too).
-func (d *Discoverer) FindByProviderID(ctx context.Context, providerID string) (res *Result, err error) {
-	const op = "discovery.FindByProviderID"
-	defer func() { d.count(res, err) }()
-	u, err := ParseProviderID(providerID)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	l, err := uuidLookup(u)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	s, err := d.searched(l.what)
-	if err != nil {
-		return nil, err
-	}
-	return d.find(ctx, s, l)
-}
-
-// FindByName locates the VM named name; (nil, nil) as for FindByUUID.
-func (d *Discoverer) FindByName(ctx context.Context, name string) (res *Result, err error) {
-	defer func() { d.count(res, err) }()
-	l := nameLookup(name)
-	s, err := d.searched(l.what)
-	if err != nil {
-		return nil, err
-	}
-	return d.find(ctx, s, l)
-}
-
 // The outcomes of a lookup, as discovery_total counts them.
 const (
 	outcomeFound     = "found"

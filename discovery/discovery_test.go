@@ -12,6 +12,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // fleet is three fake vCenters with two datacenters and two VMs each.
@@ -56,9 +57,7 @@ func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Dur
 	}
 	d := discovery.New(vcs, discovery.Options{DuplicateScan: 10 * time.Millisecond})
 	d.Start()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !indexed(d); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}.Holds(func() bool { return indexed(d) })
 	return d
 }
 
@@ -87,21 +86,21 @@ func TestFoundInEveryVCenterAndDatacenter(t *testing.T) {
 	for _, vc := range f.names {
 		for _, vm := range f.vms[vc] {
 			for _, key := range []string{vm.UUID, discovery.SwapByteOrder(vm.UUID), strings.ToUpper(vm.UUID)} {
-				res, err := d.FindByUUID(ctx, key)
+				res, err := d.Locate(ctx, byUUID(key))
 				if err != nil || res == nil {
-					t.Fatalf("FindByUUID(%s) = %v, %v", key, res, err)
+					t.Fatalf("Locate(%s) = %v, %v", key, res, err)
 				}
 				if res.VCenter != vc || res.VM.Ref != vm.Ref {
-					t.Fatalf("FindByUUID(%s) found %s, want vcenter %s %v", key, res, vc, vm.Ref)
+					t.Fatalf("Locate(%s) found %s, want vcenter %s %v", key, res, vc, vm.Ref)
 				}
 			}
-			res, err := d.FindByProviderID(ctx, discovery.ProviderID(vm.UUID))
+			res, err := d.Locate(ctx, byProviderID(discovery.ProviderID(vm.UUID)))
 			if err != nil || res == nil || res.VM.UUID != vm.UUID {
-				t.Fatalf("FindByProviderID(%s) = %v, %v", vm.UUID, res, err)
+				t.Fatalf("Locate(providerID %s) = %v, %v", vm.UUID, res, err)
 			}
-			res, err = d.FindByName(ctx, vm.Name)
+			res, err = d.Locate(ctx, byName(vm.Name))
 			if err != nil || res == nil || res.VM.UUID != vm.UUID {
-				t.Fatalf("FindByName(%s) = %v, %v", vm.Name, res, err)
+				t.Fatalf("Locate(name %s) = %v, %v", vm.Name, res, err)
 			}
 		}
 	}
@@ -117,15 +116,15 @@ func TestProviderIDInTheKubeletsByteOrderIsItsVM(t *testing.T) {
 	d := f.discoverer(time.Second, 5, time.Minute)
 	vm := f.vms["vc2"][0]
 	swapped := discovery.ProviderID(discovery.SwapByteOrder(vm.UUID))
-	res, err := d.FindByProviderID(t.Context(), swapped)
+	res, err := d.Locate(t.Context(), byProviderID(swapped))
 	if err != nil || res == nil || res.VM.UUID != vm.UUID {
-		t.Fatalf("FindByProviderID(swapped) = %v, %v; want %s", res, err, vm.Ref.ID)
+		t.Fatalf("Locate(swapped providerID) = %v, %v; want %s", res, err, vm.Ref.ID)
 	}
 	res, err = d.Exists(t.Context(), discovery.NodeKeys{Name: "n", ProviderID: swapped})
 	if err != nil || res == nil || res.VM.UUID != vm.UUID {
 		t.Fatalf("Exists(providerID swapped) = %v, %v; want its VM found", res, err)
 	}
-	if _, err := d.FindByProviderID(t.Context(), "aws:///i-123"); err == nil {
+	if _, err := d.Locate(t.Context(), byProviderID("aws:///i-123")); err == nil {
 		t.Fatal("a foreign providerID must be an error")
 	}
 }
@@ -135,18 +134,18 @@ func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
 	d := f.discoverer(time.Second, 5, time.Minute)
 	ctx := t.Context()
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
-	res, err := d.FindByUUID(ctx, missing)
+	res, err := d.Locate(ctx, byUUID(missing))
 	if err != nil || res != nil {
-		t.Fatalf("all answered: FindByUUID = %v, %v; want nil, nil", res, err)
+		t.Fatalf("all answered: Locate = %v, %v; want nil, nil", res, err)
 	}
 	for _, failure := range []error{
 		errors.New("connection refused"),
 		fmt.Errorf("login as %q failed: %w", "ccm", errors.New("InvalidLogin")),
 	} {
 		f.backends["vc2"].Fail(failure)
-		res, err = d.FindByUUID(ctx, missing)
+		res, err = d.Locate(ctx, byUUID(missing))
 		if err == nil || res != nil {
-			t.Fatalf("vc2 failing (%v): FindByUUID = %v, %v; want an error", failure, res, err)
+			t.Fatalf("vc2 failing (%v): Locate = %v, %v; want an error", failure, res, err)
 		}
 		var le *discovery.LookupError
 		if !errors.As(err, &le) || strings.Join(le.FailedVCenters(), ",") != "vc2" {
@@ -160,9 +159,9 @@ func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
 	// A VM in a healthy vCenter is found while another vCenter is down.
 	f.backends["vc3"].Fail(errors.New("connection refused"))
 	vm := f.vms["vc1"][3]
-	res, err = d.FindByUUID(ctx, vm.UUID)
+	res, err = d.Locate(ctx, byUUID(vm.UUID))
 	if err != nil || res == nil || res.VCenter != "vc1" {
-		t.Fatalf("FindByUUID with vc3 down = %v, %v; want found in vc1", res, err)
+		t.Fatalf("Locate with vc3 down = %v, %v; want found in vc1", res, err)
 	}
 }
 
@@ -171,15 +170,15 @@ func TestDeadlineIsAnErrorNotAbsence(t *testing.T) {
 	d := f.discoverer(50*time.Millisecond, 5, time.Minute)
 	f.backends["vc3"].Hang(true)
 	ctx := t.Context()
-	res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	res, err := d.Locate(ctx, byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff"))
 	if err == nil || res != nil {
-		t.Fatalf("FindByUUID with vc3 hanging = %v, %v; want an error", res, err)
+		t.Fatalf("Locate with vc3 hanging = %v, %v; want an error", res, err)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "requestTimeout") {
 		t.Fatalf("error %v should be a deadline naming requestTimeout", err)
 	}
 	vm := f.vms["vc2"][1]
-	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res == nil {
 		t.Fatalf("healthy vCenter lookup with vc3 hanging = %v, %v", res, err)
 	}
 }
@@ -192,12 +191,12 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	f.backends["vc1"].Fail(errors.New("connection refused"))
 	for range 3 {
-		if _, err := d.FindByUUID(ctx, missing); err == nil {
+		if _, err := d.Locate(ctx, byUUID(missing)); err == nil {
 			t.Fatal("want an error while vc1 fails")
 		}
 	}
 	before := f.backends["vc1"].Calls()
-	_, err := d.FindByUUID(ctx, missing)
+	_, err := d.Locate(ctx, byUUID(missing))
 	if !errors.Is(err, discovery.ErrBreakerOpen) {
 		t.Fatalf("after 3 failures err = %v, want ErrBreakerOpen", err)
 	}
@@ -207,9 +206,9 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	// Healed: after openTimeout one probe goes through and closes it.
 	f.backends["vc1"].Fail(nil)
 	time.Sleep(open + 50*time.Millisecond)
-	res, err := d.FindByUUID(ctx, missing)
+	res, err := d.Locate(ctx, byUUID(missing))
 	if err != nil || res != nil {
-		t.Fatalf("after recovery FindByUUID = %v, %v; want confirmed absence", res, err)
+		t.Fatalf("after recovery Locate = %v, %v; want confirmed absence", res, err)
 	}
 	if f.backends["vc1"].Calls() != before+1 {
 		t.Fatalf("half-open probe: want exactly one call, got %d", f.backends["vc1"].Calls()-before)
@@ -222,18 +221,18 @@ func TestNotFoundAnswersDoNotTripBreaker(t *testing.T) {
 	d := f.discoverer(time.Second, 2, time.Minute)
 	ctx := t.Context()
 	for i := range 10 {
-		if res, err := d.FindByUUID(ctx, fmt.Sprintf("42ffffff-ffff-4fff-8fff-%012x", i)); err != nil || res != nil {
+		if res, err := d.Locate(ctx, byUUID(fmt.Sprintf("42ffffff-ffff-4fff-8fff-%012x", i))); err != nil || res != nil {
 			t.Fatalf("lookup %d = %v, %v", i, res, err)
 		}
 	}
 	// Cached locations whose VM was deleted answer ErrNotFound from Get.
 	vm := f.vms["vc1"][0]
 	for range 5 {
-		if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
+		if _, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil {
 			t.Fatal(err)
 		}
 		f.backends["vc1"].Remove(vm.Ref.ID)
-		if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res != nil {
+		if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res != nil {
 			t.Fatalf("deleted VM lookup = %v, %v; want nil, nil", res, err)
 		}
 		f.backends["vc1"].Add(vm, nil)
@@ -247,10 +246,10 @@ func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 	dup := f.vms["vc3"][1]
 	dup.UUID = orig.UUID
 	f.backends["vc3"].Add(dup, nil)
-	res, err := d.FindByUUID(t.Context(), orig.UUID)
+	res, err := d.Locate(t.Context(), byUUID(orig.UUID))
 	var de *discovery.DuplicateError
 	if res != nil || !errors.As(err, &de) || len(de.Matches) != 2 {
-		t.Fatalf("FindByUUID(duplicate) = %v, %v; want DuplicateError with 2 matches", res, err)
+		t.Fatalf("Locate(duplicate) = %v, %v; want DuplicateError with 2 matches", res, err)
 	}
 	for _, want := range []string{"vcenter vc1", orig.Name, "vcenter vc3", dup.Name} {
 		if !strings.Contains(err.Error(), want) {
@@ -261,7 +260,7 @@ func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 	other := f.vms["vc2"][0]
 	other.UUID = discovery.SwapByteOrder(f.vms["vc1"][0].UUID)
 	f.backends["vc2"].Add(other, nil)
-	if _, err := d.FindByUUID(t.Context(), f.vms["vc1"][0].UUID); !errors.As(err, &de) {
+	if _, err := d.Locate(t.Context(), byUUID(f.vms["vc1"][0].UUID)); !errors.As(err, &de) {
 		t.Fatalf("byte-order collision err = %v, want DuplicateError", err)
 	}
 }
@@ -271,11 +270,11 @@ func TestCachedLocationIsReverified(t *testing.T) {
 	d := f.discoverer(time.Second, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc2"][3]
-	if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
+	if _, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil {
 		t.Fatal(err)
 	}
 	before := f.calls()
-	res, err := d.FindByUUID(ctx, vm.UUID)
+	res, err := d.Locate(ctx, byUUID(vm.UUID))
 	if err != nil || res == nil || res.VCenter != "vc2" {
 		t.Fatalf("cached lookup = %v, %v", res, err)
 	}
@@ -285,23 +284,23 @@ func TestCachedLocationIsReverified(t *testing.T) {
 	}
 	// Power state comes from the re-read, not the cache.
 	f.backends["vc2"].SetPower(vm.Ref.ID, backends.PoweredOff)
-	if res, _ := d.FindByUUID(ctx, vm.UUID); res == nil || res.VM.PowerState != backends.PoweredOff {
+	if res, _ := d.Locate(ctx, byUUID(vm.UUID)); res == nil || res.VM.PowerState != backends.PoweredOff {
 		t.Fatalf("cached lookup served a stale power state: %v", res)
 	}
 	// Its vCenter down: an error, never a guess from the cache.
 	f.backends["vc2"].Fail(errors.New("connection refused"))
-	if res, err := d.FindByUUID(ctx, vm.UUID); err == nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err == nil || res != nil {
 		t.Fatalf("cached lookup with vc2 down = %v, %v; want error", res, err)
 	}
 	f.backends["vc2"].Fail(nil)
 	// Deleted while another vCenter is down: still an error, not absence.
 	f.backends["vc2"].Remove(vm.Ref.ID)
 	f.backends["vc1"].Fail(errors.New("connection refused"))
-	if res, err := d.FindByUUID(ctx, vm.UUID); err == nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err == nil || res != nil {
 		t.Fatalf("deleted VM with vc1 down = %v, %v; want error", res, err)
 	}
 	f.backends["vc1"].Fail(nil)
-	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res != nil {
 		t.Fatalf("deleted VM, all answering = %v, %v; want nil, nil", res, err)
 	}
 }
@@ -321,8 +320,8 @@ func TestRememberedLocationExpires(t *testing.T) {
 	lookup := func() map[string]int64 {
 		t.Helper()
 		before := f.calls()
-		if res, err := d.FindByUUID(t.Context(), vm.UUID); err != nil || res == nil || res.VCenter != "vc2" {
-			t.Fatalf("FindByUUID = %v, %v", res, err)
+		if res, err := d.Locate(t.Context(), byUUID(vm.UUID)); err != nil || res == nil || res.VCenter != "vc2" {
+			t.Fatalf("Locate = %v, %v", res, err)
 		}
 		after := f.calls()
 		for n := range after {
@@ -347,19 +346,19 @@ func TestDatacenterFilter(t *testing.T) {
 	d.Start()
 	ctx := t.Context()
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0
-	if res, err := d.FindByUUID(ctx, in.UUID); err != nil || res == nil {
+	if res, err := d.Locate(ctx, byUUID(in.UUID)); err != nil || res == nil {
 		t.Fatalf("VM in configured datacenter: %v, %v", res, err)
 	}
 	// It exists, outside the configured datacenters: not served, not gone.
-	res, err := d.FindByUUID(ctx, out.UUID)
+	res, err := d.Locate(ctx, byUUID(out.UUID))
 	var oe *discovery.OutsideError
 	if res != nil || !errors.As(err, &oe) || !strings.Contains(err.Error(), "datacenter dc0") {
 		t.Fatalf("VM outside configured datacenters: %v, %v; want an OutsideError naming dc0", res, err)
 	}
-	if res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff"); err != nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff")); err != nil || res != nil {
 		t.Fatalf("VM nowhere: %v, %v; want nil, nil", res, err)
 	}
-	if _, err := discovery.New(nil, discovery.Options{}).FindByUUID(ctx, out.UUID); err == nil {
+	if _, err := discovery.New(nil, discovery.Options{}).Locate(ctx, byUUID(out.UUID)); err == nil {
 		t.Fatal("with no vCenter configured, absence must not be confirmed")
 	}
 }
@@ -373,9 +372,9 @@ func TestConcurrentLookups(t *testing.T) {
 		for _, vm := range f.vms[vc] {
 			for range 4 {
 				wg.Go(func() {
-					res, err := d.FindByUUID(ctx, vm.UUID)
+					res, err := d.Locate(ctx, byUUID(vm.UUID))
 					if err != nil || res == nil || res.VM.UUID != vm.UUID {
-						t.Errorf("FindByUUID(%s) = %v, %v", vm.UUID, res, err)
+						t.Errorf("Locate(%s) = %v, %v", vm.UUID, res, err)
 					}
 				})
 			}
@@ -439,9 +438,9 @@ func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 	f.backends["vc2"].Lag(vm.Ref.ID)
 	f.backends["vc3"].Lag("vm-none") // inventoried, holding all its VMs
 	before := f.calls()
-	res, err := d.FindByUUID(ctx, vm.UUID)
+	res, err := d.Locate(ctx, byUUID(vm.UUID))
 	if err != nil || res == nil || res.VCenter != "vc2" || res.VM.Ref != vm.Ref {
-		t.Fatalf("FindByUUID of a VM the inventory lags on = %v, %v; want it in vc2", res, err)
+		t.Fatalf("Locate of a VM the inventory lags on = %v, %v; want it in vc2", res, err)
 	}
 	after := f.calls()
 	// vc1 has no inventory: its first answer already was vCenter's.
@@ -452,8 +451,8 @@ func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 	// Found in an inventory: no second pass.
 	other := f.vms["vc3"][0]
 	before = f.calls()
-	if res, err := d.FindByName(ctx, other.Name); err != nil || res == nil || res.VCenter != "vc3" {
-		t.Fatalf("FindByName(%s) = %v, %v", other.Name, res, err)
+	if res, err := d.Locate(ctx, byName(other.Name)); err != nil || res == nil || res.VCenter != "vc3" {
+		t.Fatalf("Locate(name %s) = %v, %v", other.Name, res, err)
 	}
 	after = f.calls()
 	for _, n := range f.names {
@@ -464,8 +463,8 @@ func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 
 	// Absent everywhere: confirmed by the direct pass.
 	cachedBefore := f.backends["vc3"].CachedCalls()
-	if res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff"); err != nil || res != nil {
-		t.Fatalf("FindByUUID(absent) = %v, %v", res, err)
+	if res, err := d.Locate(ctx, byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff")); err != nil || res != nil {
+		t.Fatalf("Locate(absent) = %v, %v", res, err)
 	}
 	if got := f.backends["vc3"].CachedCalls() - cachedBefore; got != 1 {
 		t.Fatalf("absent lookup made %d cached calls to vc3, want 1 then a direct one", got)
@@ -481,9 +480,9 @@ func TestDirectPassFailureIsAnError(t *testing.T) {
 	vm := f.vms["vc1"][0]
 	f.backends["vc1"].Lag(vm.Ref.ID)
 	f.backends["vc1"].FailDirect(errors.New("connection refused"))
-	res, err := d.FindByUUID(ctx, vm.UUID)
+	res, err := d.Locate(ctx, byUUID(vm.UUID))
 	var le *discovery.LookupError
 	if res != nil || !errors.As(err, &le) || !strings.Contains(err.Error(), "vc1") {
-		t.Fatalf("FindByUUID with vc1's direct pass failing = %v, %v; want a LookupError naming vc1", res, err)
+		t.Fatalf("Locate with vc1's direct pass failing = %v, %v; want a LookupError naming vc1", res, err)
 	}
 }

@@ -11,9 +11,13 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// A lookup is found, confirmed absent (nil, nil), or an error that names
-// the vCenters that could not answer: absence is never inferred from them.
-func ExampleDiscoverer_FindByUUID() {
+// The cloud provider locates a Node's VM by the keys it reads off the Node
+// (cloud/instances.go): its providerID once set, before that its system
+// UUID, then CPI's searches by its name. A lookup is found, found nothing
+// (nil, nil: every vCenter answered without it, which alone is no grounds
+// to delete the Node; Exists decides that), or an error that names the
+// vCenters that could not answer: absence is never inferred from them.
+func ExampleDiscoverer_Locate() {
 	east, west := backendtest.New(), backendtest.New()
 	east.Add(backends.VM{
 		Ref:  backends.VMRef{Datacenter: "dc-a", ID: "vm-42"},
@@ -26,18 +30,21 @@ func ExampleDiscoverer_FindByUUID() {
 	d.Start()
 	ctx := context.Background()
 
-	// The kubelet reports the system UUID with its first groups byte-swapped.
-	res, err := d.FindByUUID(ctx, "56492e42-22ad-3911-1234-567890abcdef")
+	// A new Node: the kubelet reports the system UUID with its first groups
+	// byte-swapped.
+	res, err := d.Locate(ctx, discovery.NodeKeys{Name: "worker-1", SystemUUID: "56492e42-22ad-3911-1234-567890abcdef"})
 	fmt.Println(res, err)
 
-	res, err = d.FindByUUID(ctx, "42ffffff-ffff-ffff-8fff-ffffffffffff")
-	fmt.Println(res == nil && err == nil, "(confirmed absent)")
+	// A Node initialized before, whose VM is gone.
+	gone := discovery.NodeKeys{Name: "worker-2", ProviderID: "vsphere://42ffffff-ffff-ffff-8fff-ffffffffffff"}
+	res, err = d.Locate(ctx, gone)
+	fmt.Println(res == nil && err == nil, "(found nothing)")
 
 	west.Fail(errors.New("connection refused"))
-	_, err = d.FindByUUID(ctx, "42ffffff-ffff-ffff-8fff-ffffffffffff")
+	_, err = d.Locate(ctx, gone)
 	fmt.Println(err)
 	// Output:
 	// vcenter east datacenter dc-a vm "worker-1" (vm-42) <nil>
-	// true (confirmed absent)
+	// true (found nothing)
 	// uuid "42ffffff-ffff-ffff-8fff-ffffffffffff": not found in the vCenters that answered [east], and 1 could not be asked: vcenter west: connection refused
 }

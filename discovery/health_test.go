@@ -10,6 +10,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // A VM found in one vCenter does not wait for a vCenter that is not known
@@ -25,25 +26,25 @@ func TestFoundDoesNotWaitForAVCenterNotKnownUp(t *testing.T) {
 
 	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
 	start := time.Now()
-	res, err := d.FindByUUID(ctx, vm.UUID)
+	res, err := d.Locate(ctx, byUUID(vm.UUID))
 	notUp := time.Since(start)
 	if err != nil || res == nil || res.VCenter != "vc1" {
-		t.Fatalf("vc3 connecting: FindByUUID = %v, %v; want found in vc1", res, err)
+		t.Fatalf("vc3 connecting: Locate = %v, %v; want found in vc1", res, err)
 	}
 	if notUp > timeout/4 {
 		t.Fatalf("vc3 connecting: the lookup took %v, waiting on vc3's deadline %v", notUp, timeout)
 	}
 
 	// Absence still waits for vc3's answer, and without it is an error.
-	if res, err := d.FindByUUID(ctx, "42ffffff-ffff-4fff-8fff-ffffffffffff"); err == nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff")); err == nil || res != nil {
 		t.Fatalf("vc3 connecting, VM nowhere: %v, %v; want an error", res, err)
 	}
 
 	f.backends["vc3"].SetReachability(backends.ConnUp, nil)
 	other := f.vms["vc1"][2] // not remembered: every vCenter is asked
 	start = time.Now()
-	if res, err := d.FindByUUID(ctx, other.UUID); err != nil || res == nil {
-		t.Fatalf("vc3 up and hanging: FindByUUID = %v, %v", res, err)
+	if res, err := d.Locate(ctx, byUUID(other.UUID)); err != nil || res == nil {
+		t.Fatalf("vc3 up and hanging: Locate = %v, %v", res, err)
 	}
 	if up := time.Since(start); up < timeout*9/10 {
 		t.Fatalf("vc3 known up: the lookup took %v, did not wait for vc3 (deadline %v)", up, timeout)
@@ -71,7 +72,7 @@ func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	begin := time.Now()
 	for range 10 {
 		start := time.Now()
-		_, err := d.FindByUUID(ctx, vm.UUID)
+		_, err := d.Locate(ctx, byUUID(vm.UUID))
 		if !errors.Is(err, discovery.ErrVCenterDown) {
 			t.Fatalf("vc2 known down: err = %v, want ErrVCenterDown", err)
 		}
@@ -90,21 +91,13 @@ func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	}
 	down.Hang(false)
 	eventually(t, "a probe to bring vc2 back", func() bool {
-		res, err := d.FindByUUID(ctx, vm.UUID)
+		res, err := d.Locate(ctx, byUUID(vm.UUID))
 		return err == nil && res != nil && res.VCenter == "vc2"
 	})
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// eventually polls cond every 20ms for up to 10s.
+var eventually = poll.Schedule{Every: 20 * time.Millisecond, Within: 10 * time.Second}.Until
 
 // The inventories' UUIDs are compared across vCenters: a twin is
 // reported once as soon as it appears, and a lookup that found a VM
@@ -141,10 +134,10 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 	// its inventory's last word holds the twin.
 	f.backends["vc3"].Hang(true)
 	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
-	_, err := d.FindByUUID(ctx, orig.UUID)
+	_, err := d.Locate(ctx, byUUID(orig.UUID))
 	var de *discovery.DuplicateError
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "vcenter vc3") || !strings.Contains(err.Error(), "vcenter vc1") {
-		t.Fatalf("FindByUUID with vc3 not waited for: err = %v; want a DuplicateError naming vc1 and vc3", err)
+		t.Fatalf("Locate with vc3 not waited for: err = %v; want a DuplicateError naming vc1 and vc3", err)
 	}
 	time.Sleep(50 * time.Millisecond) // several scans
 	mu.Lock()
@@ -157,7 +150,7 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 	f.backends["vc3"].SetReachability(backends.ConnUp, nil)
 	f.backends["vc3"].Remove("vm-twin")
 	eventually(t, "the VM to be served once its twin is gone", func() bool {
-		res, err := d.FindByUUID(ctx, orig.UUID)
+		res, err := d.Locate(ctx, byUUID(orig.UUID))
 		return err == nil && res != nil && res.VCenter == "vc1"
 	})
 }
@@ -180,10 +173,10 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 	f.backends["vc3"].Hang(true)
 	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
 	start := time.Now()
-	res, err := d.FindByUUID(t.Context(), f.vms["vc3"][0].UUID)
+	res, err := d.Locate(t.Context(), byUUID(f.vms["vc3"][0].UUID))
 	took := time.Since(start)
 	if res != nil || !errors.Is(err, discovery.ErrVCenterConnecting) || !strings.Contains(err.Error(), "vcenter vc3") {
-		t.Fatalf("vc3 connecting: FindByUUID = %v, %v; want ErrVCenterConnecting naming vc3", res, err)
+		t.Fatalf("vc3 connecting: Locate = %v, %v; want ErrVCenterConnecting naming vc3", res, err)
 	}
 	if took >= timeout/2 {
 		t.Fatalf("the lookup took %v: it waited on vc3's request deadline (%v), not ConnectWait (%v)", took, timeout, connectWait)
@@ -208,13 +201,13 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	f.backends["vc3"].Hang(true)
 	f.backends["vc3"].SetReachability(backends.ConnUnknown, nil)
 	ctx := t.Context()
-	if _, err := d.FindByUUID(ctx, f.vms["vc3"][0].UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+	if _, err := d.Locate(ctx, byUUID(f.vms["vc3"][0].UUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("first lookup: err = %v, want ErrVCenterConnecting", err)
 	}
 	time.Sleep(connectWait) // connecting for longer than ConnectWait now
 	start := time.Now()
 	for _, vm := range f.vms["vc3"] {
-		if _, err := d.FindByUUID(ctx, vm.UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+		if _, err := d.Locate(ctx, byUUID(vm.UUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 			t.Fatalf("later lookup: err = %v, want ErrVCenterConnecting", err)
 		}
 	}
@@ -224,7 +217,7 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	// Connected: lookups reach it again.
 	f.backends["vc3"].Hang(false)
 	f.backends["vc3"].SetReachability(backends.ConnUp, nil)
-	if res, err := d.FindByUUID(ctx, f.vms["vc3"][0].UUID); err != nil || res == nil {
+	if res, err := d.Locate(ctx, byUUID(f.vms["vc3"][0].UUID)); err != nil || res == nil {
 		t.Fatalf("vc3 up: %v, %v", res, err)
 	}
 }

@@ -121,7 +121,7 @@ func TestIdentityChangingBetweenAnyTwoReads(t *testing.T) {
 				for i, lookup := range []func() (*discovery.Result, error){
 					func() (*discovery.Result, error) { return d.Exists(ctx, keys) },
 					func() (*discovery.Result, error) { return d.Exists(ctx, keys) },
-					func() (*discovery.Result, error) { return d.FindByUUID(ctx, vm.UUID) },
+					func() (*discovery.Result, error) { return d.Locate(ctx, byUUID(vm.UUID)) },
 					func() (*discovery.Result, error) { return d.Locate(ctx, keys) },
 					func() (*discovery.Result, error) { return d.Exists(ctx, keys) },
 				} {

@@ -10,6 +10,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // targets are the fleet's vCenters as discovery targets, with server
@@ -164,17 +165,17 @@ func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	var de *discovery.DuplicateError
-	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
+	if _, err := d.Locate(ctx, byUUID(vm.UUID)); !errors.As(err, &de) {
 		t.Fatalf("twin in vc3, every vCenter answering: err = %v; want a DuplicateError", err)
 	}
 	refused := errors.New("connection refused")
 	f.backends["vc3"].Fail(refused)
-	_, err := d.FindByUUID(ctx, vm.UUID)
+	_, err := d.Locate(ctx, byUUID(vm.UUID))
 	var le *discovery.LookupError
 	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
 		t.Fatalf("the twin's vCenter (not indexed) down: err = %v; want a LookupError naming vc3, not the VM in vc1", err)
 	}
-	if _, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); !errors.As(err, &le) {
+	if _, err := d.Locate(ctx, byUUID(f.vms["vc1"][2].UUID)); !errors.As(err, &le) {
 		t.Fatalf("any VM found while vc3 (not indexed) is down: err = %v; want a LookupError", err)
 	}
 	for _, h := range d.Health() {
@@ -197,28 +198,21 @@ func TestVCenterNeverSeenUpDoesNotHoldUpTheOthers(t *testing.T) {
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
-	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil {
-		t.Fatalf("vc3 down since start: FindByUUID = %v, %v; want found in vc1", res, err)
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res == nil {
+		t.Fatalf("vc3 down since start: Locate = %v, %v; want found in vc1", res, err)
 	}
 	f.backends["vc3"].Fail(nil)
 	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: "twin", UUID: vm.UUID}, nil)
 	waitFor(t, "the twin indexed", func() bool { return twins.Load() > 0 })
 	f.backends["vc3"].Fail(refused)
 	var de *discovery.DuplicateError
-	if _, err := d.FindByUUID(ctx, vm.UUID); !errors.As(err, &de) {
+	if _, err := d.Locate(ctx, byUUID(vm.UUID)); !errors.As(err, &de) {
 		t.Fatalf("twin in vc3, vc3 indexed then down: err = %v; want a DuplicateError", err)
 	}
-	if res, err := d.FindByUUID(ctx, f.vms["vc1"][2].UUID); err != nil || res == nil {
-		t.Fatalf("vc3 indexed, then down: FindByUUID = %v, %v; want found in vc1", res, err)
+	if res, err := d.Locate(ctx, byUUID(f.vms["vc1"][2].UUID)); err != nil || res == nil {
+		t.Fatalf("vc3 indexed, then down: Locate = %v, %v; want found in vc1", res, err)
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
+// waitFor polls cond every 5ms for up to 10s.
+var waitFor = poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}.Until

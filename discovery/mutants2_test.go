@@ -17,6 +17,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // crawling is a vCenter whose first connect answers step by step and
@@ -47,14 +48,14 @@ func TestCrawlingConnectIsWaitedForHalfItsRequestTimeoutOnce(t *testing.T) {
 	const timeout = 2 * time.Second
 	d := crawlingDiscoverer(t, 50*time.Millisecond, timeout)
 	start := time.Now()
-	if _, err := d.FindByUUID(t.Context(), crawlingUUID); !errors.Is(err, ErrVCenterConnecting) {
+	if _, err := d.Locate(t.Context(), NodeKeys{SystemUUID: crawlingUUID}); !errors.Is(err, ErrVCenterConnecting) {
 		t.Fatalf("first lookup: err = %v, want ErrVCenterConnecting", err)
 	}
 	if took := time.Since(start); took < timeout/2-50*time.Millisecond {
 		t.Fatalf("first lookup gave up after %v, want about half the request timeout (%v)", took, timeout/2)
 	}
 	start = time.Now()
-	if _, err := d.FindByUUID(t.Context(), crawlingUUID); !errors.Is(err, ErrVCenterConnecting) {
+	if _, err := d.Locate(t.Context(), NodeKeys{SystemUUID: crawlingUUID}); !errors.Is(err, ErrVCenterConnecting) {
 		t.Fatalf("second lookup: err = %v, want ErrVCenterConnecting", err)
 	}
 	if took := time.Since(start); took > timeout/4 {
@@ -70,7 +71,7 @@ func TestCrawlingConnectIsWaitedForHalfTheLookupsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), lookup)
 	defer cancel()
 	start := time.Now()
-	_, err := d.FindByUUID(ctx, crawlingUUID)
+	_, err := d.Locate(ctx, NodeKeys{SystemUUID: crawlingUUID})
 	took := time.Since(start)
 	if !errors.Is(err, ErrVCenterConnecting) {
 		t.Fatalf("err = %v, want ErrVCenterConnecting (given up waiting, not out of time)", err)
@@ -118,21 +119,16 @@ func TestRenamedVCenterHoldsItsUUIDsUnderItsNewName(t *testing.T) {
 	d.SetVCenters([]Target{target("vc1", b1), {Name: "vc9", Server: "vc2:443", Backend: b2, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}})
 	time.Sleep(30 * time.Millisecond)
 	b1.Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-1"}, Name: "a", UUID: twin, PowerState: backends.PoweredOn}, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var vcs []string
+	poll.Schedule{Every: 5 * time.Millisecond, Within: 5 * time.Second}.Until(t, "the twin reported", func() bool {
 		mu.Lock()
-		vcs, ok := reported[twin]
-		mu.Unlock()
-		if ok {
-			if want := []string{"vc1", "vc9"}; !slices.Equal(vcs, want) {
-				t.Fatalf("twin reported in %v, want %v", vcs, want)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("twin never reported")
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer mu.Unlock()
+		var ok bool
+		vcs, ok = reported[twin]
+		return ok
+	})
+	if want := []string{"vc1", "vc9"}; !slices.Equal(vcs, want) {
+		t.Fatalf("twin reported in %v, want %v", vcs, want)
 	}
 }
 

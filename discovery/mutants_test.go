@@ -18,6 +18,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 func TestRetiredNamesWhatLeft(t *testing.T) {
@@ -271,12 +272,12 @@ func TestSetVCentersKeepsTheBreakerOfAnUnchangedVCenter(t *testing.T) {
 		t.Helper()
 		b.Fail(errors.New("connection refused"))
 		for range 2 {
-			if _, err := d.FindByUUID(t.Context(), noSuchUUID); err == nil {
+			if _, err := d.Locate(t.Context(), byUUID(noSuchUUID)); err == nil {
 				t.Fatal("want an error while vc1 fails")
 			}
 		}
 		b.Fail(nil)
-		if _, err := d.FindByUUID(t.Context(), noSuchUUID); !errors.Is(err, discovery.ErrBreakerOpen) {
+		if _, err := d.Locate(t.Context(), byUUID(noSuchUUID)); !errors.Is(err, discovery.ErrBreakerOpen) {
 			t.Fatalf("after 2 failures err = %v, want ErrBreakerOpen", err)
 		}
 	}
@@ -307,8 +308,8 @@ func TestSetVCentersKeepsTheBreakerOfAnUnchangedVCenter(t *testing.T) {
 		if got := breaker(); got != "closed" {
 			t.Errorf("%s changed: breaker %s, want a new one", name, got)
 		}
-		if res, err := d.FindByUUID(t.Context(), noSuchUUID); err != nil || res != nil {
-			t.Errorf("%s changed: FindByUUID = %v, %v; want absence", name, res, err)
+		if res, err := d.Locate(t.Context(), byUUID(noSuchUUID)); err != nil || res != nil {
+			t.Errorf("%s changed: Locate = %v, %v; want absence", name, res, err)
 		}
 	}
 }
@@ -323,14 +324,12 @@ func TestRefusedConnectingOutlastsASettingsEdit(t *testing.T) {
 	t.Cleanup(d.Close)
 	// The first lookup meets it connecting; one past ConnectWait is
 	// refused.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, err := d.FindByUUID(t.Context(), noSuchUUID)
-		if errors.Is(err, discovery.ErrVCenterConnecting) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connecting for 5s: err = %v, want ErrVCenterConnecting", err)
-		}
+	var err error
+	if !(poll.Schedule{Every: 20 * time.Millisecond, Within: 5 * time.Second}).Holds(func() bool {
+		_, err = d.Locate(t.Context(), byUUID(noSuchUUID))
+		return errors.Is(err, discovery.ErrVCenterConnecting)
+	}) {
+		t.Fatalf("connecting for 5s: err = %v, want ErrVCenterConnecting", err)
 	}
 	target.ConsecutiveFailures = 3
 	d.SetVCenters([]discovery.Target{target})
@@ -349,7 +348,7 @@ func TestKnownDownIsProbedOncePerInterval(t *testing.T) {
 		b.SetReachability(backends.ConnDown, errors.New("connection refused"))
 		d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour}}, discovery.Options{ProbeInterval: interval})
 		for i := range 5 {
-			if _, err := d.FindByUUID(t.Context(), noSuchUUID); !errors.Is(err, discovery.ErrVCenterDown) {
+			if _, err := d.Locate(t.Context(), byUUID(noSuchUUID)); !errors.Is(err, discovery.ErrVCenterDown) {
 				t.Fatalf("lookup %d: err = %v, want ErrVCenterDown", i, err)
 			}
 			time.Sleep(20 * time.Millisecond) // the probe before it has ended
@@ -457,18 +456,18 @@ func TestRememberedLocationReread(t *testing.T) {
 	d := f.discoverer(time.Second, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc2"][3]
-	if _, err := d.FindByUUID(ctx, vm.UUID); err != nil {
+	if _, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil {
 		t.Fatal(err)
 	}
 	inaccessible := vm
 	inaccessible.UUID, inaccessible.ConnectionState = "", "inaccessible"
 	f.backends["vc2"].Add(inaccessible, nil)
-	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res == nil || res.VM.Ref != vm.Ref {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res == nil || res.VM.Ref != vm.Ref {
 		t.Fatalf("remembered VM now inaccessible: %v, %v; want it found at its reference", res, err)
 	}
 	f.backends["vc2"].Fail(errors.New("connection refused"))
 	before := f.calls()
-	if res, err := d.FindByUUID(ctx, vm.UUID); err == nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err == nil || res != nil {
 		t.Fatalf("remembered vCenter failing: %v, %v; want an error", res, err)
 	}
 	if after := f.calls(); after["vc1"] != before["vc1"] || after["vc3"] != before["vc3"] {
@@ -478,7 +477,7 @@ func TestRememberedLocationReread(t *testing.T) {
 	other := vm
 	other.UUID = "42000000-dddd-4000-8000-000000000001"
 	f.backends["vc2"].Add(other, nil)
-	if res, err := d.FindByUUID(ctx, vm.UUID); err != nil || res != nil {
+	if res, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil || res != nil {
 		t.Fatalf("the remembered reference now reads as another UUID: %v, %v; want absence", res, err)
 	}
 }
@@ -492,7 +491,7 @@ func TestNotWaitedForWhileConnectingIsListedOnceUp(t *testing.T) {
 	b.Hang(true)
 	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour}}, discovery.Options{ConnectWait: 30 * time.Millisecond})
 	t.Cleanup(d.Close)
-	if _, err := d.FindByUUID(t.Context(), noSuchUUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+	if _, err := d.Locate(t.Context(), byUUID(noSuchUUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("no answer while connecting: err = %v, want ErrVCenterConnecting", err)
 	}
 	b.Hang(false)
@@ -528,11 +527,11 @@ func TestRememberedLocationReadFromAnotherApplianceIsAnError(t *testing.T) {
 	var flip atomic.Bool
 	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: flipOnGet{b, &flip}, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour}}, discovery.Options{})
 	t.Cleanup(d.Close)
-	if res, err := d.FindByUUID(t.Context(), vm.UUID); err != nil || res == nil {
-		t.Fatalf("FindByUUID = %v, %v; want found", res, err)
+	if res, err := d.Locate(t.Context(), byUUID(vm.UUID)); err != nil || res == nil {
+		t.Fatalf("Locate = %v, %v; want found", res, err)
 	}
 	flip.Store(true)
-	res, err := d.FindByUUID(t.Context(), vm.UUID)
+	res, err := d.Locate(t.Context(), byUUID(vm.UUID))
 	if res != nil || !errors.Is(err, discovery.ErrInstanceChanged) {
 		t.Fatalf("re-read while the appliance changed: %v, %v; want ErrInstanceChanged", res, err)
 	}
@@ -551,10 +550,10 @@ func TestVMSeenThroughAnEntryOfUnknownInstanceIsOneVM(t *testing.T) {
 			targets = append(targets, discovery.Target{Name: fmt.Sprintf("tenant-%d", i), Server: "vc.example.com:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Hour})
 		}
 		d := discovery.New(targets, discovery.Options{})
-		res, err := d.FindByUUID(t.Context(), vm.UUID)
+		res, err := d.Locate(t.Context(), byUUID(vm.UUID))
 		d.Close()
 		if err != nil || res == nil || res.VCenter != "tenant-0" {
-			t.Fatalf("instances %q: FindByUUID = %v, %v; want one VM, through tenant-0", order, res, err)
+			t.Fatalf("instances %q: Locate = %v, %v; want one VM, through tenant-0", order, res, err)
 		}
 	}
 }

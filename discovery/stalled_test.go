@@ -18,7 +18,7 @@ func TestStalledVCenterRetryingIsNotWaitedForAgain(t *testing.T) {
 	const connectWait, timeout = 100 * time.Millisecond, 4 * time.Second
 	f, slow, d := slowFleet(t, connectWait, timeout)
 	slow.step("tcp connected", time.Millisecond)
-	if _, err := d.FindByUUID(t.Context(), f.vms["vc3"][0].UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+	if _, err := d.Locate(t.Context(), byUUID(f.vms["vc3"][0].UUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("vc3 stalled: err = %v, want ErrVCenterConnecting", err)
 	}
 	// The retry, after its handshake timed out.
@@ -26,7 +26,7 @@ func TestStalledVCenterRetryingIsNotWaitedForAgain(t *testing.T) {
 	slow.step("tcp connected", 2*time.Second)
 	start := time.Now()
 	for _, vm := range f.vms["vc3"] {
-		if _, err := d.FindByUUID(t.Context(), vm.UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+		if _, err := d.Locate(t.Context(), byUUID(vm.UUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 			t.Fatalf("lookup after the retry: err = %v, want ErrVCenterConnecting", err)
 		}
 	}
@@ -38,9 +38,9 @@ func TestStalledVCenterRetryingIsNotWaitedForAgain(t *testing.T) {
 	// once vc3 is up.
 	slow.step("tls done", 20*time.Millisecond)
 	time.AfterFunc(connectWait/2, slow.connect)
-	res, err := d.FindByUUID(t.Context(), f.vms["vc3"][1].UUID)
+	res, err := d.Locate(t.Context(), byUUID(f.vms["vc3"][1].UUID))
 	if err != nil || res == nil || res.VCenter != "vc3" {
-		t.Fatalf("vc3 progressing again, then up: FindByUUID = %v, %v; want found in vc3", res, err)
+		t.Fatalf("vc3 progressing again, then up: Locate = %v, %v; want found in vc3", res, err)
 	}
 }
 
@@ -56,7 +56,7 @@ func TestConnectWaitIsSharedByTheLookups(t *testing.T) {
 	start := time.Now()
 	time.Sleep(connectWait * 3 / 4)
 	for _, vm := range f.vms["vc3"] {
-		if _, err := d.FindByUUID(t.Context(), vm.UUID); !errors.Is(err, discovery.ErrVCenterConnecting) {
+		if _, err := d.Locate(t.Context(), byUUID(vm.UUID)); !errors.Is(err, discovery.ErrVCenterConnecting) {
 			t.Fatalf("vc3 stalled: err = %v, want ErrVCenterConnecting", err)
 		}
 	}

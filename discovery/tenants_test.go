@@ -114,10 +114,10 @@ func TestVMSeenThroughTwoEntriesIsOneVM(t *testing.T) {
 		}
 	}
 	for range 2 { // the second time from the remembered location
-		res, err := d.FindByUUID(ctx, vm.UUID)
-		check("FindByUUID", res, err)
-		res, err = d.FindByName(ctx, vm.Name)
-		check("FindByName", res, err)
+		res, err := d.Locate(ctx, byUUID(vm.UUID))
+		check("Locate by UUID", res, err)
+		res, err = d.Locate(ctx, byName(vm.Name))
+		check("Locate by name", res, err)
 		res, err = d.Exists(ctx, nodeOf(vm))
 		check("Exists", res, err)
 	}
@@ -153,10 +153,10 @@ func TestVMInsideOneEntryAndOutsideTheOtherIsFound(t *testing.T) {
 	// In a datacenter neither serves: outside, named once.
 	out := tenantVM("dc2", "vm-2", 2)
 	tn.add(out)
-	_, err := d.FindByUUID(ctx, out.UUID)
+	_, err := d.Locate(ctx, byUUID(out.UUID))
 	var oe *discovery.OutsideError
 	if !errors.As(err, &oe) || len(oe.Matches) != 1 {
-		t.Errorf("FindByUUID of a VM outside both entries' datacenters = %v; want an OutsideError naming it once", err)
+		t.Errorf("Locate of a VM outside both entries' datacenters = %v; want an OutsideError naming it once", err)
 	}
 }
 
@@ -177,10 +177,10 @@ func TestSameUUIDOnTwoServersIsStillADuplicate(t *testing.T) {
 		defer mu.Unlock()
 		reported[uuid] = strings.Join(vcs, ",")
 	}})
-	_, err := d.FindByUUID(t.Context(), vm.UUID)
+	_, err := d.Locate(t.Context(), byUUID(vm.UUID))
 	var de *discovery.DuplicateError
 	if !errors.As(err, &de) || len(de.Matches) != 2 || !strings.Contains(err.Error(), "vcenter vc2") || !strings.Contains(err.Error(), "vcenter tenant-a") {
-		t.Errorf("FindByUUID = %v; want a DuplicateError naming the VM of vc1 (through tenant-a) and vc2's", err)
+		t.Errorf("Locate = %v; want a DuplicateError naming the VM of vc1 (through tenant-a) and vc2's", err)
 	}
 	eventually(t, "the twin to be reported", func() bool {
 		mu.Lock()
@@ -191,9 +191,9 @@ func TestSameUUIDOnTwoServersIsStillADuplicate(t *testing.T) {
 	// still a duplicate.
 	vc2.Hang(true)
 	vc2.SetReachability(backends.ConnUnknown, nil)
-	_, err = d.FindByUUID(t.Context(), vm.UUID)
+	_, err = d.Locate(t.Context(), byUUID(vm.UUID))
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "vcenter vc2") {
-		t.Errorf("FindByUUID with vc2 not waited for = %v; want a DuplicateError naming vc2", err)
+		t.Errorf("Locate with vc2 not waited for = %v; want a DuplicateError naming vc2", err)
 	}
 }
 
@@ -205,9 +205,9 @@ func TestTagsAreReadThroughTheEntryThatFoundTheVM(t *testing.T) {
 	tn.add(vm)
 	d := tn.discoverer(t, discovery.Options{})
 	ctx := t.Context()
-	res, err := d.FindByUUID(ctx, vm.UUID)
+	res, err := d.Locate(ctx, byUUID(vm.UUID))
 	if err != nil || res == nil || res.VCenter != "tenant-b" {
-		t.Fatalf("FindByUUID = %v, %v; want the VM through tenant-b", res, err)
+		t.Fatalf("Locate = %v, %v; want the VM through tenant-b", res, err)
 	}
 	// tenant-a's login is refused from now on.
 	tn.backends["tenant-a"].Fail(errors.New("login: credentials rejected"))

@@ -64,7 +64,7 @@ func TestTenantsOfOneSimulatedVCenter(t *testing.T) {
 	eventually(t, "every entry up", func() bool {
 		for _, h := range d.Health() {
 			if h.Reachability.State != backends.ConnUp {
-				d.FindByName(ctx, "no-such-vm") //nolint:errcheck // only to connect every entry
+				d.Locate(ctx, byName("no-such-vm")) //nolint:errcheck // only to connect every entry
 				return false
 			}
 		}

@@ -22,9 +22,9 @@ func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 
 	var tr discovery.Trace
 	ctx := discovery.WithTrace(t.Context(), &tr)
-	res, err := d.FindByUUID(ctx, vm.UUID)
+	res, err := d.Locate(ctx, byUUID(vm.UUID))
 	if err != nil || res == nil || res.VCenter != "vc2" {
-		t.Fatalf("FindByUUID = %v, %v; want found in vc2", res, err)
+		t.Fatalf("Locate = %v, %v; want found in vc2", res, err)
 	}
 	got := map[string]discovery.TraceAnswer{}
 	for _, a := range tr.Answers() {
@@ -51,16 +51,16 @@ func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 	// The second lookup is served from the remembered location: traced
 	// as such, one answer.
 	var again discovery.Trace
-	if res, err := d.FindByUUID(discovery.WithTrace(t.Context(), &again), vm.UUID); err != nil || res == nil {
-		t.Fatalf("second FindByUUID = %v, %v", res, err)
+	if res, err := d.Locate(discovery.WithTrace(t.Context(), &again), byUUID(vm.UUID)); err != nil || res == nil {
+		t.Fatalf("second Locate = %v, %v", res, err)
 	}
 	if as := again.Answers(); len(as) != 1 || as[0].Pass != discovery.PassRemembered || as[0].VCenter != "vc2" {
 		t.Errorf("second lookup's trace = %+v; want vc2's remembered location re-read", as)
 	}
 
 	// Without a trace the answers are the same.
-	if res2, err2 := d.FindByUUID(t.Context(), vm.UUID); err2 != nil || res2.VCenter != res.VCenter || res2.VM.UUID != res.VM.UUID {
-		t.Errorf("untraced FindByUUID = %v, %v; want %v", res2, err2, res)
+	if res2, err2 := d.Locate(t.Context(), byUUID(vm.UUID)); err2 != nil || res2.VCenter != res.VCenter || res2.VM.UUID != res.VM.UUID {
+		t.Errorf("untraced Locate = %v, %v; want %v", res2, err2, res)
 	}
 }
 
@@ -72,9 +72,9 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 	defer d.Close()
 	f.backends["vc1"].Hang(true)
 	var tr discovery.Trace
-	_, err := d.FindByUUID(discovery.WithTrace(t.Context(), &tr), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	_, err := d.Locate(discovery.WithTrace(t.Context(), &tr), byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff"))
 	if err == nil {
-		t.Fatal("FindByUUID with vc1 hanging: no error")
+		t.Fatal("Locate with vc1 hanging: no error")
 	}
 	var vc1 []discovery.TraceAnswer
 	for _, a := range tr.Answers() {
@@ -88,7 +88,7 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 
 	// Its breaker open, the next lookup sends it nothing: traced so.
 	var again discovery.Trace
-	_, _ = d.FindByUUID(discovery.WithTrace(t.Context(), &again), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	_, _ = d.Locate(discovery.WithTrace(t.Context(), &again), byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff"))
 	for _, a := range again.Answers() {
 		if a.VCenter == "vc1" && (a.Pass != discovery.PassNotAsked || !errors.Is(a.Err, discovery.ErrBreakerOpen)) {
 			t.Errorf("vc1 with its breaker open: %+v; want not asked, ErrBreakerOpen", a)
@@ -100,7 +100,7 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 	d2 := f2.discoverer(time.Second, 5, time.Minute)
 	defer d2.Close()
 	var absent discovery.Trace
-	res, err := d2.FindByUUID(discovery.WithTrace(t.Context(), &absent), "42ffffff-ffff-4fff-8fff-ffffffffffff")
+	res, err := d2.Locate(discovery.WithTrace(t.Context(), &absent), byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff"))
 	if err != nil || res != nil {
 		t.Fatalf("absent: %v, %v; want nil, nil", res, err)
 	}

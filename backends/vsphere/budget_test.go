@@ -14,6 +14,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -126,16 +127,10 @@ func TestBudgetSparesTheInventory(t *testing.T) {
 
 func waitInService(t *testing.T, b *vsphere.Backend) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if st, _ := b.Inventory(); st.InService {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("inventory not in service")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Schedule{Every: 20 * time.Millisecond, Within: 30 * time.Second}.Until(t, "the inventory in service", func() bool {
+		st, _ := b.Inventory()
+		return st.InService
+	})
 }
 
 // A config edit of the budget applies to the running backend.

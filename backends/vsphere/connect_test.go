@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -51,12 +52,10 @@ func TestTagsAreReadWithTheInventory(t *testing.T) {
 	p.SetDelay(wanDelay / 4)
 	var rest atomic.Int64
 	b := startedVia(t, vc, p, &rest, true)
-	deadline := time.Now().Add(20 * time.Second)
-	for !inService(b) || rest.Load() == 0 || b.bulkTags.get() == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no tags read in bulk %v after the inventory loaded (in service %v, %d REST requests)", 20*time.Second, inService(b), rest.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !(poll.Schedule{Every: 10 * time.Millisecond, Within: 20 * time.Second}).Holds(func() bool {
+		return inService(b) && rest.Load() != 0 && b.bulkTags.get() != nil
+	}) {
+		t.Fatalf("no tags read in bulk %v after the inventory loaded (in service %v, %d REST requests)", 20*time.Second, inService(b), rest.Load())
 	}
 	ctx := ctxFor(t)
 	before := rest.Load()
@@ -82,13 +81,9 @@ func TestBulkTagReadReadsNamesInParallel(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{})
 	var rest atomic.Int64
 	b := startedVia(t, vc, p, &rest, true)
-	deadline := time.Now().Add(20 * time.Second)
-	for !inService(b) || b.bulkTags.get() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the inventory and its tags did not load")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Schedule{Every: 10 * time.Millisecond, Within: 20 * time.Second}.Until(t, "the inventory and its tags to load", func() bool {
+		return inService(b) && b.bulkTags.get() != nil
+	})
 	p.SetDelay(wanDelay / 2)
 	ctx := ctxFor(t)
 	// The baseline: one REST request (the tags on an object without any).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -63,13 +64,7 @@ func newDCFixture(t *testing.T) *dcFixture {
 		_ = fx.inventory.Close(ctx)
 		_ = fx.direct.Close(ctx)
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for !inService(fx.inventory) {
-		if time.Now().After(deadline) {
-			t.Fatal("the inventory is not in service")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Schedule{Every: 20 * time.Millisecond, Within: 20 * time.Second}.Until(t, "the inventory in service", func() bool { return inService(fx.inventory) })
 	return fx
 }
 
@@ -207,18 +202,14 @@ func TestDatacentersListsEveryDatacenter(t *testing.T) {
 	}
 	for how, l := range fx.lookups() {
 		var got []config.Datacenter
-		deadline := time.Now().Add(20 * time.Second)
-		for { // the inventory follows the new datacenter within a poll
+		// The inventory follows the new datacenter within a poll.
+		if !(poll.Schedule{Every: 20 * time.Millisecond, Within: 20 * time.Second}).Holds(func() bool {
 			got, err = l.b.Datacenters(ctx)
 			if err != nil {
 				t.Fatalf("%s: Datacenters: %v", how, err)
 			}
-			if reflect.DeepEqual(got, want) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if !reflect.DeepEqual(got, want) {
+			return reflect.DeepEqual(got, want)
+		}) {
 			t.Errorf("%s: Datacenters = %+v, want %+v", how, got, want)
 		}
 	}

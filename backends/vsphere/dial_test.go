@@ -12,6 +12,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -60,12 +61,10 @@ func TestHungTLSHandshakesAreAbandoned(t *testing.T) {
 		}
 		cancel()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for closed.Load() < accepted.Load() || accepted.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections accepted, %d given up by the client after 5s: hung handshakes are held", accepted.Load(), closed.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !(poll.Schedule{Every: 20 * time.Millisecond, Within: 5 * time.Second}).Holds(func() bool {
+		return closed.Load() >= accepted.Load() && accepted.Load() != 0
+	}) {
+		t.Fatalf("%d connections accepted, %d given up by the client after 5s: hung handshakes are held", accepted.Load(), closed.Load())
 	}
 }
 
@@ -93,10 +92,8 @@ func TestGivenUpConnectionsCloseTheirSockets(t *testing.T) {
 	// Sockets close asynchronously: wait for them, never for all of them
 	// to stay open (that takes 90 s).
 	settled := func(want int) int {
-		n := p.Open()
-		for deadline := time.Now().Add(10 * time.Second); n > want && time.Now().Before(deadline); n = p.Open() {
-			time.Sleep(20 * time.Millisecond)
-		}
+		var n int
+		poll.Schedule{Every: 20 * time.Millisecond, Within: 10 * time.Second}.Holds(func() bool { n = p.Open(); return n <= want })
 		return n
 	}
 	if n := settled(0); n > 0 {

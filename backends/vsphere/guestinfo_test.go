@@ -8,6 +8,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // The cloud-init metadata CPI prefers static addresses from is read by
@@ -55,16 +56,8 @@ func TestGuestInfoMetadataIsRead(t *testing.T) {
 	})
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// waitFor polls cond every 50ms for up to 15s.
+var waitFor = poll.Schedule{Every: 50 * time.Millisecond, Within: 15 * time.Second}.Until
 
 // inService reports whether b's inventory answers lookups now.
 func inService(b *vsphere.Backend) bool {

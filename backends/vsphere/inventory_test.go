@@ -19,6 +19,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -104,15 +105,10 @@ func proxiedVCenter(t *testing.T, o vcsim.Options) (*vcsim.VCenter, *vcsim.Proxy
 	return vc, p
 }
 
+// eventually polls cond every 20ms for up to 20s.
 func (fx *invFixture) eventually(what string, cond func() bool) {
 	fx.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			fx.t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Schedule{Every: 20 * time.Millisecond, Within: 20 * time.Second}.Until(fx.t, what, cond)
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -64,12 +65,8 @@ func waitFor(t *testing.T, what string, call func(ctx context.Context) error) (t
 // awaitCalls waits until src has been asked n times.
 func awaitCalls(t *testing.T, src *gatedSource, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for src.calls.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("credentials asked %d times, want %d", src.calls.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !(poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}).Holds(func() bool { return src.calls.Load() >= n }) {
+		t.Fatalf("credentials asked %d times, want %d", src.calls.Load(), n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -66,16 +67,8 @@ func scopedFixture(t *testing.T, o vcsim.Options, specs ...string) (*vcsim.VCent
 	return vc, b
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitUntil polls cond every 10ms for up to 20s.
+var waitUntil = poll.Schedule{Every: 10 * time.Millisecond, Within: 20 * time.Second}.Until
 
 func vmsOf(vc *vcsim.VCenter, dc string) []*vcsim.VM {
 	var out []*vcsim.VM

@@ -18,6 +18,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
 
@@ -77,13 +78,14 @@ func TestVCentersShowsRefusedCredentials(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for st = getVCenters(t, c, refused); st.Session == nil; st = getVCenters(t, c, refused) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no session with the Secret's login: %+v", st)
+	if !(poll.Schedule{Every: 50 * time.Millisecond, Within: 15 * time.Second}).Holds(func() bool {
+		if st = getVCenters(t, c, refused); st.Session != nil {
+			return true
 		}
 		c.Settle(ctx)
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no session with the Secret's login: %+v", st)
 	}
 	if st.Session.Credentials != "secret kube-system/vsphere-creds" || !slices.Equal(refusedSources(st), []string{"config file"}) {
 		t.Fatalf("/vcenters row = %+v, session %+v", st, st.Session)

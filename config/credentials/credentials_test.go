@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 func secret(data map[string]string) *corev1.Secret {
@@ -46,7 +47,7 @@ func TestSecretSource(t *testing.T) {
 	if _, err := client.CoreV1().Secrets("kube-system").Update(ctx, secret(map[string]string{server + ".username": "ccm", server + ".password": "pw-2"}), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	waitFor(t, "the updated Secret's password", func() bool {
 		c, err := src.Get(ctx)
 		return err == nil && c.Password.Reveal() == "pw-2" && changes.Load() > before
 	})
@@ -60,7 +61,7 @@ func TestSecretSource(t *testing.T) {
 	if err := client.CoreV1().Secrets("kube-system").Delete(ctx, "vsphere-creds", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	waitFor(t, "the deleted Secret to be reported not found", func() bool {
 		_, err := src.Get(ctx)
 		return err != nil && strings.Contains(err.Error(), "kube-system/vsphere-creds not found")
 	})
@@ -69,16 +70,8 @@ func TestSecretSource(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond every 20ms for up to 5s.
+var waitFor = poll.Schedule{Every: 20 * time.Millisecond, Within: 5 * time.Second}.Until
 
 func TestDirectorySource(t *testing.T) {
 	dir := t.TempDir()

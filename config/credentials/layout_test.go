@@ -302,7 +302,7 @@ func TestSecretSourceCPICases(t *testing.T) {
 	if _, err := client.CoreV1().Secrets("kube-system").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { c, err := src.Get(ctx); return err == nil && c.User == "user" })
+	waitFor(t, "the created Secret's login", func() bool { c, err := src.Get(ctx); return err == nil && c.User == "user" })
 
 	// "Deleting secret should give the credentials from cache": CPI keeps
 	// serving a deleted Secret's last contents from memory (until it
@@ -313,7 +313,7 @@ func TestSecretSourceCPICases(t *testing.T) {
 	if err := client.CoreV1().Secrets("kube-system").Delete(ctx, "vsconf", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, err := src.Get(ctx); return errors.Is(err, credentials.ErrNoCredentials) })
+	waitFor(t, "the deleted Secret to be ErrNoCredentials", func() bool { _, err := src.Get(ctx); return errors.Is(err, credentials.ErrNoCredentials) })
 }
 
 // A rotated Secret in any form is what the next Get returns: user and
@@ -343,7 +343,7 @@ func TestSecretRotationAcrossForms(t *testing.T) {
 		if u := data[testIP+".vc-session-manager-url"]; u != "" {
 			want = sessionService(u, data[testIP+".vc-session-manager-token"])
 		}
-		waitFor(t, func() bool { c, err := src.Get(ctx); return err == nil && c.Fingerprint() == want.Fingerprint() })
+		waitFor(t, "the rotated Secret's login", func() bool { c, err := src.Get(ctx); return err == nil && c.Fingerprint() == want.Fingerprint() })
 	}
 }
 

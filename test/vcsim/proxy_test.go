@@ -21,6 +21,8 @@ import (
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // TestTrafficCounters checks the proxy's wire counters and the simulator's
@@ -184,13 +186,9 @@ func TestHangTLS(t *testing.T) {
 	defer raw2.Close()
 	done := make(chan error, 1)
 	go func() { done <- tls.Client(raw2, &tls.Config{InsecureSkipVerify: true}).Handshake() }()
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Traffic().HeldHandshakes < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second ClientHello was not held")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Schedule{Every: 10 * time.Millisecond, Within: 5 * time.Second}.Until(t, "the second ClientHello to be held", func() bool {
+		return p.Traffic().HeldHandshakes >= 2
+	})
 	if err := p.SetMode(Refuse); err != nil {
 		t.Fatal(err)
 	}
