@@ -25,12 +25,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-var (
-	_ backends.Backend             = (*Backend)(nil)
-	_ backends.CredentialRefresher = (*Backend)(nil)
-	_ backends.DatacenterScope     = (*Backend)(nil)
-	_ backends.ConnectReporter     = (*Backend)(nil)
-)
+var _ backends.Backend = (*Backend)(nil)
 
 // Backend talks to one vCenter.
 type Backend struct {
@@ -111,15 +106,7 @@ func (b *Backend) Start() {
 	})
 }
 
-// Inventory implements backends.Backend.
-func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
-	if b.inv == nil {
-		return backends.InventoryStatus{}, false
-	}
-	return b.inv.status(), true
-}
-
-// SetDatacenters implements backends.DatacenterScope: the inventory
+// SetDatacenters implements backends.Backend: the inventory
 // watches the datacenters specs name (every one when empty) from now on,
 // starting a watch for each one added and dropping what it held of each
 // one removed; the others' watches go on. Without an inventory there is
@@ -472,7 +459,7 @@ func ancestrySpec(objs []types.ManagedObjectReference) types.PropertyFilterSpec 
 	return spec
 }
 
-// RefreshCredentials implements backends.CredentialRefresher.
+// RefreshCredentials implements backends.Backend.
 func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (bool, error) {
 	const op = "vsphere.RefreshCredentials"
 	if err := b.sessions.open(); err != nil {
@@ -483,15 +470,6 @@ func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	return rotated, nil
-}
-
-// RefusedCredentials implements backends.CredentialReporter. Never a value.
-func (b *Backend) RefusedCredentials() []backends.RefusedCredentials {
-	var out []backends.RefusedCredentials
-	for _, r := range b.sessions.chain.Refused() {
-		out = append(out, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last, Retry: r.Retry})
-	}
-	return out
 }
 
 // Close implements backends.Backend: from its start every call fails with
@@ -521,32 +499,40 @@ func isNotFound(err error) bool {
 	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
 }
 
-// Session reports the current session; ok is false without one.
-func (b *Backend) Session() (s backends.Session, ok bool) {
-	b.sessions.mu.Lock()
-	defer b.sessions.mu.Unlock()
-	if b.sessions.cur == nil {
-		return backends.Session{}, false
+// Status implements backends.Backend: a snapshot of memory, never a call
+// to vCenter. Never a credential: the source's name only.
+func (b *Backend) Status() backends.Status {
+	now := time.Now()
+	st := backends.Status{Budget: new(b.budget.status())}
+	st.Reachability, st.Connect = b.sessions.reachState()
+	st.Session, st.InstanceUUID = b.sessions.session(now)
+	if b.inv != nil {
+		st.Inventory = new(b.inv.status())
 	}
-	return backends.Session{LoggedIn: b.sessions.cur.loggedIn, Credentials: b.sessions.cur.served.Source}, true
+	for _, r := range b.sessions.chain.Refused() {
+		st.RefusedCredentials = append(st.RefusedCredentials, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last.UTC(), Retry: r.Retry.UTC()})
+	}
+	if c, ok := b.sessions.peerCert.get(); ok {
+		c.ExpiresInSeconds = c.NotAfter.Sub(now).Round(time.Second).Seconds()
+		st.Certificate = &c
+	}
+	return st
 }
 
-// InstanceUUID implements backends.Backend: the current session's
-// ServiceContent.About.InstanceUuid.
-func (b *Backend) InstanceUUID() string {
-	b.sessions.mu.Lock()
-	defer b.sessions.mu.Unlock()
-	if b.sessions.cur == nil || b.sessions.cur.vim == nil || b.sessions.cur.vim.ServiceContent.About.InstanceUuid == "" {
-		return ""
+// session is the current session as of now, and the vCenter's instance
+// UUID as it read it; nil and "" without one.
+func (s *sessions) session(now time.Time) (*backends.Session, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return nil, ""
 	}
-	return strings.ToLower(b.sessions.cur.vim.ServiceContent.About.InstanceUuid)
+	var instance string
+	if s.cur.vim != nil {
+		instance = strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
+	}
+	return &backends.Session{LoggedIn: s.cur.loggedIn.UTC(), AgeSeconds: now.Sub(s.cur.loggedIn).Round(time.Second).Seconds(), Credentials: s.cur.served.Source}, instance
 }
-
-// Reachability implements backends.Backend.
-func (b *Backend) Reachability() backends.Reachability { return b.sessions.reachability() }
-
-// ConnectProgress implements backends.ConnectReporter.
-func (b *Backend) ConnectProgress() backends.ConnectProgress { return b.sessions.connectProgress() }
 
 // Probe implements backends.Backend: a login when there is no session,
 // then one cheap request.

@@ -68,6 +68,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // inService reports whether b's inventory answers lookups now.
 func inService(b *vsphere.Backend) bool {
-	st, ok := b.Inventory()
-	return ok && st.InService
+	st := b.Status().Inventory
+	return st != nil && st.InService
 }
