@@ -93,9 +93,9 @@ type Backend interface {
 
 // Status is a snapshot of what a backend knows of itself and its
 // vCenter. Its JSON is what the /vcenters endpoint serves of it (a
-// documented contract: the names do not change); times are UTC. What it
-// leaves nil or empty the backend does not have (no session yet, no
-// inventory, no TLS handshake yet).
+// documented contract: the names do not change); the times it serves
+// are UTC. What it leaves nil or empty the backend does not have (no
+// session yet, no inventory, no TLS handshake yet).
 type Status struct {
 	// Reachability is what the backend knows of its vCenter's connection
 	// apart from lookup answers: the outcome of the last connection-level
