@@ -33,23 +33,13 @@ type Backend interface {
 	// to the datacenter and beyond, then the VM's own folders. A
 	// category with no such tag is absent from the map.
 	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
-	// Inventory reports whether the backend has a watch-fed inventory of
-	// its vCenter's VMs (ok), and what it shows of itself. With one, Find
-	// with AllowCached may answer from memory; a caller about to conclude
-	// absence from such an answer asks again without AllowCached. Other
-	// backends' answers are vCenter's. Part of the interface, not
-	// optional: a wrapper embedding a Backend must not hide it.
-	Inventory() (status InventoryStatus, ok bool)
-	// Reachability reports what the backend knows of its vCenter's
-	// connection apart from lookup answers: the outcome of the last
-	// connection-level event (connect, TLS handshake, login, keep-alive,
-	// the inventory watch's poll). A lookup may skip waiting for a vCenter
-	// that is not Up when it found the VM elsewhere, and may fail at once
-	// for one that is Down; it never concludes absence without an answer.
-	Reachability() Reachability
+	// Status is what the backend knows of itself and its vCenter, read
+	// from memory (never a call to vCenter): cheap enough for every
+	// lookup, and what status pages and metrics show.
+	Status() Status
 	// Probe connects and logs in if needed, then makes one cheap request,
 	// under ctx: how a caller learns that a vCenter known down is back.
-	// Its outcome updates Reachability.
+	// Its outcome updates Status().Reachability.
 	Probe(ctx context.Context) error
 	// UUIDs lists the BIOS UUIDs of the VMs its inventory holds, and the
 	// inventory's version, which changes whenever they may have; when the
@@ -57,15 +47,6 @@ type Backend interface {
 	// inventory in service. It feeds the cross-vCenter duplicate index, so
 	// a twin of a VM is seen as soon as it appears.
 	UUIDs(unchangedSince uint64) (uuids []string, version uint64, ok bool)
-	// InstanceUUID is the vCenter's instance UUID
-	// (ServiceContent.About.InstanceUuid) as the current session read it;
-	// "" before the first login. With the server it identifies a vCenter:
-	// the same address answering with another instance UUID is another
-	// vCenter (a DNS name or an address moved to a new appliance). It
-	// must never outlive its appliance: a session lost to another one is
-	// not carried over (no answer of the new one under the old UUID), and
-	// it is "" while no session is current.
-	InstanceUUID() string
 	// Datacenters lists every datacenter of the vCenter with its name,
 	// managed object ID and inventory path: from the inventory while it
 	// is in service, else asked of vCenter. It is how a configured
@@ -78,8 +59,8 @@ type Backend interface {
 	// a request per Node. ok is false when the backend cannot answer
 	// from memory (no inventory in service); an ok answer without
 	// placements is "none known", never absence. VMs are in any
-	// datacenter the inventory holds (with a DatacenterScope, the
-	// configured ones only): the caller filters.
+	// datacenter the inventory holds (SetDatacenters' only, when
+	// given): the caller filters.
 	Placement(uuid string, categories []string) (placements []Placement, ok bool)
 	// MissingPrivileges reads, with the current session only, the
 	// privileges its user holds on the datacenters the CCM searches (the
@@ -89,6 +70,24 @@ type Backend interface {
 	// a periodic check must not spend one. Without a current session it
 	// fails with ErrNoSession: the answer is unknown, not "none missing".
 	MissingPrivileges(ctx context.Context) (PrivilegeReport, error)
+	// SetBudget changes the rate and the burst of the request budget its
+	// direct calls to vCenter (those its inventory does not answer) draw
+	// on, so that a config edit applies in place; calls waiting keep
+	// their turn. A backend without a budget ignores it.
+	SetBudget(perSecond float64, burst int)
+	// SetDatacenters makes specs (empty: every datacenter) the
+	// datacenters its inventory holds, so that a config edit of them,
+	// which keeps the backend, applies in place; a datacenter kept keeps
+	// what is held of it. Lookups are unchanged by it: a VM outside those
+	// datacenters is not held, so a query searching its datacenter is
+	// answered by vCenter directly. Without an inventory it does nothing.
+	SetDatacenters(specs []config.DatacenterSpec)
+	// RefreshCredentials re-reads its credentials; when they changed it
+	// logs in with the new ones, swaps the session in and logs the old
+	// one out after grace. rotated says whether it did. On error the
+	// current session keeps serving. A backend without a login does
+	// nothing.
+	RefreshCredentials(ctx context.Context, grace time.Duration) (rotated bool, err error)
 	// Start begins the backend's background work (an inventory watch),
 	// which runs until Close; a backend built and never started talks to
 	// vCenter only when called. Calls after the first, or after Close,
@@ -118,13 +117,62 @@ type MissingOn struct {
 	Privileges []string
 }
 
+// Status is a snapshot of what a backend knows of itself and its
+// vCenter. Its JSON is what the /vcenters endpoint serves of it (a
+// documented contract: the names do not change); the times it serves
+// are UTC. What it leaves nil or empty the backend does not have (no
+// session yet, no inventory, no TLS handshake yet).
+type Status struct {
+	// Reachability is what the backend knows of its vCenter's connection
+	// apart from lookup answers: the outcome of the last connection-level
+	// event (connect, TLS handshake, login, keep-alive, the inventory
+	// watch's poll). A lookup may skip waiting for a vCenter that is not
+	// Up when it found the VM elsewhere, and may fail at once for one
+	// that is Down; it never concludes absence without an answer. Served
+	// flat, beside the breaker (the endpoint's reachability, since and
+	// lastError).
+	Reachability Reachability `json:"-"`
+	// Connect tells how the first connection attempt is going while
+	// Reachability is ConnUnknown: across a WAN a TLS handshake and a
+	// login take seconds, and a caller may wait for a vCenter that keeps
+	// answering while it gives up soon on one that stays silent (a black
+	// hole).
+	Connect ConnectProgress `json:"-"`
+	// InstanceUUID is the vCenter's instance UUID
+	// (ServiceContent.About.InstanceUuid) as the current session read it;
+	// "" while no session is current. With the server it identifies a
+	// vCenter: the same address answering with another instance UUID is
+	// another vCenter (a DNS name or an address moved to a new appliance).
+	// It must never outlive its appliance: a session lost to another one
+	// is not carried over (no answer of the new one under the old UUID).
+	InstanceUUID string `json:"instanceUUID,omitempty"`
+	// Session is the current session; nil without one.
+	Session *Session `json:"session,omitempty"`
+	// Inventory is the backend's watch-fed inventory of its vCenter's
+	// VMs; nil without one. With one, Find with AllowCached may answer
+	// from memory; a caller about to conclude absence from such an
+	// answer asks again without AllowCached. Other backends' answers are
+	// vCenter's.
+	Inventory *InventoryStatus `json:"inventory,omitempty"`
+	// RefusedCredentials are the credential sources whose current
+	// credentials vCenter refused: not sent again until they change or
+	// their retry is due.
+	RefusedCredentials []RefusedCredentials `json:"refusedCredentials,omitempty"`
+	// Budget is the request budget its direct calls draw on; nil
+	// without one.
+	Budget *BudgetStatus `json:"budget,omitempty"`
+	// Certificate is the leaf certificate of the last TLS handshake; nil
+	// before the first one.
+	Certificate *Certificate `json:"certificate,omitempty"`
+}
+
 // InventoryStatus is what an inventory shows of itself.
 type InventoryStatus struct {
 	// InService: answering lookups now (loaded, and its watch's last poll
 	// answered in time); otherwise lookups go to vCenter directly.
-	InService bool
-	VMs       int // held, while in service
-	Updates   uint64
+	InService bool   `json:"inService"`
+	VMs       int    `json:"vms"` // held, while in service
+	Updates   uint64 `json:"updates"`
 }
 
 // Placement is a VM as an inventory holds it, and its tags.
@@ -139,39 +187,25 @@ type Placement struct {
 	TagsKnown bool
 }
 
-// SessionReporter is a Backend holding a session with its vCenter
-// (backends/vsphere's), for status pages.
-type SessionReporter interface {
-	// Session is the current session; ok is false without one.
-	Session() (s Session, ok bool)
-}
-
-// CredentialReporter is a Backend that logs in with a chain of credential
-// sources (backends/vsphere's), for status pages.
-type CredentialReporter interface {
-	// RefusedCredentials are the sources whose current credentials
-	// vCenter refused: not sent again until they change or their retry
-	// is due.
-	RefusedCredentials() []RefusedCredentials
-}
-
 // RefusedCredentials is a credential source vCenter refused (its name,
 // never a value).
 type RefusedCredentials struct {
-	Source string
+	Source string `json:"source"`
 	// Refusals in a row of the same credentials.
-	Refusals int
+	Refusals int `json:"refusals"`
 	// Last is when vCenter refused them last.
-	Last time.Time
+	Last time.Time `json:"lastRefused"`
 	// Retry is when they are sent again, unchanged; zero: never.
-	Retry time.Time
+	Retry time.Time `json:"retry,omitzero"`
 }
 
 // Session is what a backend shows of its session: when it logged in and
 // the name of the credentials' source (never a credential).
 type Session struct {
-	LoggedIn    time.Time
-	Credentials string
+	LoggedIn time.Time `json:"loggedIn"`
+	// AgeSeconds is how long ago it logged in, as of the snapshot.
+	AgeSeconds  float64 `json:"ageSeconds"`
+	Credentials string  `json:"credentials"`
 }
 
 // ErrClosed is every call of a backend after Close.
@@ -183,57 +217,28 @@ var ErrClosed = errors.New("backend closed")
 // the vCenter: a breaker must not count it.
 var ErrBudget = errors.New("vCenter request budget exhausted")
 
-// RequestBudget is a Backend whose direct calls to vCenter (those its
-// inventory does not answer) draw on a request budget (backends/vsphere's),
-// for status pages and metrics, and for a config edit to apply in place.
-type RequestBudget interface {
-	// Budget is the budget and how often calls waited for it or were
-	// refused (ErrBudget) since the backend was made.
-	Budget() BudgetStatus
-	// SetBudget changes the rate and the burst; calls waiting keep
-	// their turn.
-	SetBudget(perSecond float64, burst int)
-}
-
-// DatacenterScope is a Backend whose in-memory inventory holds only the
-// datacenters its vCenter's config names (backends/vsphere's): a config
-// edit of them, which keeps the backend, applies in place. Lookups are
-// unchanged by it: a VM outside those datacenters is not held, so a
-// query searching its datacenter is answered by vCenter directly.
-type DatacenterScope interface {
-	// SetDatacenters makes specs (empty: every datacenter) the
-	// datacenters the inventory holds; a datacenter kept keeps what is
-	// held of it.
-	SetDatacenters(specs []config.DatacenterSpec)
-}
-
 // BudgetStatus is a backend's request budget.
 type BudgetStatus struct {
-	PerSecond float64
-	Burst     int
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+	RequestBurst      int     `json:"requestBurst"`
 	// Waits counts the calls that waited for a token; Rejections those
 	// refused with ErrBudget.
-	Waits, Rejections uint64
-}
-
-// CertificateReporter is a Backend that talks TLS to its vCenter
-// (backends/vsphere's): it shows the certificate the server presented.
-type CertificateReporter interface {
-	// Certificate is the leaf certificate of the last TLS handshake;
-	// ok is false before the first one.
-	Certificate() (c Certificate, ok bool)
+	Waits      uint64 `json:"waits"`
+	Rejections uint64 `json:"rejections"`
 }
 
 // Certificate is what a backend shows of its vCenter's certificate: all
 // of it public.
 type Certificate struct {
-	NotAfter        time.Time
-	Subject, Issuer string
-	// SHA256 is its thumbprint as vSphere writes it (colon-separated
-	// hex): what the thumbprint key pins.
-	SHA256 string
-	// Seen is when a handshake last presented it.
-	Seen time.Time
+	NotAfter time.Time `json:"notAfter"`
+	// ExpiresInSeconds is the time left to NotAfter as of the snapshot;
+	// negative once expired.
+	ExpiresInSeconds float64 `json:"expiresInSeconds"`
+	Subject          string  `json:"subject"`
+	Issuer           string  `json:"issuer"`
+	// SHA256Thumbprint is its thumbprint as vSphere writes it
+	// (colon-separated hex): what the thumbprint key pins.
+	SHA256Thumbprint string `json:"sha256Thumbprint"`
 }
 
 // The kinds of failure a backend sorts its errors into, for callers to
@@ -282,20 +287,12 @@ type Reachability struct {
 	Since time.Time
 }
 
-// ConnectReporter is a Backend that tells how its first connection
-// attempt is going while its Reachability is ConnUnknown
-// (backends/vsphere's): across a WAN a TLS handshake and a login take
-// seconds, and a caller may wait for a vCenter that keeps answering while
-// it gives up soon on one that stays silent (a black hole).
-type ConnectReporter interface {
-	ConnectProgress() ConnectProgress
-}
-
 // ConnectProgress is the state of a backend's first connection attempt.
 type ConnectProgress struct {
 	// Phase is the last step it reached: "dialing", "tcp connected",
 	// "tls done", "answering" (an HTTP answer, a login's included);
-	// "" before the attempt starts.
+	// "" before the attempt starts, or when the backend does not tell
+	// its steps (a test double).
 	Phase string
 	// Last is when the attempt started or last progressed: reached a
 	// step further than any before (a TCP connect, a TLS handshake) or
@@ -310,14 +307,6 @@ type ConnectProgress struct {
 	// time. How long a silence may last before it is a stall scales with
 	// it.
 	RoundTrip time.Duration
-}
-
-// CredentialRefresher is a Backend holding a login. RefreshCredentials
-// re-reads its credentials; when they changed it logs in with the new ones,
-// swaps the session in and logs the old one out after grace. rotated says
-// whether it did. On error the current session keeps serving.
-type CredentialRefresher interface {
-	RefreshCredentials(ctx context.Context, grace time.Duration) (rotated bool, err error)
 }
 
 // By says which VM attribute a Query matches.

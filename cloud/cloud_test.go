@@ -326,7 +326,7 @@ func (w *world) warm(t *testing.T, node *v1.Node) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, b := range w.backends {
-			if st, ok := b.Inventory(); !ok || !st.InService {
+			if st := b.Status().Inventory; st == nil || !st.InService {
 				return false
 			}
 		}

@@ -96,9 +96,8 @@ func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
 	}
 	f.discovery = discovery.New(nil, opts.Discovery)
 	f.cfg.Store(cfg)
-	opts.Metrics.setInventorySource(f.inventoryStatuses)
+	opts.Metrics.setStatusSource(f.backendStatuses)
 	opts.Metrics.setHealthSource(f.discovery.Health)
-	opts.Metrics.setVCenterSource(f.vcenterBackends)
 	opts.Metrics.setDeletionHeldSource(f.discovery.Held)
 	return f
 }
@@ -186,16 +185,4 @@ func (f *fleet) builtBackends() map[string]*builtBackend {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.backends)
-}
-
-func (f *fleet) inventoryStatuses() []vcenterInventory {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []vcenterInventory
-	for name, b := range f.backends {
-		if st, ok := b.Inventory(); ok {
-			out = append(out, vcenterInventory{VCenter: name, InventoryStatus: st})
-		}
-	}
-	return out
 }

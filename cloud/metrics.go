@@ -61,17 +61,11 @@ func (b BuildInfo) UserAgent() string {
 	return "vsphere-federated-ccm/" + b.Version
 }
 
-// vcenterInventory is one vCenter's inventory as the metrics show it.
-type vcenterInventory struct {
-	VCenter string
-	backends.InventoryStatus
-}
-
 // inventoryCollector reads each vCenter's inventory at scrape time.
 type inventoryCollector struct {
 	metrics.BaseStableCollector
 	synced, vms, updates, up *metrics.Desc
-	source                   atomic.Pointer[func() []vcenterInventory]
+	source                   atomic.Pointer[func() []vcenterStatus]
 	health                   atomic.Pointer[func() []discovery.VCenterHealth]
 }
 
@@ -97,13 +91,17 @@ func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		return
 	}
 	for _, s := range (*src)() {
+		inv := s.Inventory
+		if inv == nil {
+			continue
+		}
 		v := 0.0
-		if s.InService {
+		if inv.InService {
 			v = 1
 		}
 		ch <- metrics.NewLazyConstMetric(c.synced, metrics.GaugeValue, v, s.VCenter)
-		ch <- metrics.NewLazyConstMetric(c.vms, metrics.GaugeValue, float64(s.VMs), s.VCenter)
-		ch <- metrics.NewLazyConstMetric(c.updates, metrics.CounterValue, float64(s.Updates), s.VCenter)
+		ch <- metrics.NewLazyConstMetric(c.vms, metrics.GaugeValue, float64(inv.VMs), s.VCenter)
+		ch <- metrics.NewLazyConstMetric(c.updates, metrics.CounterValue, float64(inv.Updates), s.VCenter)
 	}
 }
 
@@ -188,9 +186,6 @@ func (m *Metrics) CustomCollectors() []metrics.StableCollector {
 
 // setHealthSource tells the vcenter_up metric where to read from.
 func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) { m.inventory.health.Store(&f) }
-
-// setInventorySource tells the inventory metrics where to read from.
-func (m *Metrics) setInventorySource(f func() []vcenterInventory) { m.inventory.source.Store(&f) }
 
 // Call implements discovery.Observer.
 func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {

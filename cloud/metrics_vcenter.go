@@ -2,22 +2,17 @@ package cloud
 
 import (
 	"sync/atomic"
-	"time"
 
 	"k8s.io/component-base/metrics"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
-// vcenterBackend is what the vCenter collector reads of one backend: its
-// request budget and the certificate its vCenter presented, when it has
-// them.
-type vcenterBackend struct {
-	VCenter     string
-	Budget      backends.BudgetStatus
-	HasBudget   bool
-	Certificate backends.Certificate
-	HasCert     bool
+// vcenterStatus is one current backend's status, as the collectors read
+// it at scrape time.
+type vcenterStatus struct {
+	VCenter string
+	backends.Status
 }
 
 // vcenterCollector reads each current backend at scrape time: a backend
@@ -26,7 +21,7 @@ type vcenterBackend struct {
 type vcenterCollector struct {
 	metrics.BaseStableCollector
 	budgetWaits, budgetRejections, certificateExpiry *metrics.Desc
-	source                                           atomic.Pointer[func() []vcenterBackend]
+	source                                           atomic.Pointer[func() []vcenterStatus]
 }
 
 func newVCenterCollector(ns string) *vcenterCollector {
@@ -55,69 +50,29 @@ func (c *vcenterCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		return
 	}
 	for _, b := range (*src)() {
-		if b.HasBudget {
+		if b.Budget != nil {
 			ch <- metrics.NewLazyConstMetric(c.budgetWaits, metrics.CounterValue, float64(b.Budget.Waits), b.VCenter)
 			ch <- metrics.NewLazyConstMetric(c.budgetRejections, metrics.CounterValue, float64(b.Budget.Rejections), b.VCenter)
 		}
-		if b.HasCert {
+		if b.Certificate != nil {
 			ch <- metrics.NewLazyConstMetric(c.certificateExpiry, metrics.GaugeValue, float64(b.Certificate.NotAfter.Unix()), b.VCenter)
 		}
 	}
 }
 
-// setVCenterSource tells the vCenter collector where to read from.
-func (m *Metrics) setVCenterSource(f func() []vcenterBackend) { m.vcenters.source.Store(&f) }
+// setStatusSource tells the collectors reading backends' statuses (the
+// inventory's, the vCenter's) where to read from.
+func (m *Metrics) setStatusSource(f func() []vcenterStatus) {
+	m.vcenters.source.Store(&f)
+	m.inventory.source.Store(&f)
+}
 
-// vcenterBackends reads every current backend's budget and certificate.
-func (f *fleet) vcenterBackends() []vcenterBackend {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]vcenterBackend, 0, len(f.backends))
-	for name, b := range f.backends {
-		out = append(out, readVCenterBackend(name, b.Backend))
+// backendStatuses reads every current backend's status.
+func (f *fleet) backendStatuses() []vcenterStatus {
+	bs := f.builtBackends()
+	out := make([]vcenterStatus, 0, len(bs))
+	for name, b := range bs {
+		out = append(out, vcenterStatus{VCenter: name, Status: b.Status()})
 	}
 	return out
-}
-
-func readVCenterBackend(name string, b backends.Backend) vcenterBackend {
-	v := vcenterBackend{VCenter: name}
-	if r, ok := b.(backends.RequestBudget); ok {
-		v.Budget, v.HasBudget = r.Budget(), true
-	}
-	if r, ok := b.(backends.CertificateReporter); ok {
-		v.Certificate, v.HasCert = r.Certificate()
-	}
-	return v
-}
-
-// BudgetStatus is a vCenter's request budget: the pace of the calls sent
-// to it directly, and how many waited or were refused.
-type BudgetStatus struct {
-	RequestsPerSecond float64 `json:"requestsPerSecond"`
-	RequestBurst      int     `json:"requestBurst"`
-	Waits             uint64  `json:"waits"`
-	Rejections        uint64  `json:"rejections"`
-}
-
-// CertificateStatus is the certificate a vCenter presented at the last
-// TLS handshake (all of it public).
-type CertificateStatus struct {
-	NotAfter         time.Time `json:"notAfter"`
-	ExpiresInSeconds float64   `json:"expiresInSeconds"` // negative once expired
-	Subject          string    `json:"subject"`
-	Issuer           string    `json:"issuer"`
-	SHA256Thumbprint string    `json:"sha256Thumbprint"`
-}
-
-// budgetAndCertificate fills st's budget and certificate from b.
-func budgetAndCertificate(st *VCenterStatus, b backends.Backend, now time.Time) {
-	v := readVCenterBackend(st.Name, b)
-	if v.HasBudget {
-		st.Budget = &BudgetStatus{RequestsPerSecond: v.Budget.PerSecond, RequestBurst: v.Budget.Burst, Waits: v.Budget.Waits, Rejections: v.Budget.Rejections}
-	}
-	if v.HasCert {
-		c := v.Certificate
-		st.Certificate = &CertificateStatus{NotAfter: c.NotAfter.UTC(), ExpiresInSeconds: c.NotAfter.Sub(now).Round(time.Second).Seconds(),
-			Subject: c.Subject, Issuer: c.Issuer, SHA256Thumbprint: c.SHA256}
-	}
 }

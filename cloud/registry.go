@@ -57,12 +57,8 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		} else {
 			// Kept: an edited budget and edited datacenters apply to it
 			// in place (a new one has them from vc).
-			if rb, ok := b.Backend.(backends.RequestBudget); ok {
-				rb.SetBudget(vc.RequestsPerSecond, vc.RequestBurst)
-			}
-			if ds, ok := b.Backend.(backends.DatacenterScope); ok {
-				ds.SetDatacenters(vc.DatacenterSpecs())
-			}
+			b.SetBudget(vc.RequestsPerSecond, vc.RequestBurst)
+			b.SetDatacenters(vc.DatacenterSpecs())
 		}
 		next[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
@@ -126,7 +122,7 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 		}
 		s := serving{VCenter: vc}
 		if b, ok := built[vc.Name]; ok {
-			s.instance = b.InstanceUUID()
+			s.instance = b.Status().InstanceUUID
 		}
 		out = append(out, s)
 	}

@@ -10,8 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
 // refreshCredentials lets every vCenter's backend pick up changed
@@ -25,15 +23,11 @@ func (f *fleet) refreshCredentials(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		r, ok := b.Backend.(backends.CredentialRefresher)
-		if !ok {
-			continue
-		}
 		wg.Go(func() {
 			log := klog.FromContext(ctx).WithValues("vcenter", vc.Name)
 			rctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
 			defer cancel()
-			rotated, err := r.RefreshCredentials(rctx, vc.RequestTimeout)
+			rotated, err := b.RefreshCredentials(rctx, vc.RequestTimeout)
 			switch {
 			case err != nil:
 				log.Error(err, "Credentials could not be refreshed; the current session keeps serving")

@@ -552,6 +552,7 @@ func (m *rule1Model) stopCloud() {
 // session: one can be down (m.down) or refused (appliance.refused) while
 // the others answer.
 type applianceHandle struct {
+	backendtest.Inert
 	m              *rule1Model
 	entry, address string
 	user           string
@@ -608,20 +609,6 @@ func (h *applianceHandle) Tags(ctx context.Context, vm *backends.VM, categories 
 	return b.Tags(ctx, vm, categories)
 }
 
-// Inventory follows the config's inventory switch: the lookup then asks
-// again without AllowCached before concluding absence.
-func (h *applianceHandle) Inventory() (backends.InventoryStatus, bool) {
-	return backends.InventoryStatus{InService: true}, h.inventory && !h.closed.Load()
-}
-
-func (h *applianceHandle) Reachability() backends.Reachability {
-	b, err := h.target()
-	if err != nil {
-		return backends.Reachability{State: backends.ConnDown, Err: err}
-	}
-	return b.Reachability()
-}
-
 func (h *applianceHandle) Probe(ctx context.Context) error {
 	b, err := h.target()
 	if err != nil {
@@ -662,22 +649,29 @@ func (h *applianceHandle) Datacenters(ctx context.Context) ([]config.Datacenter,
 	return b.Datacenters(ctx)
 }
 
-// InstanceUUID is the session's appliance's, "" without a session. Every
-// read is one of the address's blip: what it answers can change between
-// any two reads, within one lookup.
-func (h *applianceHandle) InstanceUUID() string {
+// Status is the session's appliance's: down, its instance UUID not
+// known, without a session. Every read is one of the address's blip:
+// what it answers (its instance UUID) can change between any two reads,
+// within one lookup. Its inventory follows the config's inventory
+// switch: the lookup then asks again without AllowCached before
+// concluding absence.
+func (h *applianceHandle) Status() backends.Status {
 	m := h.m
 	m.mu.Lock()
 	m.blips[h.address].read(m, h.address)
 	m.mu.Unlock()
-	b, err := h.target()
-	if err != nil {
-		return ""
+	st := backends.Status{}
+	if b, err := h.target(); err != nil {
+		st.Reachability = backends.Reachability{State: backends.ConnDown, Err: err}
+	} else {
+		st = b.Status()
 	}
-	return b.InstanceUUID()
+	st.Inventory = nil
+	if h.inventory && !h.closed.Load() {
+		st.Inventory = &backends.InventoryStatus{InService: true}
+	}
+	return st
 }
-
-func (h *applianceHandle) Start() {}
 
 func (h *applianceHandle) Close(context.Context) error {
 	h.closed.Store(true)

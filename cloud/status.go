@@ -20,29 +20,21 @@ type VCenterStatus struct {
 	Server string `json:"server"`
 	// Reachability: "up", "down" or "unknown" (its first connection
 	// attempt has not ended), since when, and the failure that made it
-	// down.
+	// down: the backend's Status().Reachability, served flat (it shadows
+	// that field).
 	Reachability string    `json:"reachability"`
 	Since        time.Time `json:"since,omitzero"`
 	LastError    string    `json:"lastError,omitempty"`
-	// InstanceUUID is the vCenter's instance UUID as its session read it
-	// (with the server, what it is).
-	InstanceUUID string `json:"instanceUUID,omitempty"`
+	// Status is what its backend shows of itself (instance UUID,
+	// session, inventory, refused credentials, budget, certificate);
+	// zero while no backend is built.
+	backends.Status
 	// Breaker: "closed", "half-open" or "open".
 	Breaker string `json:"breaker"`
 	// TwinsIndexed: the duplicate index holds its UUIDs, so a VM found
 	// in another vCenter is served while this one cannot answer (see
 	// discovery.VCenterHealth.Indexed).
-	TwinsIndexed bool              `json:"twinsIndexed"`
-	Session      *SessionStatus    `json:"session,omitempty"`
-	Inventory    *InventorySummary `json:"inventory,omitempty"`
-	// RefusedCredentials are the credential sources whose credentials
-	// this vCenter refused: sent again only when they change or at their
-	// retry time.
-	RefusedCredentials []RefusedCredentials `json:"refusedCredentials,omitempty"`
-	// Budget is its request budget (metrics_vcenter.go).
-	Budget *BudgetStatus `json:"budget,omitempty"`
-	// Certificate is the one it presented at the last TLS handshake.
-	Certificate *CertificateStatus `json:"certificate,omitempty"`
+	TwinsIndexed bool `json:"twinsIndexed"`
 	// NodeDeletion is its deletion policy and the Nodes it holds back.
 	NodeDeletion NodeDeletionStatus `json:"nodeDeletion"`
 }
@@ -58,30 +50,6 @@ type NodeDeletionStatus struct {
 	HeldNodes int    `json:"heldNodes"`
 }
 
-// RefusedCredentials is a credential source a vCenter refused (its name,
-// never a value), and when its credentials are sent again unchanged.
-type RefusedCredentials struct {
-	Source   string    `json:"source"`
-	Refusals int       `json:"refusals"`
-	Last     time.Time `json:"lastRefused"`
-	// Retry is zero when they are never sent again unchanged.
-	Retry time.Time `json:"retry,omitzero"`
-}
-
-// SessionStatus is a vCenter's current SOAP session.
-type SessionStatus struct {
-	LoggedIn    time.Time `json:"loggedIn"`
-	AgeSeconds  float64   `json:"ageSeconds"`
-	Credentials string    `json:"credentials"` // the source's name
-}
-
-// InventorySummary is a vCenter's watch-fed inventory.
-type InventorySummary struct {
-	InService bool   `json:"inService"` // answering lookups now
-	VMs       int    `json:"vms"`
-	Updates   uint64 `json:"updates"`
-}
-
 // vcenterStatuses lists every configured vCenter's status, in the
 // config's order. It reads memory only: never a call to vCenter.
 func (f *fleet) vcenterStatuses() []VCenterStatus {
@@ -89,7 +57,6 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 	health := f.discovery.Health()
 	held := f.discovery.Held()
 	bs := f.builtBackends()
-	now := time.Now()
 	out := make([]VCenterStatus, 0, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
 		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String(),
@@ -105,21 +72,7 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 			}
 		}
 		if b, ok := bs[vc.Name]; ok {
-			budgetAndCertificate(&st, b.Backend, now)
-			st.InstanceUUID = b.InstanceUUID()
-			if inv, ok := b.Inventory(); ok {
-				st.Inventory = &InventorySummary{InService: inv.InService, VMs: inv.VMs, Updates: inv.Updates}
-			}
-			if r, ok := b.Backend.(backends.SessionReporter); ok {
-				if s, ok := r.Session(); ok {
-					st.Session = &SessionStatus{LoggedIn: s.LoggedIn.UTC(), AgeSeconds: now.Sub(s.LoggedIn).Round(time.Second).Seconds(), Credentials: s.Credentials}
-				}
-			}
-			if r, ok := b.Backend.(backends.CredentialReporter); ok {
-				for _, rc := range r.RefusedCredentials() {
-					st.RefusedCredentials = append(st.RefusedCredentials, RefusedCredentials{Source: rc.Source, Refusals: rc.Refusals, Last: rc.Last.UTC(), Retry: rc.Retry.UTC()})
-				}
-			}
+			st.Status = b.Status()
 		}
 		out = append(out, st)
 	}

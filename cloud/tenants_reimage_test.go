@@ -42,6 +42,7 @@ func (a *address) setDown(entry string, down bool) {
 // entrySession is one entry's backend: it reaches whatever appliance
 // answers at the address, through its own session.
 type entrySession struct {
+	backendtest.Inert
 	a    *address
 	name string
 }
@@ -83,16 +84,16 @@ func (s entrySession) Tags(ctx context.Context, vm *backends.VM, categories []st
 	return b.Tags(ctx, vm, categories)
 }
 
-func (s entrySession) Inventory() (backends.InventoryStatus, bool) {
-	return backends.InventoryStatus{}, false
-}
-
-func (s entrySession) Reachability() backends.Reachability {
+// Status is the appliance's at the address, without an inventory; down,
+// its instance UUID not known, without a session.
+func (s entrySession) Status() backends.Status {
 	b, err := s.target()
 	if err != nil {
-		return backends.Reachability{State: backends.ConnDown, Err: err}
+		return backends.Status{Reachability: backends.Reachability{State: backends.ConnDown, Err: err}}
 	}
-	return b.Reachability()
+	st := b.Status()
+	st.Inventory = nil
+	return st
 }
 
 func (s entrySession) Probe(ctx context.Context) error {
@@ -122,16 +123,6 @@ func (s entrySession) Datacenters(ctx context.Context) ([]config.Datacenter, err
 	}
 	return b.Datacenters(ctx)
 }
-
-func (s entrySession) InstanceUUID() string {
-	b, err := s.target()
-	if err != nil {
-		return ""
-	}
-	return b.InstanceUUID()
-}
-
-func (entrySession) Start() {}
 
 func (entrySession) Close(context.Context) error { return nil }
 

@@ -74,7 +74,7 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 // period later, as a success is repeated); false when its inventory is
 // not in service or holds no VM yet: asked again at the next tick.
 func warmOne(ctx context.Context, b backends.Backend, categories []string, timeout time.Duration) bool {
-	if st, ok := b.Inventory(); !ok || !st.InService {
+	if inv := b.Status().Inventory; inv == nil || !inv.InService {
 		return false
 	}
 	uuids, _, ok := b.UUIDs(math.MaxUint64) // a version no inventory has: the list

@@ -26,8 +26,6 @@ type slowConnect struct {
 	progress backends.ConnectProgress
 }
 
-var _ backends.ConnectReporter = (*slowConnect)(nil)
-
 func newSlowConnect(b *backendtest.Backend) *slowConnect {
 	s := &slowConnect{Backend: b, connected: make(chan struct{})}
 	s.step("dialing", 0)
@@ -66,10 +64,13 @@ func (s *slowConnect) connect() {
 	})
 }
 
-func (s *slowConnect) ConnectProgress() backends.ConnectProgress {
+// Status is the fake's, with the connect's progress.
+func (s *slowConnect) Status() backends.Status {
+	st := s.Backend.Status()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.progress
+	st.Connect = s.progress
+	return st
 }
 
 // Probe waits for the connect, as a real backend's waits for its login.

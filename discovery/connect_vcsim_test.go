@@ -51,7 +51,7 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 			if !inventory {
 				time.Sleep(2 * wanDelay) // longer than ConnectWait since it was made
 			}
-			if st := b.Reachability().State; st != backends.ConnUnknown {
+			if st := b.Status().Reachability.State; st != backends.ConnUnknown {
 				t.Fatalf("reachability %v before the first connect ended; the test proves nothing", st)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -71,8 +71,8 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 			if took := time.Since(start); took < 2*wanDelay {
 				t.Fatalf("the lookups took %v: connected before they asked, the test proves nothing", took)
 			}
-			if pr := b.ConnectProgress(); pr.RoundTrip < wanDelay*9/10 {
-				t.Errorf("ConnectProgress = %+v; want a round trip of %v or more", pr, wanDelay)
+			if pr := b.Status().Connect; pr.RoundTrip < wanDelay*9/10 {
+				t.Errorf("Status().Connect = %+v; want a round trip of %v or more", pr, wanDelay)
 			}
 		})
 	}

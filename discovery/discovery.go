@@ -68,11 +68,11 @@ type Options struct {
 	// Observer, when set, is told about each vCenter call and breaker change.
 	Observer Observer
 	// ProbeInterval spaces the probes of a vCenter known down (see
-	// Backend.Reachability); default 1s.
+	// Status().Reachability); default 1s.
 	ProbeInterval time.Duration
 	// ConnectWait bounds how long lookups wait for a vCenter that is not
 	// known up (its first connection attempt under way) while the attempt
-	// makes no progress; one that reports progress (a ConnectReporter: a
+	// makes no progress; one that reports progress (Status().Connect: a
 	// vCenter across a WAN) is waited for while it does, up to half its
 	// request timeout after a lookup first met it connecting: one wait
 	// shared by every lookup, not one each. Once judged stalled it is not
@@ -287,7 +287,8 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 // step and is worth waiting for. Both start a background probe, which
 // for a backend without an inventory is what connects it.
 func (d *Discoverer) unready(v *targetState, now time.Time) error {
-	r := v.Backend.Reachability()
+	st := v.Backend.Status()
+	r := st.Reachability
 	switch r.State {
 	case backends.ConnDown:
 		v.connected()
@@ -295,7 +296,7 @@ func (d *Discoverer) unready(v *targetState, now time.Time) error {
 		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err) //nolint:errorlint // the backend's error is shown, not wrapped: this error's kind is ErrVCenterDown
 	case backends.ConnUnknown:
 		v.connectingSince.CompareAndSwap(0, now.UnixNano())
-		if c := d.connecting(v, r, now); c.stalled(now) {
+		if c := d.connecting(v, st, now); c.stalled(now) {
 			v.judgedStalled(c)
 			d.probeLater(v)
 			v.refusedConnecting.Store(true)
@@ -354,7 +355,7 @@ func phaseRank(phase string) int {
 	case phaseAnswering:
 		return 4
 	}
-	return 0 // none reported: a backend that is no ConnectReporter
+	return 0 // none reported
 }
 
 // connectState is how a vCenter's first connection attempt is going, as
@@ -387,29 +388,26 @@ type connectState struct {
 // varies (a login takes longer than reading the service content).
 const stallRoundTrips = 4
 
-func (d *Discoverer) connecting(v *targetState, r backends.Reachability, now time.Time) connectState {
+func (d *Discoverer) connecting(v *targetState, st backends.Status, now time.Time) connectState {
 	met := now
 	if ns := v.connectingSince.Load(); ns != 0 {
 		met = time.Unix(0, ns)
 	}
 	since := met
-	if !r.Since.IsZero() && r.Since.Before(since) {
+	if r := st.Reachability; !r.Since.IsZero() && r.Since.Before(since) {
 		since = r.Since // connecting since the backend was made
 	}
 	c := connectState{since: since, met: met, last: since, window: d.opts.ConnectWait,
 		until: met.Add(max(d.opts.ConnectWait, v.RequestTimeout/2))}
-	if cr, ok := v.Backend.(backends.ConnectReporter); ok {
-		p := cr.ConnectProgress()
-		switch {
-		case p.Phase == "":
-			// No attempt yet (a backend without an inventory connects
-			// on first use): the call about to be made starts it.
-			c.last = now
-		case p.Last.After(c.last):
-			c.last, c.phase = p.Last, p.Phase
-		}
-		c.window = max(c.window, stallRoundTrips*p.RoundTrip)
+	switch p := st.Connect; {
+	case p.Last.IsZero():
+		// No attempt yet (a backend without an inventory connects on
+		// first use): the call about to be made starts it.
+		c.last = now
+	case p.Last.After(c.last):
+		c.last, c.phase = p.Last, p.Phase
 	}
+	c.window = max(c.window, stallRoundTrips*st.Connect.RoundTrip)
 	if m := v.stalled.Load(); m != nil && !m.progressedSince(c) {
 		c.judged = true
 	}
@@ -482,7 +480,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 // also when any entry of the server records another beside it, so that
 // an entry's old instance is retired once every entry answers as the new.
 func (d *Discoverer) noteIdentity(v *targetState) {
-	id := v.Backend.InstanceUUID()
+	id := v.Backend.Status().InstanceUUID
 	if id == "" || d.opts.OnIdentity == nil {
 		return
 	}
@@ -850,11 +848,11 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
 			for i := range pending {
 				v := vcs[i]
-				if r := v.Backend.Reachability(); r.State == backends.ConnUnknown {
+				if st := v.Backend.Status(); st.Reachability.State == backends.ConnUnknown {
 					v.refusedConnecting.Store(true)
 					// Stalled, not just out of this lookup's time: the
 					// next lookup does not wait for it either.
-					if c := d.connecting(v, r, now); c.stalled(now) {
+					if c := d.connecting(v, st, now); c.stalled(now) {
 						v.judgedStalled(c)
 					}
 				}
@@ -902,15 +900,15 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending m
 	var until time.Time
 	for i := range pending {
 		v := vcs[i]
-		r := v.Backend.Reachability()
+		st := v.Backend.Status()
 		t := start.Add(d.opts.ConnectWait)
-		if r.State == backends.ConnUnknown {
+		if st.Reachability.State == backends.ConnUnknown {
 			deadline := start.Add(v.RequestTimeout)
 			if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 				deadline = dl
 			}
 			bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
-			t = minTime(d.connecting(v, r, now).stalledAt(), bound)
+			t = minTime(d.connecting(v, st, now).stalledAt(), bound)
 		}
 		if t.After(until) {
 			until = t
@@ -929,7 +927,7 @@ func minTime(a, b time.Time) time.Time {
 // waitingForUp reports whether a pending vCenter is known up.
 func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 	for i := range pending {
-		if vcs[i].Backend.Reachability().State == backends.ConnUp {
+		if vcs[i].Backend.Status().Reachability.State == backends.ConnUp {
 			return true
 		}
 	}
@@ -939,8 +937,7 @@ func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 // inventoried reports whether b has an inventory: its answers to
 // AllowCached may come from memory.
 func inventoried(b backends.Backend) bool {
-	_, ok := b.Inventory()
-	return ok
+	return b.Status().Inventory != nil
 }
 
 // nothingFound reports answers that would be taken for absence: every

@@ -44,12 +44,15 @@ func (f *flipping) flipped() bool {
 	return at >= 0 && f.reads.Load() >= at
 }
 
-func (f *flipping) InstanceUUID() string {
+// Status is the old appliance's, with the instance UUID of this read.
+func (f *flipping) Status() backends.Status {
+	st := f.Backend.Status()
+	st.InstanceUUID = instanceX
 	n := f.reads.Add(1) - 1
 	if at := f.at.Load(); at >= 0 && n >= at {
-		return f.ids(n - at)
+		st.InstanceUUID = f.ids(n - at)
 	}
-	return instanceX
+	return st
 }
 
 func (f *flipping) answering() backends.Backend {

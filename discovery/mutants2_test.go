@@ -24,8 +24,10 @@ import (
 // never ends: every call hangs, and its progress is always fresh.
 type crawling struct{ *backendtest.Backend }
 
-func (crawling) ConnectProgress() backends.ConnectProgress {
-	return backends.ConnectProgress{Phase: "answering", Last: time.Now(), RoundTrip: time.Millisecond}
+func (c crawling) Status() backends.Status {
+	st := c.Backend.Status()
+	st.Connect = backends.ConnectProgress{Phase: "answering", Last: time.Now(), RoundTrip: time.Millisecond}
+	return st
 }
 
 func crawlingDiscoverer(t *testing.T, connectWait, timeout time.Duration) *Discoverer {

@@ -89,20 +89,20 @@ func (d *Discoverer) InventoryVersion() uint64 {
 	for _, v := range *d.vcenters.Load() {
 		str(v.Name)
 		str(v.Server)
-		str(v.Backend.InstanceUUID())
+		st := v.Backend.Status()
+		str(st.InstanceUUID)
 		for _, dc := range v.Datacenters {
 			str(dc.String())
 		}
-		st, ok := v.Backend.Inventory()
-		switch {
-		case !ok:
-			num(0)
-		case st.InService:
-			num(2)
-		default:
-			num(1)
+		var state, updates uint64 // none, out of service, in service
+		if inv := st.Inventory; inv != nil {
+			state, updates = 1, inv.Updates
+			if inv.InService {
+				state = 2
+			}
 		}
-		num(st.Updates)
+		num(state)
+		num(updates)
 	}
 	return h.Sum64()
 }

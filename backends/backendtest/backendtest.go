@@ -19,8 +19,26 @@ import (
 
 var _ backends.Backend = (*Backend)(nil)
 
+// Inert implements the methods of backends.Backend that configure,
+// refresh or start a backend, as a fake with nothing to configure,
+// refresh or start does: nothing. A fake embeds it.
+type Inert struct{}
+
+// SetBudget implements backends.Backend: no budget.
+func (Inert) SetBudget(float64, int) {}
+
+// SetDatacenters implements backends.Backend: no inventory to scope.
+func (Inert) SetDatacenters([]config.DatacenterSpec) {}
+
+// RefreshCredentials implements backends.Backend: no login.
+func (Inert) RefreshCredentials(context.Context, time.Duration) (bool, error) { return false, nil }
+
+// Start implements backends.Backend: no background work.
+func (Inert) Start() {}
+
 // Backend is a fake vCenter.
 type Backend struct {
+	Inert
 	mu    sync.Mutex
 	vms   map[string]backends.VM       // by ref ID
 	tags  map[string]map[string]string // ref ID -> category -> tag
@@ -118,7 +136,7 @@ func (b *Backend) DatacenterCalls() int64 { return b.dcCalls.Load() }
 // Lag makes the VM with the given ref ID missing from the backend's
 // simulated inventory, as one created a moment ago is from a watch that
 // has not caught up: AllowCached queries miss it, others find it. It also
-// makes the backend report an inventory (Inventory).
+// makes the backend report an inventory (Status).
 func (b *Backend) Lag(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -129,22 +147,29 @@ func (b *Backend) Lag(id string) {
 	b.inventoried = true
 }
 
-// Inventory implements backends.Backend: an inventory once Lag was
-// called, in service as UUIDs is.
-func (b *Backend) Inventory() (backends.InventoryStatus, bool) {
+// Status implements backends.Backend: its reachability (a connect
+// attempt started when it was set, which never progresses, while it is
+// unknown), its instance UUID, and an inventory once Lag or Inventoried
+// was called, in service as UUIDs is. Nothing else: a fake has no
+// session, budget or certificate.
+func (b *Backend) Status() backends.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.inventoried {
-		return backends.InventoryStatus{}, false
+	st := backends.Status{Reachability: b.reach, InstanceUUID: b.instance}
+	if b.reach.State == backends.ConnUnknown {
+		st.Connect = backends.ConnectProgress{Phase: "dialing", Last: b.reach.Since}
 	}
-	st := backends.InventoryStatus{InService: b.err == nil && !b.hang && !b.closed && !b.noUUIDs, Updates: b.version}
-	if st.InService {
-		st.VMs = len(b.vms)
+	if b.inventoried {
+		inv := backends.InventoryStatus{InService: b.err == nil && !b.hang && !b.closed && !b.noUUIDs, Updates: b.version}
+		if inv.InService {
+			inv.VMs = len(b.vms)
+		}
+		st.Inventory = &inv
 	}
-	return st, true
+	return st
 }
 
-// Inventoried makes the backend report an inventory (Inventory), as Lag
+// Inventoried makes the backend report an inventory (Status), as Lag
 // does, without leaving any VM out of it: its Updates count every Add and
 // Remove.
 func (b *Backend) Inventoried() {
@@ -183,22 +208,15 @@ func New() *Backend {
 	}
 }
 
-// SetReachability sets what Reachability reports (a probe changes it too).
+// SetReachability sets the reachability Status reports (a probe changes it too).
 func (b *Backend) SetReachability(state backends.ConnState, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reach = backends.Reachability{State: state, Err: err, Since: time.Now()}
 }
 
-// Reachability implements backends.Backend.
-func (b *Backend) Reachability() backends.Reachability {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.reach
-}
-
 // Probe implements backends.Backend: it fails as every call does (Fail,
-// Hang) and sets Reachability from the outcome.
+// Hang) and sets the reachability from the outcome.
 func (b *Backend) Probe(ctx context.Context) error {
 	b.probes.Add(1)
 	err := b.enter(ctx)
@@ -218,19 +236,12 @@ func (b *Backend) WithoutInventory() {
 	b.noUUIDs = true
 }
 
-// SetInstanceUUID sets what InstanceUUID reports: another value is
+// SetInstanceUUID sets the instance UUID Status reports: another value is
 // another vCenter answering at the same address.
 func (b *Backend) SetInstanceUUID(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.instance = id
-}
-
-// InstanceUUID implements backends.Backend.
-func (b *Backend) InstanceUUID() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.instance
 }
 
 // Probes counts Probe calls.
@@ -407,9 +418,6 @@ func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placem
 	slices.SortFunc(out, func(x, y backends.Placement) int { return strings.Compare(x.VM.Ref.ID, y.VM.Ref.ID) })
 	return out, true
 }
-
-// Start implements backends.Backend: a fake has no background work.
-func (b *Backend) Start() {}
 
 // Close implements backends.Backend: later calls fail with ErrClosed.
 func (b *Backend) Close(context.Context) error {

@@ -11,8 +11,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
-var _ backends.RequestBudget = (*Backend)(nil)
-
 // budget is a vCenter's request budget: the calls sent to it directly
 // (those the inventory does not answer; never the inventory's watch, whose
 // long poll is one request, nor logins and keep-alives) take tokens from a
@@ -79,13 +77,10 @@ func (b *budget) refused(wait time.Duration) error {
 }
 
 func (b *budget) status() backends.BudgetStatus {
-	return backends.BudgetStatus{PerSecond: float64(b.lim.Limit()), Burst: b.lim.Burst(), Waits: b.waits.Load(), Rejections: b.rejections.Load()}
+	return backends.BudgetStatus{RequestsPerSecond: float64(b.lim.Limit()), RequestBurst: b.lim.Burst(), Waits: b.waits.Load(), Rejections: b.rejections.Load()}
 }
 
-// Budget implements backends.RequestBudget.
-func (b *Backend) Budget() backends.BudgetStatus { return b.budget.status() }
-
-// SetBudget implements backends.RequestBudget: a config edit of
+// SetBudget implements backends.Backend: a config edit of
 // requestsPerSecond or requestBurst applies to the running backend.
 func (b *Backend) SetBudget(perSecond float64, burst int) {
 	now := time.Now()

@@ -53,7 +53,7 @@ func TestBudgetPacesDirectCalls(t *testing.T) {
 			t.Fatalf("call %d within the burst: %v", i, err)
 		}
 	}
-	if st := b.Budget(); st.Waits != 0 || st.Rejections != 0 || st.PerSecond != 0.5 || st.Burst != 2 {
+	if st := *b.Status().Budget; st.Waits != 0 || st.Rejections != 0 || st.RequestsPerSecond != 0.5 || st.RequestBurst != 2 {
 		t.Fatalf("after the burst: %+v, want 0.5/s burst 2, nothing waited or refused", st)
 	}
 	before := requests.Load()
@@ -77,10 +77,10 @@ func TestBudgetPacesDirectCalls(t *testing.T) {
 	if got := requests.Load() - before; got != 0 {
 		t.Fatalf("refused calls sent %d requests; want none", got)
 	}
-	if st := b.Budget(); st.Rejections != refused || st.Waits != 0 {
+	if st := *b.Status().Budget; st.Rejections != refused || st.Waits != 0 {
 		t.Fatalf("after %d refusals: %+v", refused, st)
 	}
-	if r := b.Reachability(); r.State != backends.ConnUp {
+	if r := b.Status().Reachability; r.State != backends.ConnUp {
 		t.Fatalf("reachability %v after refusals; want up (nothing failed)", r.State)
 	}
 	// A probe refused is no news of the vCenter either.
@@ -89,14 +89,14 @@ func TestBudgetPacesDirectCalls(t *testing.T) {
 		t.Fatalf("probe beyond the budget: %v, want ErrBudget", err)
 	}
 	cancel()
-	if r := b.Reachability(); r.State != backends.ConnUp {
+	if r := b.Status().Reachability; r.State != backends.ConnUp {
 		t.Fatalf("reachability %v after a refused probe; want up", r.State)
 	}
 	// With time to wait, a call waits for its turn and is answered.
 	if _, err := b.Get(t.Context(), ref); err != nil {
 		t.Fatalf("call that can wait: %v", err)
 	}
-	if st := b.Budget(); st.Waits != 1 || st.Rejections != refused+1 {
+	if st := *b.Status().Budget; st.Waits != 1 || st.Rejections != refused+1 {
 		t.Fatalf("after a call that waited: %+v, want 1 wait, %d refusals", st, refused+1)
 	}
 }
@@ -120,7 +120,7 @@ func TestBudgetSparesTheInventory(t *testing.T) {
 	if _, err := b.Find(ctx, backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}); err != nil {
 		t.Fatalf("direct Find after cached ones: %v; the inventory took the budget", err)
 	}
-	if st := b.Budget(); st.Waits != 0 || st.Rejections != 0 {
+	if st := *b.Status().Budget; st.Waits != 0 || st.Rejections != 0 {
 		t.Fatalf("budget %+v; want nothing waited or refused", st)
 	}
 }
@@ -128,8 +128,7 @@ func TestBudgetSparesTheInventory(t *testing.T) {
 func waitInService(t *testing.T, b *vsphere.Backend) {
 	t.Helper()
 	poll.Schedule{Every: 20 * time.Millisecond, Within: 30 * time.Second}.Until(t, "the inventory in service", func() bool {
-		st, _ := b.Inventory()
-		return st.InService
+		return inService(b)
 	})
 }
 
@@ -149,7 +148,7 @@ func TestSetBudget(t *testing.T) {
 		t.Fatalf("second call at 0.001/s: %v, want ErrBudget", err)
 	}
 	b.SetBudget(1000, 10)
-	if st := b.Budget(); st.PerSecond != 1000 || st.Burst != 10 {
+	if st := *b.Status().Budget; st.RequestsPerSecond != 1000 || st.RequestBurst != 10 {
 		t.Fatalf("after SetBudget: %+v", st)
 	}
 	ctx, cancel = context.WithTimeout(t.Context(), 5*time.Second)
@@ -228,15 +227,15 @@ func TestCertificateReported(t *testing.T) {
 			cfg.Name, cfg.Server, cfg.Port = vc.Name, vc.Host, vc.Port
 			b := vsphere.New(vsphere.Options{Config: cfg.WithDefaults(), Credentials: credentials.Static{User: vc.User, Password: config.Password(vc.Password)}})
 			t.Cleanup(func() { _ = b.Close(context.Background()) })
-			if _, ok := b.Certificate(); ok {
-				t.Fatal("a certificate before any handshake")
+			if c := b.Status().Certificate; c != nil {
+				t.Fatalf("a certificate before any handshake: %+v", c)
 			}
 			if err := b.Probe(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			got, ok := b.Certificate()
-			if !ok || !got.NotAfter.Equal(cert.NotAfter) || got.SHA256 != soap.ThumbprintSHA256(cert) || got.Subject != cert.Subject.String() {
-				t.Fatalf("Certificate() = %+v, %v; want NotAfter %s, SHA-256 %s", got, ok, cert.NotAfter, soap.ThumbprintSHA256(cert))
+			got := b.Status().Certificate
+			if got == nil || !got.NotAfter.Equal(cert.NotAfter) || got.SHA256Thumbprint != soap.ThumbprintSHA256(cert) || got.Subject != cert.Subject.String() || got.ExpiresInSeconds <= 0 {
+				t.Fatalf("Status().Certificate = %+v; want NotAfter %s, SHA-256 %s", got, cert.NotAfter, soap.ThumbprintSHA256(cert))
 			}
 		})
 	}

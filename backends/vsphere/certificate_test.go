@@ -366,7 +366,7 @@ func TestRefusedCertificateLikeRefusedPassword(t *testing.T) {
 			if n := attempts(); n != sent {
 				t.Errorf("%d token requests and logins over 4 probes, want %d: a refused certificate is not sent again unchanged", n, sent)
 			}
-			if rc := fx.b.RefusedCredentials(); len(rc) != 1 {
+			if rc := fx.b.Status().RefusedCredentials; len(rc) != 1 {
 				t.Errorf("RefusedCredentials = %v, want the test source", rc)
 			}
 			// A new certificate is sent at once, and logs in.

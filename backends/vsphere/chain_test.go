@@ -14,9 +14,11 @@ import (
 // logins counts the simulator's Login calls during fn (fixtures included:
 // call it around the backend's work only).
 // credentialSource names the source that logged b's current session in.
-func credentialSource(b backends.SessionReporter) string {
-	s, _ := b.Session()
-	return s.Credentials
+func credentialSource(b backends.Backend) string {
+	if s := b.Status().Session; s != nil {
+		return s.Credentials
+	}
+	return ""
 }
 
 func logins(vc *vcsim.VCenter, fn func()) int64 {

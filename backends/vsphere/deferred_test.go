@@ -39,7 +39,7 @@ func TestDeferredLoginLeavesTheVCenterNotDown(t *testing.T) {
 	if !errors.Is(err, credentials.ErrDeferred) {
 		t.Fatalf("Find on a standby: %v, want ErrDeferred", err)
 	}
-	if r := b.Reachability(); r.State == backends.ConnDown {
+	if r := b.Status().Reachability; r.State == backends.ConnDown {
 		t.Fatalf("after a deferred login the vCenter is %v (%v): nothing was sent to it", r.State, r.Err)
 	}
 
@@ -48,7 +48,7 @@ func TestDeferredLoginLeavesTheVCenterNotDown(t *testing.T) {
 	if err != nil || len(vms) != 1 {
 		t.Fatalf("Find once leading: %v, %v; want the VM", vms, err)
 	}
-	if r := b.Reachability(); r.State != backends.ConnUp {
+	if r := b.Status().Reachability; r.State != backends.ConnUp {
 		t.Fatalf("after the leader's login the vCenter is %v (%v), want up", r.State, r.Err)
 	}
 }

@@ -61,6 +61,6 @@ var waitFor = poll.Schedule{Every: 50 * time.Millisecond, Within: 15 * time.Seco
 
 // inService reports whether b's inventory answers lookups now.
 func inService(b *vsphere.Backend) bool {
-	st, ok := b.Inventory()
-	return ok && st.InService
+	st := b.Status().Inventory
+	return st != nil && st.InService
 }

@@ -672,8 +672,16 @@ func TestZoneAndRegionInCPIsAncestryOrder(t *testing.T) {
 	})
 }
 
+// inventoryOf is b's inventory's status; zero without one.
+func inventoryOf(b *Backend) backends.InventoryStatus {
+	if st := b.Status().Inventory; st != nil {
+		return *st
+	}
+	return backends.InventoryStatus{}
+}
+
 // inService reports whether b's inventory answers lookups now.
 func inService(b *Backend) bool {
-	st, ok := b.Inventory()
-	return ok && st.InService
+	st := b.Status().Inventory
+	return st != nil && st.InService
 }

@@ -161,7 +161,7 @@ func TestRefusedCredentialsNotRetried(t *testing.T) {
 		err := fx.reloads(t, reloads)
 		fx.assertRefusedOnce(t, fmt.Sprintf("after %d reloads and probes", reloads))
 		fx.assertRefusedBefore(t, err)
-		if got := fx.b.RefusedCredentials(); len(got) != 1 || got[0].Source != "config file" || got[0].Refusals != 1 || got[0].Retry.IsZero() {
+		if got := fx.b.Status().RefusedCredentials; len(got) != 1 || got[0].Source != "config file" || got[0].Refusals != 1 || got[0].Retry.IsZero() {
 			t.Fatalf("RefusedCredentials = %+v", got)
 		}
 
@@ -215,7 +215,7 @@ func TestRefusedCredentialsNotRetried(t *testing.T) {
 			t.Fatalf("the Secret back: %d Login calls, want 1 (the Secret's alone)", n)
 		}
 		fx.assertRefusedOnce(t, "the Secret back")
-		if got := fx.b.RefusedCredentials(); len(got) != 1 || got[0].Source != "config file" || got[0].Refusals != 1 || got[0].Retry.IsZero() {
+		if got := fx.b.Status().RefusedCredentials; len(got) != 1 || got[0].Source != "config file" || got[0].Refusals != 1 || got[0].Retry.IsZero() {
 			t.Fatalf("RefusedCredentials = %+v", got)
 		}
 	})
@@ -255,7 +255,7 @@ func TestRefusedCredentialsRetriedOnSchedule(t *testing.T) {
 	if most := 1 + int64(elapsed/(250*time.Millisecond)); n < 2 || n > most {
 		t.Fatalf("%d probes in %s sent the refused password %d times; want at least 2 (retried) and at most %d (the schedule)", probes, elapsed.Round(time.Millisecond), n, most)
 	}
-	r := b.RefusedCredentials()
+	r := b.Status().RefusedCredentials
 	if len(r) != 1 || r[0].Source != "config file" || int64(r[0].Refusals) != n || !r[0].Retry.After(r[0].Last) {
 		t.Fatalf("RefusedCredentials = %+v after %d refusals", r, n)
 	}
@@ -263,7 +263,7 @@ func TestRefusedCredentialsRetriedOnSchedule(t *testing.T) {
 	// vCenter takes the password again: served at the next due retry.
 	vc.SetPassword(vc.Password)
 	waitFor(t, "a login once vCenter takes the password again", func() bool { return b.Probe(t.Context()) == nil })
-	if r := b.RefusedCredentials(); len(r) != 0 {
+	if r := b.Status().RefusedCredentials; len(r) != 0 {
 		t.Fatalf("RefusedCredentials = %+v after a login", r)
 	}
 	t.Logf("MEASURE refused-login retry: %d probes in %s, %d Login calls with the refused password", probes, elapsed.Round(time.Millisecond), n)

@@ -3,6 +3,8 @@ package vsphere
 import (
 	"testing"
 	"time"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
 // A retry's steps are no progress (issue 33): against a vCenter that
@@ -15,31 +17,37 @@ func TestConnectProgressIgnoresARetrysRepeatedSteps(t *testing.T) {
 	s := &sessions{}
 	s.noteProgress(phaseDialing)
 	s.noteProgress(phaseTCP)
-	first := s.connectProgress()
+	first := progressOf(s)
 	if first.Phase != phaseTCP || first.Last.IsZero() {
 		t.Fatalf("after the first TCP connect: %+v", first)
 	}
 	time.Sleep(20 * time.Millisecond) // the handshake that times out
 	s.noteProgress(phaseDialing)
 	s.noteProgress(phaseTCP)
-	if got := s.connectProgress(); got != first {
+	if got := progressOf(s); got != first {
 		t.Fatalf("a retry's dial and TCP connect changed the progress: %+v, was %+v", got, first)
 	}
 
 	s.noteProgress(phaseTLS)
-	tls := s.connectProgress()
+	tls := progressOf(s)
 	if tls.Phase != phaseTLS || !tls.Last.After(first.Last) || tls.RoundTrip < 20*time.Millisecond {
 		t.Fatalf("a TLS handshake after the TCP connect: %+v, want phase %q, later than %v, a round trip of 20ms or more", tls, phaseTLS, first.Last)
 	}
 	s.noteProgress(phaseTCP) // another connection of the same attempt
-	if got := s.connectProgress(); got != tls {
+	if got := progressOf(s); got != tls {
 		t.Fatalf("a second connection's TCP connect after TLS changed the progress: %+v, was %+v", got, tls)
 	}
 	s.noteProgress(phaseAnswer)
-	a1 := s.connectProgress()
+	a1 := progressOf(s)
 	time.Sleep(time.Millisecond)
 	s.noteProgress(phaseAnswer)
-	if a2 := s.connectProgress(); a1.Phase != phaseAnswer || !a2.Last.After(a1.Last) {
+	if a2 := progressOf(s); a1.Phase != phaseAnswer || !a2.Last.After(a1.Last) {
 		t.Fatalf("answers are each progress: %+v then %+v", a1, a2)
 	}
+}
+
+// progressOf is the first connection attempt's progress.
+func progressOf(s *sessions) backends.ConnectProgress {
+	_, p := s.reachState()
+	return p
 }

@@ -97,10 +97,12 @@ func (s *sessions) setReachability(err error) {
 	s.reach.State, s.reach.Err = state, err
 }
 
-func (s *sessions) reachability() backends.Reachability {
+// reachState is the last connection-level event's outcome, and the first
+// connection attempt's progress.
+func (s *sessions) reachState() (backends.Reachability, backends.ConnectProgress) {
 	s.reachMu.Lock()
 	defer s.reachMu.Unlock()
-	return s.reach
+	return s.reach, s.progress
 }
 
 // recordLogin records a login flight's outcome, unless close ended it or
@@ -206,11 +208,4 @@ func (s *sessions) noteProgress(phase string) {
 		p.RoundTrip = max(p.RoundTrip, now.Sub(p.Last))
 	}
 	p.Phase, p.Last = phase, now
-}
-
-// connectProgress is ConnectProgress.
-func (s *sessions) connectProgress() backends.ConnectProgress {
-	s.reachMu.Lock()
-	defer s.reachMu.Unlock()
-	return s.progress
 }

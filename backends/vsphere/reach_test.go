@@ -35,7 +35,7 @@ func awaitState(t *testing.T, b *Backend, want backends.ConnState, within time.D
 	t.Helper()
 	start := time.Now()
 	for {
-		r := b.Reachability()
+		r := b.Status().Reachability
 		if r.State == want {
 			return r, time.Since(start)
 		}
@@ -79,7 +79,7 @@ func TestReachabilityRefused(t *testing.T) {
 	if err := b.Probe(ctxFor(t)); err != nil {
 		t.Fatalf("Probe once vCenter accepts again: %v", err)
 	}
-	if r := b.Reachability(); r.State != backends.ConnUp || r.Err != nil {
+	if r := b.Status().Reachability; r.State != backends.ConnUp || r.Err != nil {
 		t.Fatalf("after a successful Probe: %v (%v), want up", r.State, r.Err)
 	}
 }
@@ -95,7 +95,7 @@ func TestReachabilityBlackholed(t *testing.T) {
 	const timeout = 2 * time.Second
 	start := time.Now()
 	b := newReachBackend(t, vc, p, timeout, true)
-	if r := b.Reachability(); r.State != backends.ConnUnknown {
+	if r := b.Status().Reachability; r.State != backends.ConnUnknown {
 		t.Fatalf("reachability before the first connect ended = %v (%v), want unknown", r.State, r.Err)
 	}
 	r, _ := awaitState(t, b, backends.ConnDown, 5*timeout)
@@ -109,7 +109,7 @@ func TestReachabilityBlackholed(t *testing.T) {
 	if err := b.Probe(ctxFor(t)); err != nil {
 		t.Fatalf("Probe once vCenter answers again: %v", err)
 	}
-	if r := b.Reachability(); r.State != backends.ConnUp {
+	if r := b.Status().Reachability; r.State != backends.ConnUp {
 		t.Fatalf("after a successful Probe: %v (%v), want up", r.State, r.Err)
 	}
 }
@@ -185,7 +185,7 @@ func TestReachabilityWrongPassword(t *testing.T) {
 	if err == nil {
 		t.Fatal("Probe with a wrong password succeeded")
 	}
-	r := b.Reachability()
+	r := b.Status().Reachability
 	if r.State != backends.ConnDown {
 		t.Fatalf("after a rejected login: %v, want down", r.State)
 	}
@@ -223,7 +223,7 @@ func TestReachabilityAnswersAreUp(t *testing.T) {
 	if _, err := b.Get(ctx, ref); !errors.Is(err, backends.ErrNotFound) {
 		t.Fatalf("Get(destroyed) = %v, want ErrNotFound", err)
 	}
-	if r := b.Reachability(); r.State != backends.ConnUp {
+	if r := b.Status().Reachability; r.State != backends.ConnUp {
 		t.Fatalf("after vCenter answered ManagedObjectNotFound: %v (%v), want up", r.State, r.Err)
 	}
 
@@ -235,7 +235,7 @@ func TestReachabilityAnswersAreUp(t *testing.T) {
 	if vms, err := b.Find(ctx, q); err != nil || len(vms) != 1 {
 		t.Fatalf("Find after the session was lost = %v, %v", vms, err)
 	}
-	if r := b.Reachability(); r.State != backends.ConnUp {
+	if r := b.Status().Reachability; r.State != backends.ConnUp {
 		t.Fatalf("after NotAuthenticated and a re-login: %v (%v), want up", r.State, r.Err)
 	}
 }

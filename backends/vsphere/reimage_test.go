@@ -24,7 +24,7 @@ func TestReloginToAnotherApplianceIsANewVCenter(t *testing.T) {
 	if _, err := b.Find(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	old := b.InstanceUUID()
+	old := b.Status().InstanceUUID
 	if old == "" {
 		t.Fatal("InstanceUUID after a login is empty")
 	}
@@ -35,21 +35,21 @@ func TestReloginToAnotherApplianceIsANewVCenter(t *testing.T) {
 	}
 	_, err := b.Find(ctx, q)
 	if err == nil {
-		t.Fatalf("Find that met another appliance at the address succeeded; InstanceUUID = %q (was %q)", b.InstanceUUID(), old)
+		t.Fatalf("Find that met another appliance at the address succeeded; InstanceUUID = %q (was %q)", b.Status().InstanceUUID, old)
 	}
 	for _, want := range []string{old, replaced} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name instance %s", err, want)
 		}
 	}
-	if id := b.InstanceUUID(); id == old {
+	if id := b.Status().InstanceUUID; id == old {
 		t.Fatalf("InstanceUUID after the re-login met another appliance = the old %q", id)
 	}
 	vms, err := b.Find(ctx, q)
 	if err != nil || len(vms) != 1 {
 		t.Fatalf("Find on the new appliance = %v, %v; want its VM", vms, err)
 	}
-	if id := b.InstanceUUID(); id != replaced {
+	if id := b.Status().InstanceUUID; id != replaced {
 		t.Fatalf("InstanceUUID on the new appliance = %q, want %q", id, replaced)
 	}
 }

@@ -38,7 +38,7 @@ func coldLoad(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, tune func(*invent
 			time.Sleep(5 * time.Millisecond)
 		}
 		took = time.Since(start)
-		st, _ := b.Inventory()
+		st := inventoryOf(b)
 		held = st.VMs
 	})
 	return took, calls, held

@@ -108,7 +108,7 @@ func TestInventoryHoldsOnlyConfiguredDatacenters(t *testing.T) {
 		t.Fatalf("the fixture's DC2 is not /F0/DC2: %+v", got)
 	}
 	held := len(vmsOf(vc, "DC0")) + len(vmsOf(vc, "DC2"))
-	if st, _ := b.Inventory(); st.VMs != held {
+	if st := inventoryOf(b); st.VMs != held {
 		t.Fatalf("inventory holds %d VMs; want %d, those of DC0 and /F0/DC2 only", st.VMs, held)
 	}
 	outside := vmsOf(vc, "DC1")[0]
@@ -164,13 +164,13 @@ func TestInventoryFollowsDatacenterEdits(t *testing.T) {
 	kept := b.inv.views[ref0]
 	keptState := kept.state
 	b.inv.mu.RUnlock()
-	if st, _ := b.Inventory(); st.VMs != len(dc0) {
+	if st := inventoryOf(b); st.VMs != len(dc0) {
 		t.Fatalf("inventory holds %d VMs; want DC0's %d", st.VMs, len(dc0))
 	}
 	calls := soapDelta(vc, func() {
 		b.SetDatacenters(specsOf(t, "DC0", dc1[0].DatacenterID))
 		waitUntil(t, "DC1 held", func() bool {
-			st, _ := b.Inventory()
+			st := inventoryOf(b)
 			return st.InService && st.VMs == len(dc0)+len(dc1)
 		})
 	})
@@ -191,7 +191,7 @@ func TestInventoryFollowsDatacenterEdits(t *testing.T) {
 	calls = soapDelta(vc, func() {
 		b.SetDatacenters(specsOf(t, dc1[0].DatacenterID))
 		waitUntil(t, "DC0 dropped", func() bool {
-			st, _ := b.Inventory()
+			st := inventoryOf(b)
 			return st.InService && st.VMs == len(dc1)
 		})
 	})

@@ -3,14 +3,11 @@ package vsphere
 import (
 	"crypto/x509"
 	"sync"
-	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
-
-var _ backends.CertificateReporter = (*Backend)(nil)
 
 // serverCertificate is the leaf certificate the vCenter presented at the
 // last TLS handshake the sessions made, so that its expiry is shown
@@ -24,7 +21,7 @@ type serverCertificate struct {
 // record keeps c, the certificate a handshake just accepted.
 func (s *serverCertificate) record(c *x509.Certificate) {
 	cert := backends.Certificate{NotAfter: c.NotAfter.UTC(), Subject: c.Subject.String(), Issuer: c.Issuer.String(),
-		SHA256: soap.ThumbprintSHA256(c), Seen: time.Now()}
+		SHA256Thumbprint: soap.ThumbprintSHA256(c)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cert, s.ok = cert, true
@@ -35,6 +32,3 @@ func (s *serverCertificate) get() (backends.Certificate, bool) {
 	defer s.mu.Unlock()
 	return s.cert, s.ok
 }
-
-// Certificate implements backends.CertificateReporter.
-func (b *Backend) Certificate() (backends.Certificate, bool) { return b.sessions.peerCert.get() }

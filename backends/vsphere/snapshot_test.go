@@ -82,7 +82,7 @@ func TestInventoryServesFromASnapshotTheWatchCorrects(t *testing.T) {
 	if held.Load() == 0 {
 		t.Fatal("in service before any watch polled: the test's hold did not engage")
 	}
-	if st, _ := b.Inventory(); st.VMs != len(vc.VMs) {
+	if st := inventoryOf(b); st.VMs != len(vc.VMs) {
 		t.Fatalf("the snapshot holds %d VMs, want %d", st.VMs, len(vc.VMs))
 	}
 
@@ -123,7 +123,7 @@ func TestInventoryServesFromASnapshotTheWatchCorrects(t *testing.T) {
 			}
 		}
 	}
-	if st, _ := b.Inventory(); st.VMs != len(vc.VMs)-1 {
+	if st := inventoryOf(b); st.VMs != len(vc.VMs)-1 {
 		t.Fatalf("the inventory holds %d VMs, want %d", st.VMs, len(vc.VMs)-1)
 	}
 }

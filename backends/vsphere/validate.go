@@ -196,13 +196,16 @@ func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr str
 			return Failed, fmt.Sprintf("logged in, but the session cannot be read: %v", err)
 		}
 		vc.user = us.UserName
-		served, _ := b.Session()
+		var from string // the credentials' source
+		if s, _ := b.sessions.session(time.Now()); s != nil {
+			from = s.Credentials
+		}
 		if b.certificateLogin() {
 			// The PEM is no name to print; vCenter's name for the
 			// solution user is what its privileges are read for.
-			return Passed, fmt.Sprintf("with a %s (credentials from %s), vCenter's user %s", credentials.CertificateLogin, served.Credentials, vc.user)
+			return Passed, fmt.Sprintf("with a %s (credentials from %s), vCenter's user %s", credentials.CertificateLogin, from, vc.user)
 		}
-		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, served.Credentials)
+		return Passed, fmt.Sprintf("as %s (credentials from %s)", vc.user, from)
 	})
 	r.checks[len(r.checks)-1].Took += took // the login itself
 	return vc, vc.user != ""

@@ -360,13 +360,13 @@ func TestInstanceUUID(t *testing.T) {
 		})
 		b.Start()
 		defer func() { _ = b.Close(context.Background()) }()
-		if id := b.InstanceUUID(); id != "" {
+		if id := b.Status().InstanceUUID; id != "" {
 			t.Fatalf("%s: InstanceUUID before any login = %q, want \"\"", vc.Name, id)
 		}
 		if err := b.Probe(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		return b.InstanceUUID()
+		return b.Status().InstanceUUID
 	}
 	got := map[string]string{}
 	for _, vc := range f.VCenters {

@@ -1,0 +1,314 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+)
+
+// tagTTL bounds how long a tag's or category's name is served from memory.
+const tagTTL = 10 * time.Minute
+
+// Tags implements backends.Backend. With the inventory, the walk is done
+// in memory over tags read in bulk; a category not found there is looked
+// for again in vCenter itself, so a tag just attached is seen at once.
+func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (_ map[string]string, err error) {
+	const op = "vsphere.Tags"
+	defer sortFailure(&err)
+	if err := b.sessions.open(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if len(categories) == 0 {
+		return map[string]string{}, nil
+	}
+	if b.inv != nil {
+		b.inv.awaitFirstAttempt(ctx)
+		if out, ok := b.cachedTags(ctx, vm, categories); ok {
+			return out, nil
+		}
+	}
+	// The ancestries, then the tags on them (their names are cached).
+	if err := b.budget.take(ctx, 2); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	s, err := retrieveWithAncestors(ctx, vc, tagRoots(vm))
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%s: vm %s: %w", op, vm.Ref.ID, backends.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	// What vCenter holds of them, complete or not: the ancestries are
+	// walked as far as they go.
+	ancestries, _ := s.tagAncestries(vm)
+	var all []types.ManagedObjectReference
+	for _, a := range ancestries {
+		for _, r := range a {
+			if !slices.Contains(all, r) {
+				all = append(all, r)
+			}
+		}
+	}
+	attached, err := b.attachedTags(ctx, all)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if b.bulkTags != nil {
+		b.bulkTags.merge(all, attached)
+	}
+	return firstCompleteAncestry(ancestries, attached, categories), nil
+}
+
+// tagRoots are where CPI looks for a VM's zone and region, in its order
+// (pkg/cloudprovider/vsphere/zones.go): the host running it, its resource
+// pool, the VM itself; each with its ancestors.
+func tagRoots(vm *backends.VM) []types.ManagedObjectReference {
+	roots := make([]types.ManagedObjectReference, 0, 3) // one allocation: a drift check per Node per pass makes them
+	if vm.Host != "" {
+		roots = append(roots, types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host})
+	}
+	if vm.ResourcePool != "" {
+		roots = append(roots, types.ManagedObjectReference{Type: vm.ResourcePoolType, Value: vm.ResourcePool})
+	}
+	return append(roots, vmRef(vm.Ref.ID))
+}
+
+// firstCompleteAncestry is CPI's choice among the ancestries (nearest
+// first each): the first whose walk (cpiWalk) finds a tag of every
+// category; when none does, the last ancestry's partial answer (the caller
+// says which category is missing, as CPI fails then). Tags of one ancestry
+// are never mixed with another's.
+func firstCompleteAncestry(ancestries [][]types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
+	var out map[string]string
+	for _, a := range ancestries {
+		if out = cpiWalk(a, attached, categories); len(out) == len(categories) {
+			return out
+		}
+	}
+	if out == nil {
+		out = map[string]string{}
+	}
+	return out
+}
+
+// cpiWalk is CPI's walk up one ancestry (connectionmanager's
+// LookupZoneByMoref), kept on purpose so that a Node gets the zone CPI
+// gives its neighbours: from the nearest object up, each tag of a
+// category sets that category, overwriting what a nearer object set,
+// until every category is set. So with a zone on a host and on its
+// cluster and the region on the datacenter, the cluster's zone wins (the
+// region is found above both); with the region on the host too, the
+// host's. Several tags of one category on one object: the first by name
+// (CPI takes them in the order vCenter lists them, which no API fixes).
+func cpiWalk(order []types.ManagedObjectReference, attached map[types.ManagedObjectReference][]namedTag, categories []string) map[string]string {
+	out := make(map[string]string, len(categories))
+	for _, r := range order {
+		tags := attached[r]
+		for _, cat := range categories {
+			first, found := "", false
+			for _, t := range tags {
+				if t.category == cat && (!found || t.name < first) {
+					first, found = t.name, true
+				}
+			}
+			if found {
+				out[cat] = first
+			}
+		}
+		if len(out) == len(categories) {
+			return out
+		}
+	}
+	return out
+}
+
+type namedTag struct{ name, category string }
+
+// attachedTags lists the tags on objs in one REST call, resolving tag and
+// category names through the caches.
+func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectReference) (map[types.ManagedObjectReference][]namedTag, error) {
+	var lists []tags.AttachedTags
+	var m *tags.Manager
+	for attempt := 0; ; attempt++ {
+		rc, err := b.sessions.restClient(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m = tags.NewManager(rc)
+		ids := make([]mo.Reference, len(objs))
+		for i := range objs {
+			ids[i] = objs[i]
+		}
+		lists, err = m.ListAttachedTagsOnObjects(ctx, ids)
+		if err != nil && rest.IsStatusError(err, http.StatusUnauthorized) && attempt == 0 {
+			b.sessions.restUnauthorized()
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list attached tags: %w", err)
+		}
+		break
+	}
+	var ids []string
+	for _, l := range lists {
+		ids = append(ids, l.TagIDs...)
+	}
+	if err := b.readNames(ctx, m, ids); err != nil {
+		return nil, err
+	}
+	out := map[types.ManagedObjectReference][]namedTag{}
+	for _, l := range lists {
+		ref := l.ObjectID.Reference()
+		for _, id := range l.TagIDs {
+			t, err := b.tag(ctx, m, id)
+			if err != nil {
+				return nil, err
+			}
+			out[ref] = append(out[ref], t)
+		}
+	}
+	return out, nil
+}
+
+// tagName is what names remembers of a tag or a category.
+type tagName struct {
+	name     string
+	category string // a tag's category ID; "" for a category
+}
+
+// nameReads bounds the tag and category names read at once.
+const nameReads = 8
+
+// readNames reads the names of the tags ids that names does not hold,
+// then of their categories it does not hold, nameReads at a time: one
+// after another, a bulk read of a vCenter with a few dozen tags took
+// seconds across a WAN, a round trip per name.
+func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) error {
+	missing := func(ids []string) []string {
+		var out []string
+		for _, id := range ids {
+			if _, ok := b.names.Get(id); !ok && id != "" && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	if err := parallel(ctx, missing(ids), func(id string) error {
+		_, err := b.name(id, func() (tagName, error) {
+			got, err := m.GetTag(ctx, id)
+			if err != nil {
+				return tagName{}, fmt.Errorf("tag %s: %w", id, err)
+			}
+			return tagName{name: got.Name, category: got.CategoryID}, nil
+		})
+		return err
+	}); err != nil {
+		return err
+	}
+	var cats []string
+	for _, id := range ids {
+		if v, ok := b.names.Get(id); ok {
+			cats = append(cats, v.(tagName).category)
+		}
+	}
+	return parallel(ctx, missing(cats), func(id string) error {
+		_, err := b.name(id, func() (tagName, error) {
+			got, err := m.GetCategory(ctx, id)
+			if err != nil {
+				return tagName{}, fmt.Errorf("category %s: %w", id, err)
+			}
+			return tagName{name: got.Name}, nil
+		})
+		return err
+	})
+}
+
+// parallel runs fn on each of ids, nameReads at a time, and returns the
+// first error; after one, or once ctx ends, it starts no more.
+func parallel(ctx context.Context, ids []string, fn func(id string) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	slots := make(chan struct{}, nameReads)
+	for _, id := range ids {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			mu.Lock()
+			first = err
+			mu.Unlock()
+			break
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := fn(id); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// tag names the tag id and its category, through names.
+func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
+	t, err := b.name(id, func() (tagName, error) {
+		got, err := m.GetTag(ctx, id)
+		if err != nil {
+			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
+		}
+		return tagName{name: got.Name, category: got.CategoryID}, nil
+	})
+	if err != nil {
+		return namedTag{}, err
+	}
+	cat, err := b.name(t.category, func() (tagName, error) {
+		got, err := m.GetCategory(ctx, t.category)
+		if err != nil {
+			return tagName{}, fmt.Errorf("category %s: %w", t.category, err)
+		}
+		return tagName{name: got.Name}, nil
+	})
+	if err != nil {
+		return namedTag{}, err
+	}
+	return namedTag{name: t.name, category: cat.name}, nil
+}
+
+// name is names' entry for id, read when absent or expired.
+func (b *Backend) name(id string, read func() (tagName, error)) (tagName, error) {
+	if v, ok := b.names.Get(id); ok {
+		return v.(tagName), nil
+	}
+	n, err := read()
+	if err != nil {
+		return tagName{}, err
+	}
+	b.names.Set(id, n, tagTTL)
+	return n, nil
+}
