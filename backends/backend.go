@@ -33,13 +33,18 @@ type Backend interface {
 	// to the datacenter and beyond, then the VM's own folders. A
 	// category with no such tag is absent from the map.
 	Tags(ctx context.Context, vm *VM, categories []string) (map[string]string, error)
-	// Status is what the backend knows of itself and its vCenter, read
-	// from memory (never a call to vCenter): cheap enough for every
-	// lookup, and what status pages and metrics show.
+	// State is what a lookup reads of the backend: its connection, its
+	// vCenter's identity, its inventory. From memory, never a call to
+	// vCenter, and cheap: several reads per lookup.
+	State() State
+	// Status is all the backend knows of itself and its vCenter (its
+	// State, session, refused credentials, budget, certificate), from
+	// memory: what status pages, metrics and diagnose show; not read by
+	// lookups.
 	Status() Status
 	// Probe connects and logs in if needed, then makes one cheap request,
 	// under ctx: how a caller learns that a vCenter known down is back.
-	// Its outcome updates Status().Reachability.
+	// Its outcome updates State().Reachability.
 	Probe(ctx context.Context) error
 	// UUIDs lists the BIOS UUIDs of the VMs its inventory holds, and the
 	// inventory's version, which changes whenever they may have; when the
@@ -123,6 +128,27 @@ type MissingOn struct {
 // are UTC. What it leaves nil or empty the backend does not have (no
 // session yet, no inventory, no TLS handshake yet).
 type Status struct {
+	State
+	// Session is the current session; nil without one.
+	Session *Session `json:"session,omitempty"`
+	// Inventory is the state of the backend's inventory (State's
+	// Inventoried); nil without one.
+	Inventory *InventoryStatus `json:"inventory,omitempty"`
+	// RefusedCredentials are the credential sources whose current
+	// credentials vCenter refused: not sent again until they change or
+	// their retry is due.
+	RefusedCredentials []RefusedCredentials `json:"refusedCredentials,omitempty"`
+	// Budget is the request budget its direct calls draw on; nil
+	// without one.
+	Budget *BudgetStatus `json:"budget,omitempty"`
+	// Certificate is the leaf certificate of the last TLS handshake; nil
+	// before the first one.
+	Certificate *Certificate `json:"certificate,omitempty"`
+}
+
+// State is what lookups read of a backend (Backend.State), and the first
+// part of its Status.
+type State struct {
 	// Reachability is what the backend knows of its vCenter's connection
 	// apart from lookup answers: the outcome of the last connection-level
 	// event (connect, TLS handshake, login, keep-alive, the inventory
@@ -146,24 +172,12 @@ type Status struct {
 	// It must never outlive its appliance: a session lost to another one
 	// is not carried over (no answer of the new one under the old UUID).
 	InstanceUUID string `json:"instanceUUID,omitempty"`
-	// Session is the current session; nil without one.
-	Session *Session `json:"session,omitempty"`
-	// Inventory is the backend's watch-fed inventory of its vCenter's
-	// VMs; nil without one. With one, Find with AllowCached may answer
-	// from memory; a caller about to conclude absence from such an
-	// answer asks again without AllowCached. Other backends' answers are
-	// vCenter's.
-	Inventory *InventoryStatus `json:"inventory,omitempty"`
-	// RefusedCredentials are the credential sources whose current
-	// credentials vCenter refused: not sent again until they change or
-	// their retry is due.
-	RefusedCredentials []RefusedCredentials `json:"refusedCredentials,omitempty"`
-	// Budget is the request budget its direct calls draw on; nil
-	// without one.
-	Budget *BudgetStatus `json:"budget,omitempty"`
-	// Certificate is the leaf certificate of the last TLS handshake; nil
-	// before the first one.
-	Certificate *Certificate `json:"certificate,omitempty"`
+	// Inventoried is whether the backend has a watch-fed inventory of
+	// its vCenter's VMs (in service or not: Status().Inventory). With
+	// one, Find with AllowCached may answer from memory; a caller about
+	// to conclude absence from such an answer asks again without
+	// AllowCached. Other backends' answers are vCenter's.
+	Inventoried bool `json:"-"`
 }
 
 // InventoryStatus is what an inventory shows of itself.

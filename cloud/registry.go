@@ -122,7 +122,7 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 		}
 		s := serving{VCenter: vc}
 		if b, ok := built[vc.Name]; ok {
-			s.instance = b.Status().InstanceUUID
+			s.instance = b.State().InstanceUUID
 		}
 		out = append(out, s)
 	}

@@ -649,29 +649,28 @@ func (h *applianceHandle) Datacenters(ctx context.Context) ([]config.Datacenter,
 	return b.Datacenters(ctx)
 }
 
-// Status is the session's appliance's: down, its instance UUID not
+// State is the session's appliance's: down, its instance UUID not
 // known, without a session. Every read is one of the address's blip:
 // what it answers (its instance UUID) can change between any two reads,
 // within one lookup. Its inventory follows the config's inventory
 // switch: the lookup then asks again without AllowCached before
 // concluding absence.
-func (h *applianceHandle) Status() backends.Status {
+func (h *applianceHandle) State() backends.State {
 	m := h.m
 	m.mu.Lock()
 	m.blips[h.address].read(m, h.address)
 	m.mu.Unlock()
-	st := backends.Status{}
+	st := backends.State{}
 	if b, err := h.target(); err != nil {
 		st.Reachability = backends.Reachability{State: backends.ConnDown, Err: err}
 	} else {
-		st = b.Status()
+		st = b.State()
 	}
-	st.Inventory = nil
-	if h.inventory && !h.closed.Load() {
-		st.Inventory = &backends.InventoryStatus{InService: true}
-	}
+	st.Inventoried = h.inventory && !h.closed.Load()
 	return st
 }
+
+func (h *applianceHandle) Status() backends.Status { return backends.Status{State: h.State()} }
 
 func (h *applianceHandle) Close(context.Context) error {
 	h.closed.Store(true)

@@ -20,7 +20,7 @@ type VCenterStatus struct {
 	Server string `json:"server"`
 	// Reachability: "up", "down" or "unknown" (its first connection
 	// attempt has not ended), since when, and the failure that made it
-	// down: the backend's Status().Reachability, served flat (it shadows
+	// down: the backend's State().Reachability, served flat (it shadows
 	// that field).
 	Reachability string    `json:"reachability"`
 	Since        time.Time `json:"since,omitzero"`

@@ -22,10 +22,14 @@ func TestVCenterStatusJSONFieldNames(t *testing.T) {
 	now := time.Now().UTC()
 	st := cloud.VCenterStatus{Name: "vc1", Server: "vc1.example.com", Reachability: "down", Since: now, LastError: "dial tcp: refused",
 		Status: backends.Status{
-			Reachability: backends.Reachability{State: backends.ConnDown, Err: errors.New("dial tcp: refused"), Since: now},
-			Connect:      backends.ConnectProgress{Phase: "dialing", Last: now},
-			InstanceUUID: "uuid", Session: &backends.Session{LoggedIn: now, AgeSeconds: 1, Credentials: "config file"},
+			State: backends.State{
+				Reachability: backends.Reachability{State: backends.ConnDown, Err: errors.New("dial tcp: refused"), Since: now},
+				Connect:      backends.ConnectProgress{Phase: "dialing", Last: now},
+				InstanceUUID: "uuid",
+				Inventoried:  true,
+			},
 			Inventory:          &backends.InventoryStatus{InService: true, VMs: 1, Updates: 1},
+			Session:            &backends.Session{LoggedIn: now, AgeSeconds: 1, Credentials: "config file"},
 			RefusedCredentials: []backends.RefusedCredentials{{Source: "secret", Refusals: 1, Last: now, Retry: now}},
 			Budget:             &backends.BudgetStatus{RequestsPerSecond: 1, RequestBurst: 1, Waits: 1, Rejections: 1},
 			Certificate:        &backends.Certificate{NotAfter: now, ExpiresInSeconds: 1, Subject: "CN=vc1", Issuer: "CN=ca", SHA256Thumbprint: "AA:BB"},

@@ -84,17 +84,19 @@ func (s entrySession) Tags(ctx context.Context, vm *backends.VM, categories []st
 	return b.Tags(ctx, vm, categories)
 }
 
-// Status is the appliance's at the address, without an inventory; down,
+// State is the appliance's at the address, without an inventory; down,
 // its instance UUID not known, without a session.
-func (s entrySession) Status() backends.Status {
+func (s entrySession) State() backends.State {
 	b, err := s.target()
 	if err != nil {
-		return backends.Status{Reachability: backends.Reachability{State: backends.ConnDown, Err: err}}
+		return backends.State{Reachability: backends.Reachability{State: backends.ConnDown, Err: err}}
 	}
-	st := b.Status()
-	st.Inventory = nil
+	st := b.State()
+	st.Inventoried = false
 	return st
 }
+
+func (s entrySession) Status() backends.Status { return backends.Status{State: s.State()} }
 
 func (s entrySession) Probe(ctx context.Context) error {
 	b, err := s.target()

@@ -448,7 +448,7 @@ func (d *Discoverer) Health() []VCenterHealth {
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
 		st := v.breaker.State()
-		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.Status().Reachability, BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st),
+		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.State().Reachability, BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st),
 			Indexed: d.duplicates.holds(v.Backend)}
 	}
 	return out
@@ -462,7 +462,7 @@ func (d *Discoverer) Health() []VCenterHealth {
 func (d *Discoverer) Connected() []string {
 	var out []string
 	for _, v := range *d.vcenters.Load() {
-		if v.refusedConnecting.Load() && v.Backend.Status().Reachability.State == backends.ConnUp && v.refusedConnecting.CompareAndSwap(true, false) {
+		if v.refusedConnecting.Load() && v.Backend.State().Reachability.State == backends.ConnUp && v.refusedConnecting.CompareAndSwap(true, false) {
 			out = append(out, v.Name)
 		}
 	}

@@ -64,9 +64,9 @@ func (s *slowConnect) connect() {
 	})
 }
 
-// Status is the fake's, with the connect's progress.
-func (s *slowConnect) Status() backends.Status {
-	st := s.Backend.Status()
+// State is the fake's, with the connect's progress.
+func (s *slowConnect) State() backends.State {
+	st := s.Backend.State()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.Connect = s.progress

@@ -51,7 +51,7 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 			if !inventory {
 				time.Sleep(2 * wanDelay) // longer than ConnectWait since it was made
 			}
-			if st := b.Status().Reachability.State; st != backends.ConnUnknown {
+			if st := b.State().Reachability.State; st != backends.ConnUnknown {
 				t.Fatalf("reachability %v before the first connect ended; the test proves nothing", st)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -68,11 +68,11 @@ type Options struct {
 	// Observer, when set, is told about each vCenter call and breaker change.
 	Observer Observer
 	// ProbeInterval spaces the probes of a vCenter known down (see
-	// Status().Reachability); default 1s.
+	// State().Reachability); default 1s.
 	ProbeInterval time.Duration
 	// ConnectWait bounds how long lookups wait for a vCenter that is not
 	// known up (its first connection attempt under way) while the attempt
-	// makes no progress; one that reports progress (Status().Connect: a
+	// makes no progress; one that reports progress (State().Connect: a
 	// vCenter across a WAN) is waited for while it does, up to half its
 	// request timeout after a lookup first met it connecting: one wait
 	// shared by every lookup, not one each. Once judged stalled it is not
@@ -287,7 +287,7 @@ func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
 // step and is worth waiting for. Both start a background probe, which
 // for a backend without an inventory is what connects it.
 func (d *Discoverer) unready(v *targetState, now time.Time) error {
-	st := v.Backend.Status()
+	st := v.Backend.State()
 	r := st.Reachability
 	switch r.State {
 	case backends.ConnDown:
@@ -388,7 +388,7 @@ type connectState struct {
 // varies (a login takes longer than reading the service content).
 const stallRoundTrips = 4
 
-func (d *Discoverer) connecting(v *targetState, st backends.Status, now time.Time) connectState {
+func (d *Discoverer) connecting(v *targetState, st backends.State, now time.Time) connectState {
 	met := now
 	if ns := v.connectingSince.Load(); ns != 0 {
 		met = time.Unix(0, ns)
@@ -480,7 +480,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 // also when any entry of the server records another beside it, so that
 // an entry's old instance is retired once every entry answers as the new.
 func (d *Discoverer) noteIdentity(v *targetState) {
-	id := v.Backend.Status().InstanceUUID
+	id := v.Backend.State().InstanceUUID
 	if id == "" || d.opts.OnIdentity == nil {
 		return
 	}
@@ -848,7 +848,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
 			for i := range pending {
 				v := vcs[i]
-				if st := v.Backend.Status(); st.Reachability.State == backends.ConnUnknown {
+				if st := v.Backend.State(); st.Reachability.State == backends.ConnUnknown {
 					v.refusedConnecting.Store(true)
 					// Stalled, not just out of this lookup's time: the
 					// next lookup does not wait for it either.
@@ -900,7 +900,7 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending m
 	var until time.Time
 	for i := range pending {
 		v := vcs[i]
-		st := v.Backend.Status()
+		st := v.Backend.State()
 		t := start.Add(d.opts.ConnectWait)
 		if st.Reachability.State == backends.ConnUnknown {
 			deadline := start.Add(v.RequestTimeout)
@@ -927,7 +927,7 @@ func minTime(a, b time.Time) time.Time {
 // waitingForUp reports whether a pending vCenter is known up.
 func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 	for i := range pending {
-		if vcs[i].Backend.Status().Reachability.State == backends.ConnUp {
+		if vcs[i].Backend.State().Reachability.State == backends.ConnUp {
 			return true
 		}
 	}
@@ -937,7 +937,7 @@ func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
 // inventoried reports whether b has an inventory: its answers to
 // AllowCached may come from memory.
 func inventoried(b backends.Backend) bool {
-	return b.Status().Inventory != nil
+	return b.State().Inventoried
 }
 
 // nothingFound reports answers that would be taken for absence: every

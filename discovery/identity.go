@@ -77,7 +77,7 @@ var ErrInstanceChanged = errors.New("its instance UUID changed during the lookup
 func newSnapshot(vcs []*targetState) *snapshot {
 	s := &snapshot{vcs: vcs, instances: make(map[*targetState]string, len(vcs)), moved: map[*targetState]bool{}}
 	for _, v := range vcs {
-		s.instances[v] = v.Backend.Status().InstanceUUID
+		s.instances[v] = v.Backend.State().InstanceUUID
 	}
 	return s
 }
@@ -95,7 +95,7 @@ func (s *snapshot) identity(v *targetState) Identity {
 // learnt; known and now another (or none: the session ended, and the
 // next login may reach another appliance), the answer is an error.
 func (s *snapshot) confirm(v *targetState) error {
-	now := v.Backend.Status().InstanceUUID
+	now := v.Backend.State().InstanceUUID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	was, ok := s.instances[v]
@@ -126,7 +126,7 @@ func instanceOrNone(id string) string {
 // identity is v's Identity now, read afresh: for what is no lookup (the
 // duplicate scan); a lookup's decisions use its snapshot.
 func (v *targetState) identity() Identity {
-	return Identity{Server: v.Server, InstanceUUID: v.Backend.Status().InstanceUUID}
+	return Identity{Server: v.Server, InstanceUUID: v.Backend.State().InstanceUUID}
 }
 
 // sameVCenter reports whether two vCenters that answered (or indexed

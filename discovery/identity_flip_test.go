@@ -44,9 +44,9 @@ func (f *flipping) flipped() bool {
 	return at >= 0 && f.reads.Load() >= at
 }
 
-// Status is the old appliance's, with the instance UUID of this read.
-func (f *flipping) Status() backends.Status {
-	st := f.Backend.Status()
+// State is the old appliance's, with the instance UUID of this read.
+func (f *flipping) State() backends.State {
+	st := f.Backend.State()
 	st.InstanceUUID = instanceX
 	n := f.reads.Add(1) - 1
 	if at := f.at.Load(); at >= 0 && n >= at {

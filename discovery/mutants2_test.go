@@ -24,8 +24,8 @@ import (
 // never ends: every call hangs, and its progress is always fresh.
 type crawling struct{ *backendtest.Backend }
 
-func (c crawling) Status() backends.Status {
-	st := c.Backend.Status()
+func (c crawling) State() backends.State {
+	st := c.Backend.State()
 	st.Connect = backends.ConnectProgress{Phase: "answering", Last: time.Now(), RoundTrip: time.Millisecond}
 	return st
 }

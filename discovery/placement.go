@@ -89,7 +89,7 @@ func (d *Discoverer) InventoryVersion() uint64 {
 	for _, v := range *d.vcenters.Load() {
 		str(v.Name)
 		str(v.Server)
-		st := v.Backend.Status()
+		st := v.Backend.Status() // once per vCenter and pass: not a lookup's read
 		str(st.InstanceUUID)
 		for _, dc := range v.Datacenters {
 			str(dc.String())

@@ -81,7 +81,7 @@ func record(ctx context.Context, what, pass string, v *targetState, vms []backen
 	}
 	a := TraceAnswer{
 		Lookup: what, VCenter: v.Name, Pass: pass, Latency: latency,
-		Breaker: v.breaker.State().String(), Reachability: v.Backend.Status().Reachability.State.String(),
+		Breaker: v.breaker.State().String(), Reachability: v.Backend.State().Reachability.State.String(),
 	}
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
 		a.Err = err

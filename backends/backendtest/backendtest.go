@@ -147,18 +147,27 @@ func (b *Backend) Lag(id string) {
 	b.inventoried = true
 }
 
-// Status implements backends.Backend: its reachability (a connect
+// State implements backends.Backend: its reachability (a connect
 // attempt started when it was set, which never progresses, while it is
 // unknown), its instance UUID, and an inventory once Lag or Inventoried
-// was called, in service as UUIDs is. Nothing else: a fake has no
-// session, budget or certificate.
-func (b *Backend) Status() backends.Status {
+// was called.
+func (b *Backend) State() backends.State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := backends.Status{Reachability: b.reach, InstanceUUID: b.instance}
+	st := backends.State{Reachability: b.reach, InstanceUUID: b.instance}
 	if b.reach.State == backends.ConnUnknown {
 		st.Connect = backends.ConnectProgress{Phase: "dialing", Last: b.reach.Since}
 	}
+	st.Inventoried = b.inventoried
+	return st
+}
+
+// Status implements backends.Backend: its State and its inventory, in
+// service as UUIDs is; a fake has no session, budget or certificate.
+func (b *Backend) Status() backends.Status {
+	st := backends.Status{State: b.State()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.inventoried {
 		inv := backends.InventoryStatus{InService: b.err == nil && !b.hang && !b.closed && !b.noUUIDs, Updates: b.version}
 		if inv.InService {

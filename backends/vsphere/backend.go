@@ -503,9 +503,8 @@ func isNotFound(err error) bool {
 // to vCenter. Never a credential: the source's name only.
 func (b *Backend) Status() backends.Status {
 	now := time.Now()
-	st := backends.Status{Budget: new(b.budget.status())}
-	st.Reachability, st.Connect = b.sessions.reachState()
-	st.Session, st.InstanceUUID = b.sessions.session(now)
+	st := backends.Status{State: b.State(), Budget: new(b.budget.status())}
+	st.Session = b.sessions.session(now)
 	if b.inv != nil {
 		st.Inventory = new(b.inv.status())
 	}
@@ -519,19 +518,34 @@ func (b *Backend) Status() backends.Status {
 	return st
 }
 
-// session is the current session as of now, and the vCenter's instance
-// UUID as it read it; nil and "" without one.
-func (s *sessions) session(now time.Time) (*backends.Session, string) {
+// State implements backends.Backend: two short locks, no allocation.
+func (b *Backend) State() backends.State {
+	var st backends.State
+	st.Reachability, st.Connect = b.sessions.reachState()
+	st.InstanceUUID = b.sessions.instanceUUID()
+	st.Inventoried = b.inv != nil
+	return st
+}
+
+// session is the current session as of now; nil without one.
+func (s *sessions) session(now time.Time) *backends.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur == nil {
-		return nil, ""
+		return nil
 	}
-	var instance string
-	if s.cur.vim != nil {
-		instance = strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
+	return &backends.Session{LoggedIn: s.cur.loggedIn.UTC(), AgeSeconds: now.Sub(s.cur.loggedIn).Round(time.Second).Seconds(), Credentials: s.cur.served.Source}
+}
+
+// instanceUUID is the vCenter's instance UUID as the current session read
+// it; "" without one.
+func (s *sessions) instanceUUID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil || s.cur.vim == nil {
+		return ""
 	}
-	return &backends.Session{LoggedIn: s.cur.loggedIn.UTC(), AgeSeconds: now.Sub(s.cur.loggedIn).Round(time.Second).Seconds(), Credentials: s.cur.served.Source}, instance
+	return strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
 }
 
 // Probe implements backends.Backend: a login when there is no session,

@@ -197,7 +197,7 @@ func (b *Backend) checkTLSAndLogin(ctx context.Context, r *checkRecord, addr str
 		}
 		vc.user = us.UserName
 		var from string // the credentials' source
-		if s, _ := b.sessions.session(time.Now()); s != nil {
+		if s := b.sessions.session(time.Now()); s != nil {
 			from = s.Credentials
 		}
 		if b.certificateLogin() {
