@@ -491,7 +491,7 @@ func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeRe
 	vc.RoundTripper = c.raw
 	lost := func(err error) error {
 		if fault.Is(err, &types.NotAuthenticated{}) {
-			return fmt.Errorf("%s: session lost (%v): %w", op, err, backends.ErrNoSession)
+			return fmt.Errorf("%s: session lost (%v): %w", op, err, backends.ErrNoSession) //nolint:errorlint // the fault is shown, not wrapped: this error is ErrNoSession, not an auth failure to sort
 		}
 		return fmt.Errorf("%s: %w", op, err)
 	}
