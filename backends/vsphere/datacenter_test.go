@@ -3,10 +3,8 @@ package vsphere
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -212,78 +210,5 @@ func TestDatacentersListsEveryDatacenter(t *testing.T) {
 		}) {
 			t.Errorf("%s: Datacenters = %+v, want %+v", how, got, want)
 		}
-	}
-}
-
-// validate finds datacenters by each form, and for one it does not find,
-// suggests what was likely meant in that form.
-func TestValidateDatacenterForms(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 2, Folders: 1})
-	ctx := ctxFor(t)
-	var nested *vcsim.VM
-	for _, vm := range vc.VMs {
-		if vm.DatacenterPath != "/"+vm.Datacenter {
-			nested = vm
-		}
-	}
-	if nested == nil {
-		t.Fatal("fixture: no datacenter in a folder")
-	}
-	// A datacenter named like a managed object ID, and a second one of
-	// the nested one's name elsewhere.
-	o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
-	setup := New(o)
-	setup.Start()
-	t.Cleanup(func() { _ = setup.Close(context.Background()) })
-	client, err := setup.sessions.client(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := object.NewRootFolder(client)
-	if _, err := root.CreateDatacenter(ctx, "datacenter-lab"); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		entries []string
-		verdict Verdict
-		detail  string
-	}{
-		{[]string{nested.Datacenter}, Passed, nested.DatacenterPath},
-		{[]string{nested.DatacenterPath}, Passed, nested.DatacenterID},
-		{[]string{"Datacenter:" + nested.DatacenterID}, Passed, nested.DatacenterPath},
-		{[]string{nested.DatacenterID, "/datacenter-lab"}, Passed, "datacenter-lab"},
-		{[]string{"/" + nested.Datacenter}, Failed, fmt.Sprintf("%q not found; datacenter %s is at %q", "/"+nested.Datacenter, nested.Datacenter, nested.DatacenterPath)},
-		{[]string{"datacenter-lab"}, Failed, `"datacenter-lab" not found as an ID, but a datacenter is named so: write "/datacenter-lab"`},
-		{[]string{"Datacenter:datacenter-99999"}, Failed, `"Datacenter:datacenter-99999" not found`},
-		{[]string{strings.ToLower(nested.Datacenter) + "x"}, Failed, fmt.Sprintf("nearest: %q", nested.Datacenter)},
-	} {
-		o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
-		o.Config.Datacenters = c.entries
-		checks, _ := validateVia(t, o, ValidateRequest{}, 30*time.Second)
-		var got Check
-		for _, ch := range checks {
-			if ch.Name == CheckDatacenters {
-				got = ch
-			}
-		}
-		if got.Verdict != c.verdict || !strings.Contains(got.Detail, c.detail) {
-			t.Errorf("datacenters %q: %s %q; want %s with %q", c.entries, got.Verdict, got.Detail, c.verdict, c.detail)
-		}
-		if c.verdict == Passed && detailOf(checks, CheckVMs) == "" {
-			t.Errorf("datacenters %q: no VM check", c.entries)
-		}
-	}
-	// A name two datacenters carry fails: CPI refuses it.
-	f, err := root.CreateFolder(ctx, "elsewhere")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.CreateDatacenter(ctx, nested.Datacenter); err != nil {
-		t.Fatal(err)
-	}
-	o.Config.Datacenters = []string{nested.Datacenter}
-	checks, _ := validateVia(t, o, ValidateRequest{}, 30*time.Second)
-	if d := detailOf(checks, CheckDatacenters); !strings.Contains(d, "names 2 datacenters") || !strings.Contains(d, "/elsewhere/"+nested.Datacenter) {
-		t.Errorf("an ambiguous name: %q", d)
 	}
 }

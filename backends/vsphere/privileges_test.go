@@ -27,7 +27,7 @@ func (c countedLogins) Get(ctx context.Context) (credentials.Credentials, error)
 // MissingPrivileges reads the privileges with the backend's session only:
 // before any login and after the session is lost it answers ErrNoSession
 // with nothing sent and no login; with one, it names what the user lacks
-// of Validate's set on the configured datacenter, and nothing on the
+// of RequiredPrivileges on the configured datacenter, and nothing on the
 // others.
 func TestMissingPrivileges(t *testing.T) {
 	f, err := vcsim.Start(vcsim.Options{VCenters: 1, Datacenters: 2})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cmd/vsphere-federated-ccm/check"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -48,7 +49,7 @@ type validateReport struct {
 }
 
 type configReport struct {
-	Verdict  vsphere.Verdict `json:"verdict"`
+	Verdict  check.Verdict `json:"verdict"`
 	Detail   string          `json:"detail"`
 	Notices  []string        `json:"notices,omitempty"`
 	VCenters int             `json:"vcenters"`
@@ -57,7 +58,7 @@ type configReport struct {
 type vcenterReport struct {
 	Name   string          `json:"name"`
 	Server string          `json:"server"`
-	Checks []vsphere.Check `json:"checks"`
+	Checks []check.Result `json:"checks"`
 }
 
 // runValidate is the validate command; it returns the exit code.
@@ -94,7 +95,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build
 		rep.VCenters = validateVCenters(cfg, *kubeconfig, *timeout, build)
 		for _, v := range rep.VCenters {
 			for _, c := range v.Checks {
-				rep.Passed = rep.Passed && c.Verdict != vsphere.Failed
+				rep.Passed = rep.Passed && c.Verdict != check.Failed
 			}
 		}
 	}
@@ -123,7 +124,7 @@ func readConfig(path string, stdin io.Reader) ([]byte, error) {
 func validateConfig(data []byte, strict bool) (rep validateReport, cfg *config.Config) {
 	cfg, err := config.ParseIn(data, config.ProcessEnv())
 	if err != nil {
-		rep.Config = configReport{Verdict: vsphere.Failed, Detail: err.Error()}
+		rep.Config = configReport{Verdict: check.Failed, Detail: err.Error()}
 		return rep, nil
 	}
 	var strictErrs []string
@@ -139,11 +140,11 @@ func validateConfig(data []byte, strict bool) (rep validateReport, cfg *config.C
 		names = append(names, fmt.Sprintf("%s (%s:%d)", vc.Name, vc.Server, vc.Port))
 	}
 	if len(strictErrs) > 0 {
-		rep.Config.Verdict = vsphere.Failed
+		rep.Config.Verdict = check.Failed
 		rep.Config.Detail = "--strict: " + strings.Join(strictErrs, "; ")
 		return rep, cfg
 	}
-	rep.Config.Verdict = vsphere.Passed
+	rep.Config.Verdict = check.Passed
 	rep.Config.Detail = fmt.Sprintf("%d vCenter(s): %s", len(cfg.VCenters), strings.Join(names, ", "))
 	if len(cfg.Notices) > 0 {
 		rep.Config.Detail += fmt.Sprintf("; %d notice(s)", len(cfg.Notices))
@@ -167,7 +168,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 			}
 		}
 	}
-	req := vsphere.ValidateRequest{}
+	req := check.Request{}
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
 		req.Categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
 	}
@@ -176,7 +177,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	for i, vc := range cfg.VCenters {
 		out[i] = vcenterReport{Name: vc.Name, Server: vc.Server}
 		if vc.CredentialsFrom == config.FromSecret && secretsErr != nil && vc.User == "" {
-			out[i].Checks = []vsphere.Check{{Name: vsphere.CheckLogin, Verdict: vsphere.Failed,
+			out[i].Checks = []check.Result{{Name: check.Login, Verdict: check.Failed,
 				Detail: fmt.Sprintf("Secret %s/%s cannot be read: %v", vc.SecretNamespace, vc.SecretName, secretsErr)}}
 			continue
 		}
@@ -187,7 +188,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			out[i].Checks = b.Validate(ctx, req)
+			out[i].Checks = check.VCenter(ctx, vc, b, req)
 			closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer closeCancel()
 			_ = b.Close(closeCtx)
@@ -198,13 +199,13 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 }
 
 // mark is how a verdict shows in the table.
-func mark(v vsphere.Verdict) string {
+func mark(v check.Verdict) string {
 	switch v {
-	case vsphere.Passed:
+	case check.Passed:
 		return "✓"
-	case vsphere.Failed:
+	case check.Failed:
 		return "✗"
-	case vsphere.Warned:
+	case check.Warned:
 		return "!"
 	}
 	return "–"
@@ -221,14 +222,14 @@ func printValidateTable(w io.Writer, rep validateReport) {
 	for _, v := range rep.VCenters {
 		for _, c := range v.Checks {
 			detail := c.Detail
-			if c.Took > 0 && c.Verdict != vsphere.Skipped {
+			if c.Took > 0 && c.Verdict != check.Skipped {
 				detail += " [" + roundTook(c.Took).String() + "]"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, c.Name, mark(c.Verdict), oneLine(detail))
 		}
 	}
 	_ = tw.Flush()
-	if rep.Config.Verdict == vsphere.Failed && strings.Contains(strings.TrimSpace(rep.Config.Detail), "\n") {
+	if rep.Config.Verdict == check.Failed && strings.Contains(strings.TrimSpace(rep.Config.Detail), "\n") {
 		fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(rep.Config.Detail))
 	}
 	for _, n := range rep.Config.Notices {

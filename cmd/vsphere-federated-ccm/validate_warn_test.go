@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cmd/vsphere-federated-ccm/check"
 )
 
 // A warning (a certificate near its expiry) shows as "!" and does not fail
 // the run.
 func TestValidateTableShowsWarnings(t *testing.T) {
-	rep := validateReport{Config: configReport{Verdict: vsphere.Passed, Detail: "1 vCenter(s)"}, Passed: true,
-		VCenters: []vcenterReport{{Name: "vc1", Checks: []vsphere.Check{
-			{Name: vsphere.CheckTLS, Verdict: vsphere.Warned, Detail: "certificate NOT verified (insecureFlag: true); the certificate expires on 2026-12-01T00:00:00Z, in 7 days: plan its replacement"},
+	rep := validateReport{Config: configReport{Verdict: check.Passed, Detail: "1 vCenter(s)"}, Passed: true,
+		VCenters: []vcenterReport{{Name: "vc1", Checks: []check.Result{
+			{Name: check.TLS, Verdict: check.Warned, Detail: "certificate NOT verified (insecureFlag: true); the certificate expires on 2026-12-01T00:00:00Z, in 7 days: plan its replacement"},
 		}}}}
 	var out strings.Builder
 	printValidateTable(&out, rep)

@@ -1,0 +1,142 @@
+package vsphere
+
+// The read-only primitives of the operator tools (the validate command):
+// data, never verdicts; the judgement and its wording are the tools'.
+// The product's lookups do not use them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// Login logs in when there is no session, with the session's own TLS
+// verification (thumbprints, caFile, system roots) and credentials, as a
+// lookup would; with one it sends nothing. Its failure is the session's
+// own, sorted but not wrapped: it already says what failed ("login
+// rejected: login as …", "TLS handshake: …"), which is what an operator
+// reads, and TLSFailure tells a certificate refused from a login refused.
+func (b *Backend) Login(ctx context.Context) (err error) {
+	defer sortFailure(&err)
+	_, err = b.sessions.client(ctx)
+	return err
+}
+
+// TLSFailure reports whether err, a Login's, is the TLS handshake or its
+// configuration failing (a certificate not trusted, a thumbprint not
+// matching, a caFile not read) rather than the login.
+func TLSFailure(err error) bool {
+	var ce *connError
+	return isTLSFailure(err) || errors.As(err, &ce) && strings.HasPrefix(ce.what, "TLS")
+}
+
+// SessionUser names the current session's user as vCenter does (for a
+// certificate login, the solution user's name: the PEM is no name) and
+// whether it logged in with a certificate. One request, logging in first
+// when there is no session.
+func (b *Backend) SessionUser(ctx context.Context) (user string, certificate bool, err error) {
+	const op = "vsphere.SessionUser"
+	defer sortFailure(&err)
+	if err := b.budget.take(ctx, 1); err != nil {
+		return "", false, fmt.Errorf("%s: %w", op, err)
+	}
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", op, err)
+	}
+	us, err := session.NewManager(vc).UserSession(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", op, err)
+	}
+	if us == nil {
+		return "", false, fmt.Errorf("%s: %w", op, backends.ErrNoSession)
+	}
+	return us.UserName, b.certificateLogin(), nil
+}
+
+// CountVMs counts the VMs of dcs the session's user sees: a login that
+// sees none finds no Node's VM. One container view per datacenter.
+func (b *Backend) CountVMs(ctx context.Context, dcs []config.Datacenter) (_ int, err error) {
+	const op = "vsphere.CountVMs"
+	defer sortFailure(&err)
+	if err := b.budget.take(ctx, len(dcs)); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	vc, err := b.sessions.client(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	n := 0
+	for _, dc := range dcs {
+		var vms []mo.VirtualMachine
+		root := types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}
+		if err := viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
+			return 0, fmt.Errorf("%s: datacenter %s: %w", op, dc.Name, err)
+		}
+		n += len(vms)
+	}
+	return n, nil
+}
+
+// TagCategories names vCenter's tag categories, through the REST session
+// (logging it in when there is none).
+func (b *Backend) TagCategories(ctx context.Context) (_ []string, err error) {
+	const op = "vsphere.TagCategories"
+	defer sortFailure(&err)
+	if err := b.budget.take(ctx, 1); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rc, err := b.sessions.restClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: REST login: %w", op, err)
+	}
+	all, err := tags.NewManager(rc).GetCategories(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.Name
+	}
+	return names, nil
+}
+
+// TagUse counts the tags of category (its name or ID) and the objects
+// that carry one of them: a category whose tags are on nothing gives no
+// Node its label.
+func (b *Backend) TagUse(ctx context.Context, category string) (tagCount, objects int, err error) {
+	const op = "vsphere.TagUse"
+	defer sortFailure(&err)
+	if err := b.budget.take(ctx, 2); err != nil { // its tags, then their attachments
+		return 0, 0, fmt.Errorf("%s: %w", op, err)
+	}
+	rc, err := b.sessions.restClient(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: REST login: %w", op, err)
+	}
+	m := tags.NewManager(rc)
+	ids, err := m.ListTagsForCategory(ctx, category)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: listing its tags: %w", op, err)
+	}
+	if len(ids) == 0 {
+		return 0, 0, nil
+	}
+	attached, err := m.GetAttachedObjectsOnTags(ctx, ids)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: listing attachments: %w", op, err)
+	}
+	for _, o := range attached {
+		objects += len(o.ObjectIDs)
+	}
+	return len(ids), objects, nil
+}

@@ -1,0 +1,158 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// datacenters finds the configured datacenters (all, when none is
+// configured), by name, managed object ID or inventory path, suggesting
+// for each one missing what it may have meant. A name that several
+// datacenters carry fails too: CPI's finder refuses it, and its Nodes'
+// labels could not tell those datacenters apart.
+func datacenters(ctx context.Context, b *vsphere.Backend, want []config.DatacenterSpec) ([]config.Datacenter, Verdict, string) {
+	all, err := b.Datacenters(ctx)
+	if err != nil {
+		return nil, Failed, fmt.Sprintf("listing datacenters: %v", err)
+	}
+	if len(want) == 0 {
+		var shown []string
+		for _, dc := range all {
+			shown = append(shown, describeDC(dc))
+		}
+		return all, Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(shown, ", "))
+	}
+	var found []config.Datacenter
+	var problems, ok []string
+	for _, spec := range want {
+		var matched []config.Datacenter
+		for _, dc := range all {
+			if spec.Matches(dc) {
+				matched = append(matched, dc)
+			}
+		}
+		switch len(matched) {
+		case 0:
+			problems = append(problems, fmt.Sprintf("%q not found%s", spec.Raw, suggestDatacenter(spec, all)))
+			continue
+		case 1:
+			ok = append(ok, fmt.Sprintf("%s found (%s)", spec.Raw, describeDC(matched[0])))
+		default:
+			var paths []string
+			for _, dc := range matched {
+				paths = append(paths, strconv.Quote(dc.Path))
+			}
+			problems = append(problems, fmt.Sprintf("%q names %d datacenters (%s): CPI refuses such a name and Node labels cannot tell them apart; write the path of the one meant",
+				spec.Raw, len(matched), strings.Join(paths, ", ")))
+		}
+		for _, dc := range matched {
+			if !slices.ContainsFunc(found, func(f config.Datacenter) bool { return f.ID == dc.ID }) {
+				found = append(found, dc)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return found, Failed, strings.Join(problems, "; ")
+	}
+	return found, Passed, strings.Join(ok, "; ")
+}
+
+// describeDC shows a datacenter as each form names it.
+func describeDC(dc config.Datacenter) string {
+	if dc.Path == "/"+dc.Name {
+		return fmt.Sprintf("%s, %s", dc.Name, dc.ID)
+	}
+	return fmt.Sprintf("%s, %s, %s", dc.Name, dc.ID, dc.Path)
+}
+
+// suggestDatacenter says what a spec that matched nothing may have meant:
+// an ID that is some datacenter's name means that datacenter (by path);
+// a path whose last element is a datacenter's name, that one's path;
+// otherwise the nearest names, IDs or paths, in the spec's own form.
+func suggestDatacenter(spec config.DatacenterSpec, all []config.Datacenter) string {
+	var candidates []string
+	for _, dc := range all {
+		switch spec.Kind {
+		case config.DatacenterByID:
+			if dc.Name == spec.Value {
+				return fmt.Sprintf(" as an ID, but a datacenter is named so: write %q", dc.Path)
+			}
+			candidates = append(candidates, dc.ID)
+		case config.DatacenterByPath:
+			if name, _ := spec.Name(); dc.Name == name {
+				return fmt.Sprintf("; datacenter %s is at %q", dc.Name, dc.Path)
+			}
+			candidates = append(candidates, dc.Path)
+		default:
+			candidates = append(candidates, dc.Name)
+		}
+	}
+	slices.Sort(candidates)
+	return suggest(spec.Value, slices.Compact(candidates))
+}
+
+// categories reports, per category, whether it exists, its tags and how
+// many objects carry one.
+func categories(ctx context.Context, b *vsphere.Backend, want []string) (Verdict, string) {
+	names, err := b.TagCategories(ctx)
+	if err != nil {
+		return Failed, fmt.Sprintf("listing tag categories: %v", err)
+	}
+	slices.Sort(names)
+	verdict := Passed
+	var details []string
+	for _, c := range want {
+		if !slices.Contains(names, c) {
+			verdict = Failed
+			details = append(details, fmt.Sprintf("category %q not found%s", c, suggest(c, names)))
+			continue
+		}
+		tags, attached, err := b.TagUse(ctx, c)
+		switch {
+		case err != nil:
+			verdict = Failed
+			details = append(details, fmt.Sprintf("category %q: %v", c, err))
+		case attached == 0:
+			verdict = Failed
+			details = append(details, fmt.Sprintf("category %q: %d tag(s), attached to nothing: no Node would get this label", c, tags))
+		default:
+			details = append(details, fmt.Sprintf("%q: %d tag(s) on %d object(s)", c, tags, attached))
+		}
+	}
+	return verdict, strings.Join(details, "; ")
+}
+
+// privileges names the privileges the CCM needs (vsphere's
+// RequiredPrivileges) that the login's user lacks on a datacenter the
+// datacenters check found (n of them), as vCenter reports them.
+func privileges(ctx context.Context, b *vsphere.Backend, user string, n int) (Verdict, string) {
+	rep, err := b.MissingPrivileges(ctx)
+	if err != nil {
+		return Failed, fmt.Sprintf("reading %s's privileges: %v", user, err)
+	}
+	var problems []string
+	for _, m := range rep.Missing {
+		problems = append(problems, fmt.Sprintf("%s lacks %s on %s", rep.User, strings.Join(m.Privileges, ", "), m.Entity))
+	}
+	if len(problems) > 0 {
+		return Failed, strings.Join(problems, "; ")
+	}
+	return Passed, fmt.Sprintf("%s holds %s on %d datacenter(s)", rep.User, strings.Join(vsphere.RequiredPrivileges(), ", "), n)
+}
+
+func vms(ctx context.Context, b *vsphere.Backend, dcs []config.Datacenter) (Verdict, string) {
+	n, err := b.CountVMs(ctx, dcs)
+	if err != nil {
+		return Failed, fmt.Sprintf("listing VMs: %v", err)
+	}
+	if n == 0 {
+		return Failed, "no VM visible to this login in the datacenters searched"
+	}
+	return Passed, fmt.Sprintf("%d visible in the datacenters searched", n)
+}
