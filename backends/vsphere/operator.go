@@ -35,6 +35,9 @@ func (b *Backend) Login(ctx context.Context) (err error) {
 // configuration failing (a certificate not trusted, a thumbprint not
 // matching, a caFile not read) rather than the login.
 func TLSFailure(err error) bool {
+	if err == nil {
+		return false // govmomi's test of an untrusted certificate panics on nil
+	}
 	var ce *connError
 	return isTLSFailure(err) || errors.As(err, &ce) && strings.HasPrefix(ce.what, "TLS")
 }

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cmd/vsphere-federated-ccm/check"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cmd/vsphere-federated-ccm/check"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
@@ -50,14 +50,14 @@ type validateReport struct {
 
 type configReport struct {
 	Verdict  check.Verdict `json:"verdict"`
-	Detail   string          `json:"detail"`
-	Notices  []string        `json:"notices,omitempty"`
-	VCenters int             `json:"vcenters"`
+	Detail   string        `json:"detail"`
+	Notices  []string      `json:"notices,omitempty"`
+	VCenters int           `json:"vcenters"`
 }
 
 type vcenterReport struct {
-	Name   string          `json:"name"`
-	Server string          `json:"server"`
+	Name   string         `json:"name"`
+	Server string         `json:"server"`
 	Checks []check.Result `json:"checks"`
 }
 
