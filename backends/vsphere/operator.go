@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vmware/govmomi/session"
@@ -90,56 +91,49 @@ func (b *Backend) CountVMs(ctx context.Context, dcs []config.Datacenter) (_ int,
 	return n, nil
 }
 
-// TagCategories names vCenter's tag categories, through the REST session
-// (logging it in when there is none).
-func (b *Backend) TagCategories(ctx context.Context) (_ []string, err error) {
+// TagUse is what a tag category holds: its tags, and the objects that
+// carry one of them (none: it gives no Node its label).
+type TagUse struct{ Tags, Objects int }
+
+// TagCategories names vCenter's tag categories and tells the use of each
+// of want that exists, through the REST session (logging it in when there
+// is none).
+func (b *Backend) TagCategories(ctx context.Context, want []string) (names []string, use map[string]TagUse, err error) {
 	const op = "vsphere.TagCategories"
 	defer sortFailure(&err)
-	if err := b.budget.take(ctx, 1); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+	if err := b.budget.take(ctx, 1+2*len(want)); err != nil { // the list, then each one's tags and their attachments
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rc, err := b.sessions.restClient(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: REST login: %w", op, err)
-	}
-	all, err := tags.NewManager(rc).GetCategories(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	names := make([]string, len(all))
-	for i, c := range all {
-		names[i] = c.Name
-	}
-	return names, nil
-}
-
-// TagUse counts the tags of category (its name or ID) and the objects
-// that carry one of them: a category whose tags are on nothing gives no
-// Node its label.
-func (b *Backend) TagUse(ctx context.Context, category string) (tagCount, objects int, err error) {
-	const op = "vsphere.TagUse"
-	defer sortFailure(&err)
-	if err := b.budget.take(ctx, 2); err != nil { // its tags, then their attachments
-		return 0, 0, fmt.Errorf("%s: %w", op, err)
-	}
-	rc, err := b.sessions.restClient(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s: REST login: %w", op, err)
+		return nil, nil, fmt.Errorf("%s: REST login: %w", op, err)
 	}
 	m := tags.NewManager(rc)
-	ids, err := m.ListTagsForCategory(ctx, category)
+	all, err := m.GetCategories(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: listing its tags: %w", op, err)
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if len(ids) == 0 {
-		return 0, 0, nil
+	use = map[string]TagUse{}
+	for _, c := range all {
+		names = append(names, c.Name)
+		if !slices.Contains(want, c.Name) {
+			continue
+		}
+		ids, err := m.ListTagsForCategory(ctx, c.ID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: category %q: listing its tags: %w", op, c.Name, err)
+		}
+		u := TagUse{Tags: len(ids)}
+		if len(ids) > 0 {
+			attached, err := m.GetAttachedObjectsOnTags(ctx, ids)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: category %q: listing attachments: %w", op, c.Name, err)
+			}
+			for _, o := range attached {
+				u.Objects += len(o.ObjectIDs)
+			}
+		}
+		use[c.Name] = u
 	}
-	attached, err := m.GetAttachedObjectsOnTags(ctx, ids)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%s: listing attachments: %w", op, err)
-	}
-	for _, o := range attached {
-		objects += len(o.ObjectIDs)
-	}
-	return len(ids), objects, nil
+	return names, use, nil
 }

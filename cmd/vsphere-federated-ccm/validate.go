@@ -168,9 +168,9 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 			}
 		}
 	}
-	req := check.Request{}
+	var categories []string
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
-		req.Categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
+		categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
 	}
 	out := make([]vcenterReport, len(cfg.VCenters))
 	var wg sync.WaitGroup
@@ -188,7 +188,7 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			out[i].Checks = check.VCenter(ctx, vc, b, req)
+			out[i].Checks = check.VCenter(ctx, vc, b, categories)
 			closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer closeCancel()
 			_ = b.Close(closeCtx)

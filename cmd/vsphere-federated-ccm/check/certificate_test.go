@@ -112,7 +112,7 @@ func TestValidateCertificateExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checks, _ := validateVia(t, targetVia(vc, host, p), Request{}, 10*time.Second)
+			checks, _ := validateVia(t, targetVia(vc, host, p), nil, 10*time.Second)
 			var tlsCheck Result
 			for _, c := range checks {
 				if c.Name == TLS {

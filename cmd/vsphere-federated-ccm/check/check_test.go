@@ -59,14 +59,14 @@ func ctxFor(t *testing.T) context.Context {
 
 // validateVia checks tg as the validate command does, with a backend of
 // its own, under timeout.
-func validateVia(t *testing.T, tg target, req Request, timeout time.Duration) ([]Result, time.Duration) {
+func validateVia(t *testing.T, tg target, categories []string, timeout time.Duration) ([]Result, time.Duration) {
 	t.Helper()
 	b := vsphere.New(vsphere.Options{Config: tg.cfg, Credentials: tg.creds})
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	results := VCenter(ctx, tg.cfg, b, req)
+	results := VCenter(ctx, tg.cfg, b, categories)
 	return results, time.Since(start)
 }
 
@@ -99,7 +99,7 @@ func expectVerdicts(t *testing.T, results []Result, want ...string) {
 	}
 }
 
-var withLabels = Request{Categories: []string{"k8s-zone", "k8s-region"}}
+var withLabels = []string{"k8s-zone", "k8s-region"}
 
 // One row per check, each with its reason; the simulator's vCenter (its
 // tags, its Admin-privileged user) passes them all, and no password
@@ -153,7 +153,7 @@ func TestValidateTagCategories(t *testing.T) {
 	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
 	tg := targetVia(vc, p.Host(), p.Port())
 	t.Run("missing", func(t *testing.T) {
-		results, _ := validateVia(t, tg, Request{Categories: []string{"k8s-zones", "k8s-region"}}, 30*time.Second)
+		results, _ := validateVia(t, tg, []string{"k8s-zones", "k8s-region"}, 30*time.Second)
 		if d := detailOf(results, Tags); verdicts(results)[4] != "tag categories=fail" || !strings.Contains(d, `category "k8s-zones" not found; nearest: "k8s-zone"`) {
 			t.Fatalf("%v: %q", verdicts(results), d)
 		}
@@ -176,13 +176,13 @@ func TestValidateTagCategories(t *testing.T) {
 		if _, err := tm.CreateTag(ctx, &tags.Tag{Name: "nowhere", CategoryID: cat}); err != nil {
 			t.Fatal(err)
 		}
-		results, _ := validateVia(t, tg, Request{Categories: []string{"unused-zones"}}, 30*time.Second)
+		results, _ := validateVia(t, tg, []string{"unused-zones"}, 30*time.Second)
 		if d := detailOf(results, Tags); verdicts(results)[4] != "tag categories=fail" || !strings.Contains(d, "attached to nothing") {
 			t.Fatalf("%v: %q", verdicts(results), d)
 		}
 	})
 	t.Run("labels not configured", func(t *testing.T) {
-		results, _ := validateVia(t, tg, Request{}, 30*time.Second)
+		results, _ := validateVia(t, tg, nil, 30*time.Second)
 		if verdicts(results)[4] != "tag categories=skip" {
 			t.Fatalf("%v", verdicts(results))
 		}

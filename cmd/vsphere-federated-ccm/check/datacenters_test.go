@@ -51,7 +51,7 @@ func TestValidateDatacenterForms(t *testing.T) {
 	} {
 		tg := targetVia(vc, p.Host(), p.Port())
 		tg.cfg.Datacenters = c.entries
-		results, _ := validateVia(t, tg, Request{}, 30*time.Second)
+		results, _ := validateVia(t, tg, nil, 30*time.Second)
 		var got Result
 		for _, r := range results {
 			if r.Name == Datacenters {
@@ -75,7 +75,7 @@ func TestValidateDatacenterForms(t *testing.T) {
 	}
 	tg := targetVia(vc, p.Host(), p.Port())
 	tg.cfg.Datacenters = []string{nested.Datacenter}
-	results, _ := validateVia(t, tg, Request{}, 30*time.Second)
+	results, _ := validateVia(t, tg, nil, 30*time.Second)
 	if d := detailOf(results, Datacenters); !strings.Contains(d, "names 2 datacenters") || !strings.Contains(d, "/elsewhere/"+nested.Datacenter) {
 		t.Errorf("an ambiguous name: %q", d)
 	}

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -97,10 +98,10 @@ func suggestDatacenter(spec config.DatacenterSpec, all []config.Datacenter) stri
 	return suggest(spec.Value, slices.Compact(candidates))
 }
 
-// categories reports, per category, whether it exists, its tags and how
-// many objects carry one.
-func categories(ctx context.Context, b *vsphere.Backend, want []string) (Verdict, string) {
-	names, err := b.TagCategories(ctx)
+// tagCategories reports, per category, whether it exists, its tags and
+// how many objects carry one.
+func tagCategories(ctx context.Context, b *vsphere.Backend, want []string) (Verdict, string) {
+	names, use, err := b.TagCategories(ctx, want)
 	if err != nil {
 		return Failed, fmt.Sprintf("listing tag categories: %v", err)
 	}
@@ -108,21 +109,16 @@ func categories(ctx context.Context, b *vsphere.Backend, want []string) (Verdict
 	verdict := Passed
 	var details []string
 	for _, c := range want {
-		if !slices.Contains(names, c) {
+		u, ok := use[c]
+		switch {
+		case !ok:
 			verdict = Failed
 			details = append(details, fmt.Sprintf("category %q not found%s", c, suggest(c, names)))
-			continue
-		}
-		tags, attached, err := b.TagUse(ctx, c)
-		switch {
-		case err != nil:
+		case u.Objects == 0:
 			verdict = Failed
-			details = append(details, fmt.Sprintf("category %q: %v", c, err))
-		case attached == 0:
-			verdict = Failed
-			details = append(details, fmt.Sprintf("category %q: %d tag(s), attached to nothing: no Node would get this label", c, tags))
+			details = append(details, fmt.Sprintf("category %q: %d tag(s), attached to nothing: no Node would get this label", c, u.Tags))
 		default:
-			details = append(details, fmt.Sprintf("%q: %d tag(s) on %d object(s)", c, tags, attached))
+			details = append(details, fmt.Sprintf("%q: %d tag(s) on %d object(s)", c, u.Tags, u.Objects))
 		}
 	}
 	return verdict, strings.Join(details, "; ")
@@ -155,4 +151,54 @@ func vms(ctx context.Context, b *vsphere.Backend, dcs []config.Datacenter) (Verd
 		return Failed, "no VM visible to this login in the datacenters searched"
 	}
 	return Passed, fmt.Sprintf("%d visible in the datacenters searched", n)
+}
+
+// suggest names up to three of names nearest to want (by edit distance,
+// case-insensitively), as "; nearest: a, b"; with none near, the first
+// few names.
+func suggest(want string, names []string) string {
+	type scored struct {
+		name string
+		d    int
+	}
+	var s []scored
+	for _, n := range names {
+		d := editDistance(strings.ToLower(want), strings.ToLower(n))
+		if d <= max(3, len(want)/2) {
+			s = append(s, scored{n, d})
+		}
+	}
+	if len(s) == 0 {
+		if len(names) == 0 {
+			return " (there are none)"
+		}
+		return fmt.Sprintf(" (there are: %s)", strings.Join(names[:min(len(names), 5)], ", "))
+	}
+	slices.SortStableFunc(s, func(a, b scored) int { return cmp.Compare(a.d, b.d) })
+	var out []string
+	for _, x := range s[:min(len(s), 3)] {
+		out = append(out, strconv.Quote(x.name))
+	}
+	return "; nearest: " + strings.Join(out, ", ")
+}
+
+// editDistance is Levenshtein's, over bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
