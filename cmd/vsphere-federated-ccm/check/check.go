@@ -65,9 +65,9 @@ type Result struct {
 // backend's own credentials, the datacenters, the tag categories, the
 // privileges, the VMs visible and the round-trip latency; categories are
 // the zone and region tag categories of the config's labels (none: not
-// checked). A failed step
-// skips those that need it. Nothing is written to vCenter but the
-// session itself (and a container view, destroyed after counting).
+// checked). A failed step skips those that need it. Nothing is written to
+// vCenter but the session itself (and a container view, destroyed after
+// counting).
 func VCenter(ctx context.Context, vc config.VCenter, b *vsphere.Backend, categories []string) []Result {
 	addr := net.JoinHostPort(vc.Server, strconv.Itoa(vc.Port))
 	var r record
