@@ -326,6 +326,11 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 		}
 	}
 	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record, s.noteProgress)
+	// Lookups sent to vCenter directly run concurrently (the controllers'
+	// workers, the drift pass, probes): net/http keeps 2 idle connections
+	// per host, so every burst beyond 2 closed its extra connections and
+	// dialled them again, a TLS handshake each.
+	sc.DefaultTransport().MaxIdleConnsPerHost = maxIdleConnsPerVCenter
 	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
 	if s.opts.WrapTransport != nil {
 		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)

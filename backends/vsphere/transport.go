@@ -48,6 +48,12 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// maxIdleConnsPerVCenter is how many idle connections a session keeps to
+// its vCenter for the next requests: enough for the lookups that run at
+// once (each idle one holds a socket, its buffers and two goroutines
+// until the transport's idle timeout, 90 s).
+const maxIdleConnsPerVCenter = 16
+
 // boundTLSDial replaces govmomi's TLS dialer, which calls tls.Dial: no
 // context and no timeout, so a server that accepts TCP and never completes
 // the handshake holds a goroutine and a socket for ever — one more at every
