@@ -193,7 +193,7 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatc
 		defer w.own.Shutdown()
 	}
 
-	healthy := map[string]bool{}
+	var vcenters vcenterTransitions
 	tick := time.NewTicker(n.poll)
 	defer tick.Stop()
 	for {
@@ -204,8 +204,9 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatc
 			n.labelNodes(ctx, client, lister)
 		case now := <-tick.C:
 			n.reportDuplicates(lister)
-			n.requeueOnRecovery(ctx, client, lister, healthy)
-			n.checks.tick(lister, n.discovery.Health(), time.Now())
+			changes := vcenters.next(n.discovery.Health())
+			n.requeueOnRecovery(ctx, client, lister, changes)
+			n.checks.tick(lister, changes, time.Now())
 			if informer.HasSynced() {
 				n.followVMs(ctx, client, lister, now)
 			}

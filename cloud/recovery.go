@@ -26,17 +26,14 @@ const AnnotationLookupRetry = "vsphere-federated-ccm.io/lookup-retry"
 
 // requeueOnRecovery touches every Node still carrying the uninitialized
 // taint when a vCenter comes back (known down or behind an open breaker,
-// then healthy), or first connects after refusing lookups as still
-// connecting (a first connect is no recovery: a vCenter not yet known is
-// healthy), so it is looked up again at once. healthy is each vCenter's
-// health at the previous poll.
-func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, healthy map[string]bool) {
+// then healthy: changes), or first connects after refusing lookups as
+// still connecting (a first connect is no recovery: a vCenter not yet
+// known is healthy), so it is looked up again at once.
+func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, changes []vcenterChange) {
 	var back []string
-	for _, h := range n.discovery.Health() {
-		was, seen := healthy[h.Name]
-		healthy[h.Name] = h.Healthy()
-		if seen && !was && h.Healthy() {
-			back = append(back, h.Name)
+	for _, ch := range changes {
+		if ch.recovered {
+			back = append(back, ch.health.Name)
 		}
 	}
 	for _, name := range n.discovery.Connected() {

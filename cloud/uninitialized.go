@@ -16,7 +16,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -56,9 +55,8 @@ var uninitializedReasons = []string{
 const DefaultUninitializedAfter = 2 * time.Minute
 
 // nodeChecks holds what the periodic checks need between ticks: each
-// Node's last InstanceMetadata failure, the Events already recorded, each
-// vCenter's last connection state. Lookups write it, the nodes owner's
-// tick reads it.
+// Node's last InstanceMetadata failure and the Events already recorded.
+// Lookups write it, the nodes owner's tick reads it.
 type nodeChecks struct {
 	events      *eventLog
 	metrics     *Metrics
@@ -72,9 +70,6 @@ type nodeChecks struct {
 	failures map[string]lookupFailure
 	// warned is the reason of each Node's last NodeUninitialized Event.
 	warned map[string]string
-	// up is each vCenter's connection state at the last tick (up or down;
-	// a vCenter still connecting is not in it).
-	up map[string]bool
 }
 
 type lookupFailure struct {
@@ -83,7 +78,7 @@ type lookupFailure struct {
 
 func newNodeChecks(events *eventLog, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
 	return &nodeChecks{events: events, metrics: m, eventObject: eventObject, after: after, unmanaged: unmanaged,
-		failures: map[string]lookupFailure{}, warned: map[string]string{}, up: map[string]bool{}}
+		failures: map[string]lookupFailure{}, warned: map[string]string{}}
 }
 
 // metadataAnswered notes how InstanceMetadata ended for node: why it
@@ -129,11 +124,12 @@ func failureReason(err error) string {
 	return ReasonLookupFailed
 }
 
-// tick runs the periodic checks over the informer's Nodes and discovery's
-// health (nodes.run, every poll): the nodes gauges, NodeUninitialized
-// Events, VCenterDown and VCenterUp Events.
-func (c *nodeChecks) tick(lister corelisters.NodeLister, health []discovery.VCenterHealth, now time.Time) {
-	c.checkVCenters(health)
+// tick runs the periodic checks over the informer's Nodes and the
+// vCenters' changes since the last tick (nodes.run, every poll): the
+// nodes gauges, NodeUninitialized Events, VCenterDown and VCenterUp
+// Events.
+func (c *nodeChecks) tick(lister corelisters.NodeLister, changes []vcenterChange, now time.Time) {
+	c.reportVCenters(changes)
 	all, err := lister.List(labels.Everything())
 	if err != nil {
 		return
@@ -189,40 +185,20 @@ func (c *nodeChecks) tick(lister corelisters.NodeLister, health []discovery.VCen
 	}
 }
 
-// checkVCenters records VCenterDown when a vCenter's connection goes down
+// reportVCenters records VCenterDown when a vCenter's connection goes down
 // and VCenterUp when it comes back, as the vcenter_up metric reads it.
-func (c *nodeChecks) checkVCenters(health []discovery.VCenterHealth) {
-	configured := make(map[string]bool, len(health))
-	for _, h := range health {
-		configured[h.Name] = true
-		var up bool
-		switch h.Reachability.State {
-		case backends.ConnUp:
-			up = true
-		case backends.ConnDown:
-		default:
-			continue // still connecting: neither
-		}
-		c.mu.Lock()
-		was, seen := c.up[h.Name]
-		c.up[h.Name] = up
-		c.mu.Unlock()
+func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
+	for _, ch := range changes {
+		h := ch.health
 		switch {
-		case !up && (!seen || was):
+		case ch.down:
 			msg := fmt.Sprintf("vcenter %s is down: lookups of its VMs fail, and its Nodes are kept, until it is back", h.Name)
 			if h.Reachability.Err != nil {
 				msg += ": " + h.Reachability.Err.Error()
 			}
 			c.events.record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
-		case up && seen && !was:
+		case ch.up:
 			c.events.record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name := range c.up {
-		if !configured[name] {
-			delete(c.up, name)
 		}
 	}
 }
