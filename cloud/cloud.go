@@ -94,6 +94,10 @@ type Options struct {
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
+	// DuplicateScan is how often the vCenters' inventories are compared
+	// for BIOS UUIDs held in several vCenters (discovery.ScanDuplicates);
+	// default 1s.
+	DuplicateScan time.Duration
 	// UnmanagedNodeSelector marks, besides the label LabelUnmanaged=true,
 	// the Nodes this CCM leaves alone (--unmanaged-node-selector); nil:
 	// the label only.
@@ -173,6 +177,9 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	}
 	if opts.RecoveryPoll == 0 {
 		opts.RecoveryPoll = time.Second
+	}
+	if opts.DuplicateScan == 0 {
+		opts.DuplicateScan = time.Second
 	}
 	if opts.NodeResync == 0 {
 		opts.NodeResync = DefaultNodeResync
@@ -264,7 +271,7 @@ func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 // written when writeHistory, the config file watched and applied (the
 // backends built and started), reloads.
 func (c *Cloud) prepareLocked(ctx context.Context, client kubernetes.Interface, writeHistory bool) {
-	c.fleet.discovery.Start()
+	c.workers.Go(func() { c.fleet.scanDuplicates(ctx) })
 	if client != nil {
 		secrets := c.fleet.useCluster(client, writeHistory)
 		c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
@@ -300,7 +307,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	c.started = true
 	ctx := c.workerContextLocked(stop)
 	if c.readOnly {
-		c.fleet.discovery.Start()
+		c.workers.Go(func() { c.fleet.scanDuplicates(ctx) })
 		if client != nil {
 			secrets := c.fleet.useCluster(client, false)
 			c.workers.Go(func() { <-ctx.Done(); secrets.Close() })

@@ -1,15 +1,17 @@
 package cloud
 
 // The fleet: the config, the vCenters' backends and the Discoverer that
-// asks them, the Secrets and the file watch that feed reloads, and the
-// history of the vCenters served — everything that changes when the config
-// does (registry.go, reload.go, rotation.go, history.go, filewatch.go).
+// asks them (and the loop that keeps its twin index current), the Secrets
+// and the file watch that feed reloads, and the history of the vCenters
+// served — everything that changes when the config does (registry.go,
+// reload.go, rotation.go, history.go, filewatch.go).
 
 import (
 	"context"
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -157,6 +159,24 @@ func (f *fleet) watchFile() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.watcher = w // applyLocked points it at the secrets directory
+}
+
+// scanDuplicates keeps discovery's twin index current until ctx ends: a
+// pass every opts.DuplicateScan, the first at once. It runs wherever
+// lookups may (a standby too), so that one found without every vCenter's
+// answer is checked against an index as fresh on the replica that takes
+// the lease as on the leader.
+func (f *fleet) scanDuplicates(ctx context.Context) {
+	tick := time.NewTicker(f.opts.DuplicateScan)
+	defer tick.Stop()
+	for {
+		f.discovery.ScanDuplicates()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // close stops the file watch, makes replaced backends close at once, logs

@@ -508,9 +508,10 @@ func (m *rule1Model) options() cloud.Options {
 			return &applianceHandle{m: m, entry: vc.Name, address: vc.Server, user: vc.User, inventory: vc.Inventory}
 		},
 		Discovery: discovery.Options{
-			ConnectWait: 20 * time.Millisecond, ProbeInterval: 20 * time.Millisecond, DuplicateScan: 50 * time.Millisecond,
+			ConnectWait: 20 * time.Millisecond, ProbeInterval: 20 * time.Millisecond,
 		},
-		RecoveryPoll: 50 * time.Millisecond,
+		DuplicateScan: 50 * time.Millisecond,
+		RecoveryPoll:  50 * time.Millisecond,
 	}
 }
 

@@ -274,8 +274,9 @@ func (m *simModel) options() cloud.Options {
 		NewBackend: func(vc config.VCenter, creds credentials.Source) backends.Backend {
 			return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, Heartbeat: time.Second})
 		},
-		Discovery:    discovery.Options{ConnectWait: 500 * time.Millisecond, ProbeInterval: 100 * time.Millisecond, DuplicateScan: 200 * time.Millisecond},
-		RecoveryPoll: 100 * time.Millisecond,
+		Discovery:     discovery.Options{ConnectWait: 500 * time.Millisecond, ProbeInterval: 100 * time.Millisecond},
+		DuplicateScan: 200 * time.Millisecond,
+		RecoveryPoll:  100 * time.Millisecond,
 	}
 }
 

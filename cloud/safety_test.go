@@ -385,7 +385,7 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 	client := stateClient(node)
 	f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) {
 		o.RecoveryPoll = 20 * time.Millisecond
-		o.Discovery.DuplicateScan = 20 * time.Millisecond
+		o.DuplicateScan = 20 * time.Millisecond
 	})
 	time.Sleep(100 * time.Millisecond)
 	f["vcB"].Add(fakeVM("dc1", "vm-9", "clone-of-a", uuidA), nil)

@@ -26,7 +26,7 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 	client := stateClient(initialized, missing)
 	c := f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) {
 		o.ReadOnly = true
-		o.Discovery.DuplicateScan = 10 * time.Millisecond
+		o.DuplicateScan = 10 * time.Millisecond
 	})
 	ctx := t.Context()
 	// vcB goes down once the duplicate index holds its UUIDs: a VM found

@@ -249,7 +249,7 @@ func TestDuplicateUUIDsGauge(t *testing.T) {
 	m, reg := registered()
 	f.start(t, f.yaml("", "vcA", "vcB"), nil, func(o *cloud.Options) {
 		o.Metrics = m
-		o.Discovery.DuplicateScan = 20 * time.Millisecond
+		o.DuplicateScan = 20 * time.Millisecond
 	})
 	eventually(t, "duplicate_uuids 0", func() bool {
 		v, ok := gauge(t, reg, "cloudprovider_vsphere_duplicate_uuids", nil)

@@ -81,7 +81,7 @@ func BenchmarkLocateByUUID(b *testing.B) {
 		})
 		b.Run(mode+"/cached", func(b *testing.B) {
 			d := discovery.New(vcs, discovery.Options{})
-			d.Start()
+			scanEvery(b, d, time.Second)
 			run(b, func() *discovery.Discoverer { return d })
 		})
 	}
@@ -146,7 +146,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 			b.Fatal(err)
 		}
 		d := discovery.New(vcs, cold)
-		d.Start()
+		scanEvery(b, d, time.Second)
 		ghost := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 		for range 3 { // trip vc3's breaker: three deadlines
 			_, _ = d.Locate(ctx, byUUID(ghost))

@@ -15,7 +15,7 @@ import (
 // that trips after 2 failures; and it is an error, never absence.
 func TestBudgetRejectionsDoNotOpenTheBreaker(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 2, time.Minute)
+	d := f.discoverer(t, time.Second, 2, time.Minute)
 	ctx := t.Context()
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	f.backends["vc1"].Fail(fmt.Errorf("vcenter vc1: %w", backends.ErrBudget))

@@ -108,7 +108,7 @@ func slowFleet(t *testing.T, connectWait, timeout time.Duration) (*fleet, *slowC
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: b, RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d.SetVCenters(vcs)
-	d.Start()
+	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	return f, slow, d
 }

@@ -46,7 +46,7 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 			t.Cleanup(func() { closeWithin(b, 5*time.Second) })
 			d := discovery.New([]discovery.Target{{Name: vc.Name, Server: discovery.ServerKey(p.Host(), p.Port()), Backend: b,
 				RequestTimeout: 10 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}}, discovery.Options{})
-			d.Start()
+			scanEvery(t, d, time.Second)
 			t.Cleanup(d.Close)
 			if !inventory {
 				time.Sleep(2 * wanDelay) // longer than ConnectWait since it was made

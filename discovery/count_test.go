@@ -45,8 +45,8 @@ func (o *lookupCounts) take() map[string]int {
 func TestEachLookupIsCountedOnce(t *testing.T) {
 	f := newFleet()
 	counts := &lookupCounts{n: map[string]int{}}
-	d := discovery.New(f.targets(nil), discovery.Options{Observer: counts, DuplicateScan: 10 * time.Millisecond})
-	d.Start()
+	d := discovery.New(f.targets(nil), discovery.Options{Observer: counts})
+	scanEvery(t, d, 10*time.Millisecond)
 	t.Cleanup(d.Close)
 	waitFor(t, "the duplicate index holds every vCenter", func() bool { return indexed(d) })
 	ctx := t.Context()
@@ -124,7 +124,7 @@ func TestRetiredLastSeenIsCountedAsAnError(t *testing.T) {
 	f := newFleet()
 	counts := &lookupCounts{n: map[string]int{}}
 	d := discovery.New(f.targets(nil), discovery.Options{Observer: counts})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][0]

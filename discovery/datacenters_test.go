@@ -51,7 +51,7 @@ func placedVCenter() (*backendtest.Backend, map[string]backends.VM) {
 func datacenterDiscoverer(t *testing.T, b backends.Backend, dcs []config.DatacenterSpec) *discovery.Discoverer {
 	t.Helper()
 	d := discovery.New([]discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: dcs}}, discovery.Options{})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	return d
 }

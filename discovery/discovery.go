@@ -78,11 +78,9 @@ type Options struct {
 	// shared by every lookup, not one each. Once judged stalled it is not
 	// waited for again until it progresses. Default 250ms.
 	ConnectWait time.Duration
-	// DuplicateScan is how often the inventories' UUIDs are compared
-	// across vCenters; default 1s. OnDuplicate, when set, is told of each
-	// BIOS UUID newly held by VMs in several vCenters.
-	DuplicateScan time.Duration
-	OnDuplicate   func(uuid string, vcenters []string)
+	// OnDuplicate, when set, is told by ScanDuplicates of each BIOS UUID
+	// newly held by VMs in several vCenters.
+	OnDuplicate func(uuid string, vcenters []string)
 	// OnIdentity, when set, is told when a vCenter answers with an
 	// instance UUID the History does not record for its server, so that
 	// the record can be brought up to date. It must not block.
@@ -117,17 +115,15 @@ type Discoverer struct {
 	history   atomic.Pointer[History]
 	// holds are the Nodes whose absence the deletion policy holds back.
 	holds *holds
-	// duplicates is fed by the inventories (watchDuplicates).
+	// duplicates is fed by the inventories (ScanDuplicates).
 	duplicates *duplicateIndex
 
-	// probes are the background probes of vCenters known down (and the
-	// duplicate scan, once Start ran: scanning); stopped, closed by
-	// Close, ends them.
-	stopped  chan struct{}
-	probeMu  sync.Mutex // orders probes.Go after Close's Wait; guards closed, scanning
-	closed   bool
-	scanning bool
-	probes   sync.WaitGroup
+	// probes are the background probes of vCenters known down; stopped,
+	// closed by Close, ends them.
+	stopped chan struct{}
+	probeMu sync.Mutex // orders probes.Go after Close's Wait; guards closed
+	closed  bool
+	probes  sync.WaitGroup
 }
 
 // targetState is a Target and what discovery keeps of it: its breaker and
@@ -154,7 +150,8 @@ type targetState struct {
 	noted atomic.Pointer[string]
 }
 
-// New returns a Discoverer over vcs; it starts nothing (Start does).
+// New returns a Discoverer over vcs. It starts nothing: the twin index
+// is brought up to date by the caller's ScanDuplicates.
 func New(vcs []Target, opts Options) *Discoverer {
 	if opts.LocationTTL == 0 {
 		opts.LocationTTL = 30 * time.Minute
@@ -164,9 +161,6 @@ func New(vcs []Target, opts Options) *Discoverer {
 	}
 	if opts.ConnectWait == 0 {
 		opts.ConnectWait = 250 * time.Millisecond
-	}
-	if opts.DuplicateScan == 0 {
-		opts.DuplicateScan = time.Second
 	}
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
@@ -181,20 +175,7 @@ func New(vcs []Target, opts Options) *Discoverer {
 	return d
 }
 
-// Start begins the duplicate scan (the cross-vCenter twin index), which
-// runs until Close. Only the first call counts, and none after Close.
-func (d *Discoverer) Start() {
-	d.probeMu.Lock()
-	defer d.probeMu.Unlock()
-	if d.closed || d.scanning {
-		return
-	}
-	d.scanning = true
-	d.probes.Go(func() { d.watchDuplicates(d.opts.DuplicateScan) })
-}
-
-// Close stops the background probes and the duplicate scan and waits for
-// them.
+// Close stops the background probes and waits for them.
 func (d *Discoverer) Close() {
 	d.probeMu.Lock()
 	if !d.closed {

@@ -50,13 +50,13 @@ func newFleet() *fleet {
 // discoverer is a Discoverer over the fleet whose duplicate index holds
 // every vCenter's UUIDs (as once each has answered): a vCenter that fails
 // afterwards does not hold up a VM found elsewhere.
-func (f *fleet) discoverer(timeout time.Duration, failures uint32, open time.Duration) *discovery.Discoverer {
+func (f *fleet) discoverer(t testing.TB, timeout time.Duration, failures uint32, open time.Duration) *discovery.Discoverer {
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: failures, OpenTimeout: open})
 	}
-	d := discovery.New(vcs, discovery.Options{DuplicateScan: 10 * time.Millisecond})
-	d.Start()
+	d := discovery.New(vcs, discovery.Options{})
+	scanEvery(t, d, 10*time.Millisecond)
 	poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}.Holds(func() bool { return indexed(d) })
 	return d
 }
@@ -81,7 +81,7 @@ func (f *fleet) calls() map[string]int64 {
 
 func TestFoundInEveryVCenterAndDatacenter(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	for _, vc := range f.names {
 		for _, vm := range f.vms[vc] {
@@ -113,7 +113,7 @@ func TestFoundInEveryVCenterAndDatacenter(t *testing.T) {
 // running VM was "confirmed absent in every vCenter" and the Node deleted.
 func TestProviderIDInTheKubeletsByteOrderIsItsVM(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	vm := f.vms["vc2"][0]
 	swapped := discovery.ProviderID(discovery.SwapByteOrder(vm.UUID))
 	res, err := d.Locate(t.Context(), byProviderID(swapped))
@@ -131,7 +131,7 @@ func TestProviderIDInTheKubeletsByteOrderIsItsVM(t *testing.T) {
 
 func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	res, err := d.Locate(ctx, byUUID(missing))
@@ -167,7 +167,7 @@ func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
 
 func TestDeadlineIsAnErrorNotAbsence(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(50*time.Millisecond, 5, time.Minute)
+	d := f.discoverer(t, 50*time.Millisecond, 5, time.Minute)
 	f.backends["vc3"].Hang(true)
 	ctx := t.Context()
 	res, err := d.Locate(ctx, byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff"))
@@ -186,7 +186,7 @@ func TestDeadlineIsAnErrorNotAbsence(t *testing.T) {
 func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 	f := newFleet()
 	const open = 200 * time.Millisecond
-	d := f.discoverer(time.Second, 3, open)
+	d := f.discoverer(t, time.Second, 3, open)
 	ctx := t.Context()
 	missing := "42ffffff-ffff-4fff-8fff-ffffffffffff"
 	f.backends["vc1"].Fail(errors.New("connection refused"))
@@ -218,7 +218,7 @@ func TestBreakerOpensFailsFastAndRecovers(t *testing.T) {
 // "Not found" is an answer about the VM: it never trips a breaker.
 func TestNotFoundAnswersDoNotTripBreaker(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 2, time.Minute)
+	d := f.discoverer(t, time.Second, 2, time.Minute)
 	ctx := t.Context()
 	for i := range 10 {
 		if res, err := d.Locate(ctx, byUUID(fmt.Sprintf("42ffffff-ffff-4fff-8fff-%012x", i))); err != nil || res != nil {
@@ -241,7 +241,7 @@ func TestNotFoundAnswersDoNotTripBreaker(t *testing.T) {
 
 func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	orig := f.vms["vc1"][2]
 	dup := f.vms["vc3"][1]
 	dup.UUID = orig.UUID
@@ -267,7 +267,7 @@ func TestDuplicateUUIDIsAnErrorNamingBoth(t *testing.T) {
 
 func TestCachedLocationIsReverified(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc2"][3]
 	if _, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil {
@@ -315,7 +315,7 @@ func TestRememberedLocationExpires(t *testing.T) {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
 	}
 	d := discovery.New(vcs, discovery.Options{LocationTTL: ttl})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	vm := f.vms["vc2"][1]
 	lookup := func() map[string]int64 {
 		t.Helper()
@@ -343,7 +343,7 @@ func TestDatacenterFilter(t *testing.T) {
 	f := newFleet()
 	vcs := []discovery.Target{{Name: "vc1", Server: "vc1:443", Backend: f.backends["vc1"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: specs(t, "dc1")}}
 	d := discovery.New(vcs, discovery.Options{})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	ctx := t.Context()
 	in, out := f.vms["vc1"][2], f.vms["vc1"][0] // dc1, dc0
 	if res, err := d.Locate(ctx, byUUID(in.UUID)); err != nil || res == nil {
@@ -365,7 +365,7 @@ func TestDatacenterFilter(t *testing.T) {
 
 func TestConcurrentLookups(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	for _, vc := range f.names {
@@ -432,7 +432,7 @@ func FuzzParseProviderID(f *testing.F) {
 // finds the VM: an inventory's silence never becomes absence.
 func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc2"][1]
 	f.backends["vc2"].Lag(vm.Ref.ID)
@@ -475,7 +475,7 @@ func TestLaggingInventoryIsAskedAgainDirectly(t *testing.T) {
 // absence, even though every inventory said "none known".
 func TestDirectPassFailureIsAnError(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(200*time.Millisecond, 5, time.Minute)
+	d := f.discoverer(t, 200*time.Millisecond, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc1"][0]
 	f.backends["vc1"].Lag(vm.Ref.ID)

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
@@ -179,22 +178,12 @@ func (x *duplicateIndex) elsewhere(uuid string, where Identity) []string {
 	return out
 }
 
-// watchDuplicates refreshes the index every interval until the
-// Discoverer closes, reporting new twins.
-func (d *Discoverer) watchDuplicates(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		d.scanDuplicates()
-		select {
-		case <-d.stopped:
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (d *Discoverer) scanDuplicates() {
+// ScanDuplicates makes one pass over the vCenters' inventories, bringing
+// the twin index up to date, and tells Options.OnDuplicate of each twin
+// new since the last pass. It starts nothing: the caller owns the loop
+// (package cloud's, every cloud.Options.DuplicateScan), so the index is as
+// current as the caller's last pass. Safe for concurrent use.
+func (d *Discoverer) ScanDuplicates() {
 	fresh := d.duplicates.refresh(*d.vcenters.Load())
 	if d.opts.OnDuplicate == nil {
 		return

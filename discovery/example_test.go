@@ -27,7 +27,7 @@ func ExampleDiscoverer_Locate() {
 		{Name: "east", Server: "east.example.com:443", Backend: east, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute},
 		{Name: "west", Server: "west.example.com:443", Backend: west, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute},
 	}, discovery.Options{})
-	d.Start()
+	d.ScanDuplicates() // the caller (package cloud) runs this every second
 	ctx := context.Background()
 
 	// A new Node: the kubelet reports the system UUID with its first groups

@@ -67,7 +67,7 @@ func (l *logLines) with(sub ...string) []string {
 
 func TestFallbackFindsByGuestHostName(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	vm := f.guestVM("vc2", "dc1", "vm-web", "Web-1.Example.com", "10.0.0.7", "42000000-aaaa-4000-8000-000000000001")
 	var logs logLines
 	ctx := logs.ctx(t)
@@ -118,7 +118,7 @@ func TestFallbackFindsByGuestHostName(t *testing.T) {
 // named like one VM and reporting another's host name resolves as before.
 func TestVMNameSearchComesBeforeGuestHostName(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	byName := f.vms["vc1"][1]
 	f.guestVM("vc3", "dc0", "vm-other", byName.Name, "", "42000000-aaaa-4000-8000-000000000002")
 	res, err := d.Locate(t.Context(), discovery.NodeKeys{Name: byName.Name})
@@ -129,7 +129,7 @@ func TestVMNameSearchComesBeforeGuestHostName(t *testing.T) {
 
 func TestFallbackFindsByIPWhenTheNodeNameIsOne(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.guestVM("vc3", "dc0", "vm-ip", "localhost.localdomain", "10.20.30.40", "42000000-aaaa-4000-8000-000000000003")
 	for _, k := range []discovery.NodeKeys{{Name: "10.20.30.40"}, {Name: "10.20.30.40", SystemUUID: noSuchUUID}} {
@@ -155,7 +155,7 @@ func TestFallbackWithAVCenterDownIsAnError(t *testing.T) {
 	for _, by := range []backends.By{backends.ByDNSName, backends.ByIP} {
 		t.Run(by.String(), func(t *testing.T) {
 			f := newFleet()
-			d := f.discoverer(time.Second, 100, time.Minute) // the breaker stays closed
+			d := f.discoverer(t, time.Second, 100, time.Minute) // the breaker stays closed
 			ctx := t.Context()
 			f.backends["vc3"].FailQuery(by, errors.New("connection refused"))
 			name := "10.9.9.9" // no VM: both searches run
@@ -198,7 +198,7 @@ func TestFallbackWithAVCenterDownIsAnError(t *testing.T) {
 
 func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	a := f.guestVM("vc1", "dc0", "vm-a", "db-0.example.com", "10.1.1.1", "42000000-aaaa-4000-8000-00000000000a")
 	b := f.guestVM("vc2", "dc1", "vm-b", "DB-0.example.com", "10.1.1.1", "42000000-aaaa-4000-8000-00000000000b")
@@ -236,7 +236,7 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 		{Name: "vc3", Server: "vc3:443", Backend: f.backends["vc3"], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute, Datacenters: specs(t, "dc0", "dc1")},
 	}
 	narrow := discovery.New(vcs, discovery.Options{})
-	narrow.Start()
+	scanEvery(t, narrow, time.Second)
 	t.Cleanup(narrow.Close)
 	if _, err := narrow.Locate(ctx, discovery.NodeKeys{Name: "db-0.example.com"}); !errors.As(err, &de) || len(de.Matches) != 2 {
 		t.Fatalf("a twin outside the configured datacenters: err = %v, want DuplicateError", err)
@@ -247,7 +247,7 @@ func TestFallbackMatchingTwoVMsIsAnError(t *testing.T) {
 // name is not its VM, and a failing fallback search is never made.
 func TestProviderIDNodeNeverFallsBack(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	f.guestVM("vc1", "dc0", "vm-web", "web-2.example.com", "10.3.3.3", "42000000-aaaa-4000-8000-00000000000e")
 	for _, name := range []string{"web-2.example.com", "10.3.3.3"} {
@@ -273,7 +273,7 @@ func TestProviderIDNodeNeverFallsBack(t *testing.T) {
 // stand in for it (the VM may be in the vCenter that did not answer).
 func TestFailedUUIDSearchIsNotReplacedByAFallback(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	f.guestVM("vc1", "dc0", "vm-web", "web-3.example.com", "", "42000000-aaaa-4000-8000-00000000000f")
 	f.backends["vc2"].FailQuery(backends.ByUUID, errors.New("connection refused"))

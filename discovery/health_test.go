@@ -19,7 +19,7 @@ import (
 func TestFoundDoesNotWaitForAVCenterNotKnownUp(t *testing.T) {
 	const timeout = time.Second
 	f := newFleet()
-	d := f.discoverer(timeout, 5, time.Minute)
+	d := f.discoverer(t, timeout, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
 	f.backends["vc3"].Hang(true)
@@ -56,7 +56,7 @@ func TestFoundDoesNotWaitForAVCenterNotKnownUp(t *testing.T) {
 func TestKnownDownFailsFastAndIsProbed(t *testing.T) {
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ProbeInterval: 20 * time.Millisecond})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: 300 * time.Millisecond, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
@@ -107,13 +107,13 @@ func TestTwinsAreSeenFromTheInventories(t *testing.T) {
 	var mu sync.Mutex
 	reported := map[string][]string{}
 	calls := 0
-	d := discovery.New(nil, discovery.Options{DuplicateScan: 10 * time.Millisecond, OnDuplicate: func(uuid string, vcs []string) {
+	d := discovery.New(nil, discovery.Options{OnDuplicate: func(uuid string, vcs []string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reported[uuid] = vcs
 		calls++
 	}})
-	d.Start()
+	scanEvery(t, d, 10*time.Millisecond)
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
@@ -163,7 +163,7 @@ func TestConnectingVCenterIsWaitedForAtMostConnectWait(t *testing.T) {
 	const timeout, connectWait = 2 * time.Second, 100 * time.Millisecond
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: timeout, ConsecutiveFailures: 5, OpenTimeout: time.Minute})
@@ -191,7 +191,7 @@ func TestLongConnectingVCenterIsNotWaitedForAgain(t *testing.T) {
 	const connectWait = 100 * time.Millisecond
 	f := newFleet()
 	d := discovery.New(nil, discovery.Options{ConnectWait: connectWait})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	var vcs []discovery.Target
 	for _, n := range f.names {
 		vcs = append(vcs, discovery.Target{Name: n, Server: n + ":443", Backend: f.backends[n], RequestTimeout: 5 * time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute})

@@ -37,7 +37,7 @@ func (f *fleet) targets(servers map[string]string) []discovery.Target {
 func TestNameRepointedToAnotherServerIsAnotherVCenter(t *testing.T) {
 	f := newFleet()
 	d := discovery.New(f.targets(nil), discovery.Options{})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][0]
@@ -59,7 +59,7 @@ func TestNameRepointedToAnotherServerIsAnotherVCenter(t *testing.T) {
 	// A rename of the same server is the same vCenter.
 	renamed := newFleet()
 	d2 := discovery.New(renamed.targets(nil), discovery.Options{})
-	d2.Start()
+	scanEvery(t, d2, time.Second)
 	t.Cleanup(d2.Close)
 	vm2 := renamed.vms["vc2"][1]
 	keys2 := discovery.NodeKeys{Name: vm2.Name, ProviderID: discovery.ProviderID(vm2.UUID)}
@@ -86,7 +86,7 @@ func TestServerAnsweringAsAnotherInstanceIsAnotherVCenter(t *testing.T) {
 	}
 	var noted atomic.Int32
 	d := discovery.New(f.targets(nil), discovery.Options{OnIdentity: func() { noted.Add(1) }})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	d.SetHistory(discovery.History{Known: true, Instances: map[string][]string{"vc1:443": {"instance-a"}, "vc2:443": {"instance-b"}, "vc3:443": {"instance-c"}}})
 	ctx := t.Context()
@@ -128,7 +128,7 @@ func TestFoundWhileTheInstanceIsUnknownKeepsTheLocation(t *testing.T) {
 		f.backends[n].SetInstanceUUID("instance-" + string(rune('a'+i)))
 	}
 	d := discovery.New(f.targets(nil), discovery.Options{})
-	d.Start()
+	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	// Known, recording no instance: only the location cache can tell.
 	d.SetHistory(discovery.History{Known: true})
@@ -160,8 +160,8 @@ func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
 	f.backends["vc3"].WithoutInventory()
 	vm := f.vms["vc1"][1]
 	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: "twin", UUID: vm.UUID}, nil)
-	d := discovery.New(f.targets(nil), discovery.Options{DuplicateScan: 10 * time.Millisecond})
-	d.Start()
+	d := discovery.New(f.targets(nil), discovery.Options{})
+	scanEvery(t, d, 10*time.Millisecond)
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	var de *discovery.DuplicateError
@@ -193,8 +193,8 @@ func TestVCenterNeverSeenUpDoesNotHoldUpTheOthers(t *testing.T) {
 	refused := errors.New("connection refused")
 	f.backends["vc3"].Fail(refused)
 	var twins atomic.Int32
-	d := discovery.New(f.targets(nil), discovery.Options{DuplicateScan: 10 * time.Millisecond, OnDuplicate: func(string, []string) { twins.Add(1) }})
-	d.Start()
+	d := discovery.New(f.targets(nil), discovery.Options{OnDuplicate: func(string, []string) { twins.Add(1) }})
+	scanEvery(t, d, 10*time.Millisecond)
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]

@@ -17,7 +17,6 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/backendtest"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
 // crawling is a vCenter whose first connect answers step by step and
@@ -106,7 +105,7 @@ func TestRenamedVCenterHoldsItsUUIDsUnderItsNewName(t *testing.T) {
 	b2.Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-2"}, Name: "b", UUID: twin, PowerState: backends.PoweredOn}, nil)
 	var mu sync.Mutex
 	reported := map[string][]string{}
-	d := New(nil, Options{DuplicateScan: 5 * time.Millisecond, OnDuplicate: func(uuid string, vcs []string) {
+	d := New(nil, Options{OnDuplicate: func(uuid string, vcs []string) {
 		mu.Lock()
 		defer mu.Unlock()
 		reported[uuid] = slices.Clone(vcs)
@@ -115,20 +114,18 @@ func TestRenamedVCenterHoldsItsUUIDsUnderItsNewName(t *testing.T) {
 		return Target{Name: name, Server: name + ":443", Backend: b, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}
 	}
 	d.SetVCenters([]Target{target("vc1", b1), target("vc2", b2)})
-	d.Start()
 	t.Cleanup(d.Close)
-	time.Sleep(30 * time.Millisecond)
+	d.ScanDuplicates()
 	d.SetVCenters([]Target{target("vc1", b1), {Name: "vc9", Server: "vc2:443", Backend: b2, RequestTimeout: time.Second, ConsecutiveFailures: 5, OpenTimeout: time.Minute}})
-	time.Sleep(30 * time.Millisecond)
+	d.ScanDuplicates()
 	b1.Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-1"}, Name: "a", UUID: twin, PowerState: backends.PoweredOn}, nil)
-	var vcs []string
-	poll.Schedule{Every: 5 * time.Millisecond, Within: 5 * time.Second}.Until(t, "the twin reported", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		var ok bool
-		vcs, ok = reported[twin]
-		return ok
-	})
+	d.ScanDuplicates()
+	mu.Lock()
+	vcs, ok := reported[twin]
+	mu.Unlock()
+	if !ok {
+		t.Fatal("the twin was not reported")
+	}
 	if want := []string{"vc1", "vc9"}; !slices.Equal(vcs, want) {
 		t.Fatalf("twin reported in %v, want %v", vcs, want)
 	}

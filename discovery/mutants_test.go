@@ -416,7 +416,7 @@ func TestHeldAbsenceIsForgottenPastTenMinutes(t *testing.T) {
 // configured; naming one configured, it proves nothing.
 func TestServerLabelKeepsOnlyWhenNotConfigured(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	vm := f.vms["vc2"][0]
 	f.backends["vc2"].Remove(vm.Ref.ID)
 	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID), ClaimedServer: "old.example.com"}
@@ -433,7 +433,7 @@ func TestServerLabelKeepsOnlyWhenNotConfigured(t *testing.T) {
 // read: one whose UUID reads (another VM, named alike) is not the Node's.
 func TestNamesakeWithAUUIDIsAnotherVM(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	vm := f.vms["vc1"][0]
 	f.backends["vc1"].Remove(vm.Ref.ID)
 	f.backends["vc3"].Add(backends.VM{Ref: backends.VMRef{Datacenter: "dc0", ID: "vm-twin"}, Name: vm.Name, UUID: "42000000-cccc-4000-8000-000000000001", PowerState: backends.PoweredOn}, nil)
@@ -453,7 +453,7 @@ func TestNamesakeWithAUUIDIsAnotherVM(t *testing.T) {
 // error at once, without asking the others (none could settle it).
 func TestRememberedLocationReread(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	ctx := t.Context()
 	vm := f.vms["vc2"][3]
 	if _, err := d.Locate(ctx, byUUID(vm.UUID)); err != nil {

@@ -13,7 +13,7 @@ import (
 // shows them.
 func TestSearchesAreWhatLocateSearches(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	defer d.Close()
 	for _, tc := range []struct {
 		keys discovery.NodeKeys

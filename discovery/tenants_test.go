@@ -67,16 +67,13 @@ func (tn *tenants) remove(id string) {
 
 func (tn *tenants) discoverer(t *testing.T, opts discovery.Options) *discovery.Discoverer {
 	t.Helper()
-	if opts.DuplicateScan == 0 {
-		opts.DuplicateScan = 10 * time.Millisecond
-	}
 	var vcs []discovery.Target
 	for _, n := range tn.entries {
 		vcs = append(vcs, discovery.Target{Name: n, Server: tn.servers[n], Backend: tn.backends[n], Datacenters: specs(t, tn.dcs[n]...),
 			RequestTimeout: time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute})
 	}
 	d := discovery.New(vcs, opts)
-	d.Start()
+	scanEvery(t, d, 10*time.Millisecond)
 	t.Cleanup(d.Close)
 	return d
 }

@@ -50,12 +50,12 @@ func TestTenantsOfOneSimulatedVCenter(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var twins []string
-	d := discovery.New(targets(cfg), discovery.Options{DuplicateScan: 10 * time.Millisecond, OnDuplicate: func(uuid string, vcs []string) {
+	d := discovery.New(targets(cfg), discovery.Options{OnDuplicate: func(uuid string, vcs []string) {
 		mu.Lock()
 		defer mu.Unlock()
 		twins = append(twins, uuid+" in "+strings.Join(vcs, ","))
 	}})
-	d.Start()
+	scanEvery(t, d, 10*time.Millisecond)
 	t.Cleanup(d.Close)
 	ctx := t.Context()
 	// Attribution is to the first entry that answered with the VM: wait

@@ -15,7 +15,7 @@ import (
 // without a trace answers the same.
 func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(100*time.Millisecond, 5, time.Minute)
+	d := f.discoverer(t, 100*time.Millisecond, 5, time.Minute)
 	defer d.Close()
 	vm := f.vms["vc2"][3]
 	f.backends["vc3"].Fail(errors.New("connection refused"))
@@ -68,7 +68,7 @@ func TestTraceRecordsEachVCenterAnswer(t *testing.T) {
 // with its error and breaker state, and an absence traces every "none".
 func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 	f := newFleet()
-	d := f.discoverer(50*time.Millisecond, 1, time.Minute)
+	d := f.discoverer(t, 50*time.Millisecond, 1, time.Minute)
 	defer d.Close()
 	f.backends["vc1"].Hang(true)
 	var tr discovery.Trace
@@ -97,7 +97,7 @@ func TestTraceOfAnUnansweredAndAnAbsentLookup(t *testing.T) {
 
 	f.backends["vc1"].Hang(false)
 	f2 := newFleet()
-	d2 := f2.discoverer(time.Second, 5, time.Minute)
+	d2 := f2.discoverer(t, time.Second, 5, time.Minute)
 	defer d2.Close()
 	var absent discovery.Trace
 	res, err := d2.Locate(discovery.WithTrace(t.Context(), &absent), byUUID("42ffffff-ffff-4fff-8fff-ffffffffffff"))
@@ -121,7 +121,7 @@ func TestConnectSettlesEveryVCenter(t *testing.T) {
 	for _, b := range f.backends {
 		b.SetReachability(backends.ConnUnknown, nil)
 	}
-	d := f.discoverer(time.Second, 5, time.Minute)
+	d := f.discoverer(t, time.Second, 5, time.Minute)
 	defer d.Close()
 	d.Connect(t.Context())
 	for _, h := range d.Health() {
