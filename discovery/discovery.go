@@ -213,13 +213,14 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 	for _, v := range vcs {
 		if o, ok := old[v.Name]; ok && o.Backend == v.Backend {
 			next = append(next, &targetState{o.Successor(v)})
+			delete(old, v.Name) // its probe is its successor's
 			continue
 		}
 		next = append(next, &targetState{vcenter.New(v, opts)})
 	}
 	d.vcenters.Store(&next)
-	// Lookups in flight on the old set may still call its members: a
-	// closed one starts no probe.
+	// Lookups in flight on the old set may still call a dropped member:
+	// closed, it starts no probe.
 	for _, o := range old {
 		o.Close()
 	}

@@ -99,17 +99,8 @@ type Member struct {
 	opts    Options
 	breaker *gobreaker.CircuitBreaker[any]
 
-	// probing is set while a probe runs; lastProbe is when the last one
-	// started (unix nanoseconds).
-	probing   atomic.Bool
-	lastProbe atomic.Int64
-	// probeCtx ends the probe at Close (stopProbes); probeMu orders
-	// probes.Go after Close's Wait and guards closed.
-	probeCtx   context.Context
-	stopProbes context.CancelFunc
-	probeMu    sync.Mutex
-	closed     bool
-	probes     sync.WaitGroup
+	// probe is of its backend: a successor goes on with it.
+	probe *probe
 
 	// connectingSince is when a lookup first found it not yet connected
 	// (unix nanoseconds; 0 once it is up or down).
@@ -127,40 +118,28 @@ type Member struct {
 
 // New returns the Member of t with a new breaker; it starts nothing.
 func New(t Target, opts Options) *Member {
-	return newMember(t, opts, newBreaker(t, opts.Observer))
-}
-
-func newMember(t Target, opts Options, breaker *gobreaker.CircuitBreaker[any]) *Member {
-	m := &Member{Target: t, opts: opts, breaker: breaker}
-	m.probeCtx, m.stopProbes = context.WithCancel(context.Background())
-	return m
+	return &Member{Target: t, opts: opts, breaker: newBreaker(t, opts.Observer), probe: newProbe()}
 }
 
 // Successor is m's entry with the settings t, of the same backend: its
-// breaker is kept while its settings are, and its first connect is
-// judged by what it has shown so far; the lookups it refused stay owed
-// (UpAfterRefusing). m is then to be closed.
+// breaker is kept while its settings are, its probe goes on, and its
+// first connect is judged by what it has shown so far; the lookups it
+// refused stay owed (UpAfterRefusing). m is then not to be closed: its
+// probe is the successor's.
 func (m *Member) Successor(t Target) *Member {
 	breaker := m.breaker
 	if t.ConsecutiveFailures != m.ConsecutiveFailures || t.OpenTimeout != m.OpenTimeout {
 		breaker = newBreaker(t, m.opts.Observer)
 	}
-	n := newMember(t, m.opts, breaker)
+	n := &Member{Target: t, opts: m.opts, breaker: breaker, probe: m.probe}
 	n.refusedConnecting.Store(m.refusedConnecting.Load())
 	n.connectingSince.Store(m.connectingSince.Load())
 	n.stalled.Store(m.stalled.Load())
 	return n
 }
 
-// Close stops its probe and waits for it; a probe is never started
-// after.
-func (m *Member) Close() {
-	m.probeMu.Lock()
-	m.closed = true
-	m.stopProbes()
-	m.probeMu.Unlock()
-	m.probes.Wait()
-}
+// Close stops its probe and waits for it; none is started after.
+func (m *Member) Close() { m.probe.close() }
 
 func newBreaker(t Target, o Observer) *gobreaker.CircuitBreaker[any] {
 	failures := t.ConsecutiveFailures
@@ -247,25 +226,54 @@ func (m *Member) UpAfterRefusing() bool {
 	return m.refusedConnecting.Load() && m.Backend.State().Reachability.State == backends.ConnUp && m.refusedConnecting.CompareAndSwap(true, false)
 }
 
-// probeLater starts a probe in the background unless one runs or ran
-// within ProbeInterval: calls fail fast for a vCenter known down, so
-// something else must notice when it is back. m owns the probe: Close
-// ends it and waits.
+// probe is the background probe of a vCenter known down, one at a time:
+// calls fail fast for it, so something else must notice when it is back.
+type probe struct {
+	// running is set while a probe runs; last is when the last one
+	// started (unix nanoseconds).
+	running atomic.Bool
+	last    atomic.Int64
+	// ctx ends a probe at close (stop); mu orders wg.Go after close's
+	// Wait and guards closed.
+	ctx    context.Context
+	stop   context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newProbe() *probe {
+	p := &probe{}
+	p.ctx, p.stop = context.WithCancel(context.Background())
+	return p
+}
+
+func (p *probe) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.stop()
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// probeLater starts a probe of m in the background unless one runs or
+// ran within ProbeInterval. m's probe owns it: Close ends it and waits.
 func (m *Member) probeLater() {
+	p := m.probe
 	now := time.Now().UnixNano()
-	if now-m.lastProbe.Load() < int64(m.opts.ProbeInterval) || !m.probing.CompareAndSwap(false, true) {
+	if now-p.last.Load() < int64(m.opts.ProbeInterval) || !p.running.CompareAndSwap(false, true) {
 		return
 	}
-	m.lastProbe.Store(now)
-	m.probeMu.Lock()
-	defer m.probeMu.Unlock()
-	if m.closed {
-		m.probing.Store(false)
+	p.last.Store(now)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.running.Store(false)
 		return
 	}
-	m.probes.Go(func() {
-		defer m.probing.Store(false)
-		ctx, cancel := context.WithTimeout(m.probeCtx, m.RequestTimeout)
+	p.wg.Go(func() {
+		defer p.running.Store(false)
+		ctx, cancel := context.WithTimeout(p.ctx, m.RequestTimeout)
 		defer cancel()
 		log := klog.FromContext(ctx).WithValues("vcenter", m.Name)
 		if err := m.Backend.Probe(ctx); err != nil {
