@@ -180,7 +180,7 @@ func (m *Member) Status() Status {
 func Call[T any](ctx context.Context, m *Member, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
 	var zero T
 	start := time.Now()
-	if err := m.unready(start); err != nil {
+	if err := m.unready(start); err != nil { //nolint:contextcheck // the probe outlives the call that found the vCenter down: m.probe owns it
 		m.opts.Observer.Call(m.Name, op, time.Since(start), err)
 		return zero, err
 	}
