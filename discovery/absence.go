@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/sony/gobreaker/v2"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -447,8 +446,8 @@ func (d *Discoverer) Health() []VCenterHealth {
 	vcs := *d.vcenters.Load()
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
-		st := v.breaker.State()
-		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.State().Reachability, BreakerOpen: st != gobreaker.StateClosed, Breaker: breakerName(st),
+		st := v.Status()
+		out[i] = VCenterHealth{Name: v.Name, Reachability: st.Reachability, BreakerOpen: st.Breaker != gobreaker.StateClosed, Breaker: breakerName(st.Breaker),
 			Indexed: d.duplicates.holds(v.Backend)}
 	}
 	return out
@@ -462,37 +461,9 @@ func (d *Discoverer) Health() []VCenterHealth {
 func (d *Discoverer) Connected() []string {
 	var out []string
 	for _, v := range *d.vcenters.Load() {
-		if v.refusedConnecting.Load() && v.Backend.State().Reachability.State == backends.ConnUp && v.refusedConnecting.CompareAndSwap(true, false) {
+		if v.UpAfterRefusing() {
 			out = append(out, v.Name)
 		}
 	}
 	return out
-}
-
-// probeLater starts a probe of v in the background unless one runs or
-// ran within ProbeInterval: lookups fail fast for a vCenter known down,
-// so something else must notice when it is back.
-func (d *Discoverer) probeLater(v *targetState) {
-	now := time.Now().UnixNano()
-	if now-v.lastProbe.Load() < int64(d.opts.ProbeInterval) || !v.probing.CompareAndSwap(false, true) {
-		return
-	}
-	v.lastProbe.Store(now)
-	d.probeMu.Lock()
-	defer d.probeMu.Unlock()
-	if d.closed {
-		v.probing.Store(false)
-		return
-	}
-	d.probes.Go(func() {
-		defer v.probing.Store(false)
-		ctx, cancel := context.WithTimeout(wait.ContextForChannel(d.stopped), v.RequestTimeout)
-		defer cancel()
-		log := klog.FromContext(ctx).WithValues("vcenter", v.Name)
-		if err := v.Backend.Probe(ctx); err != nil {
-			log.V(2).Info("vCenter still down", "err", err)
-			return
-		}
-		log.Info("vCenter is reachable again")
-	})
 }

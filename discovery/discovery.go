@@ -17,31 +17,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // Target is one vCenter entry to search; several may be entries of one
-// vCenter (CPI's tenants).
-type Target struct {
-	// Name is the config's name for it, used in messages and metrics;
-	// what it is, is Server and its instance UUID (Identity).
-	Name string
-	// Server is ServerKey of its configured server and port; required.
-	Server  string
-	Backend backends.Backend
-	// Datacenters to search, each a name, a managed object ID or an
-	// inventory path (config.DatacenterSpec); empty means all.
-	Datacenters []config.DatacenterSpec
-	// RequestTimeout is the deadline of each call; required.
-	RequestTimeout time.Duration
-	// ConsecutiveFailures open the breaker; it probes again after
-	// OpenTimeout. Both required: the config resolves their defaults.
-	ConsecutiveFailures uint32
-	OpenTimeout         time.Duration
-	// NodeDeletion is its deletion policy (deletion.go); zero: none. A
-	// change keeps the breaker, the backend and what is held.
-	NodeDeletion config.NodeDeletion
-}
+// vCenter (CPI's tenants). Its vcenter.Member owns what is known of it.
+type Target = vcenter.Target
 
 // Result is a located VM.
 type Result struct {
@@ -90,10 +71,10 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-// Observer receives what a Discoverer does, for metrics.
+// Observer receives what a Discoverer does, for metrics: each vCenter
+// call and breaker change (vcenter.Observer), and each lookup.
 type Observer interface {
-	Call(vcenter, operation string, d time.Duration, err error)
-	BreakerState(vcenter string, state gobreaker.State)
+	vcenter.Observer
 	Lookup(result string)
 	Cache(hit bool)
 }
@@ -118,36 +99,17 @@ type Discoverer struct {
 	// duplicates is fed by the inventories (ScanDuplicates).
 	duplicates *duplicateIndex
 
-	// probes are the background probes of vCenters known down; stopped,
-	// closed by Close, ends them.
-	stopped chan struct{}
-	probeMu sync.Mutex // orders probes.Go after Close's Wait; guards closed
-	closed  bool
-	probes  sync.WaitGroup
+	// membersMu orders SetVCenters and Close: every member dropped from
+	// the set, or in it at Close, is closed (membersClosed: at once).
+	membersMu     sync.Mutex
+	membersClosed bool
 }
 
-// targetState is a Target and what discovery keeps of it: its breaker and
-// when it was last probed or first found connecting.
+// targetState is a configured vCenter entry as discovery's policy sees
+// it: its member, which owns its backend, breaker, deadline,
+// reachability and probe.
 type targetState struct {
-	Target
-	breaker *gobreaker.CircuitBreaker[any]
-	// probing is set while a probe of this vCenter runs; lastProbe is
-	// when the last one started (unix nanoseconds).
-	probing   atomic.Bool
-	lastProbe atomic.Int64
-	// connectingSince is when a lookup first found this vCenter not yet
-	// connected (unix nanoseconds; 0 once it is up or down). Once its
-	// connect stalls (connecting), lookups stop waiting for it.
-	connectingSince atomic.Int64
-	// stalled is the progress its connect had made when a lookup judged
-	// it stalled; nil when none did, or once it is up or down. Until it
-	// progresses beyond that, no lookup waits for it (connecting).
-	stalled atomic.Pointer[stallMark]
-	// refusedConnecting is set when a lookup got ErrVCenterConnecting
-	// from it, until Connected reports it up.
-	refusedConnecting atomic.Bool
-	// noted is the instance UUID last reported to OnIdentity.
-	noted atomic.Pointer[string]
+	*vcenter.Member
 }
 
 // New returns a Discoverer over vcs. It starts nothing: the twin index
@@ -169,25 +131,26 @@ func New(vcs []Target, opts Options) *Discoverer {
 		opts.Clock = clock.RealClock{}
 	}
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
-		stopped: make(chan struct{}), holds: newHolds(opts.Clock)}
+		holds: newHolds(opts.Clock)}
 	d.history.Store(&History{Known: true})
 	d.SetVCenters(vcs)
 	return d
 }
 
-// Close stops the background probes and waits for them.
+// Close closes the vCenters' members (their probes end, and are waited
+// for); a member set after Close is closed at once.
 func (d *Discoverer) Close() {
-	d.probeMu.Lock()
-	if !d.closed {
-		d.closed = true
-		close(d.stopped)
+	d.membersMu.Lock()
+	defer d.membersMu.Unlock()
+	d.membersClosed = true
+	for _, v := range *d.vcenters.Load() {
+		v.Close()
 	}
-	d.probeMu.Unlock()
-	d.probes.Wait()
 }
 
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
-// settings are unchanged keeps its breaker.
+// backend are unchanged goes on as its member's successor (keeping its
+// breaker while its settings are); a member dropped is closed.
 func (d *Discoverer) SetVCenters(vcs []Target) {
 	for _, v := range vcs {
 		missing := ""
@@ -206,254 +169,48 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 			panic("discovery: Target " + v.Name + " has no " + missing)
 		}
 	}
+	d.membersMu.Lock()
+	defer d.membersMu.Unlock()
 	old := map[string]*targetState{}
 	if cur := d.vcenters.Load(); cur != nil {
 		for _, v := range *cur {
 			old[v.Name] = v
 		}
 	}
+	opts := vcenter.Options{Observer: d.opts.Observer, ProbeInterval: d.opts.ProbeInterval, ConnectWait: d.opts.ConnectWait}
 	next := make([]*targetState, 0, len(vcs))
 	for _, v := range vcs {
-		if o, ok := old[v.Name]; ok && o.Backend == v.Backend && o.ConsecutiveFailures == v.ConsecutiveFailures && o.OpenTimeout == v.OpenTimeout {
-			next = append(next, o.successor(v, o.breaker))
-			continue
-		}
 		if o, ok := old[v.Name]; ok && o.Backend == v.Backend {
-			next = append(next, o.successor(v, d.newBreaker(v)))
+			next = append(next, &targetState{o.Successor(v)})
+			delete(old, v.Name) // its probe is its successor's
 			continue
 		}
-		next = append(next, &targetState{Target: v, breaker: d.newBreaker(v)})
+		next = append(next, &targetState{vcenter.New(v, opts)})
 	}
 	d.vcenters.Store(&next)
-}
-
-// successor is o's state for its new settings v: the Nodes owed a
-// lookup once it is connected stay owed (Connected).
-func (o *targetState) successor(v Target, breaker *gobreaker.CircuitBreaker[any]) *targetState {
-	n := &targetState{Target: v, breaker: breaker}
-	n.refusedConnecting.Store(o.refusedConnecting.Load())
-	// Its backend's connect goes on: judged by what it has shown so far.
-	n.connectingSince.Store(o.connectingSince.Load())
-	n.stalled.Store(o.stalled.Load())
-	return n
-}
-
-func (d *Discoverer) newBreaker(v Target) *gobreaker.CircuitBreaker[any] {
-	failures := v.ConsecutiveFailures
-	cb := gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
-		Name:        v.Name,
-		MaxRequests: 1,
-		Timeout:     v.OpenTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		// An answer about the VM is a healthy vCenter.
-		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, backends.ErrNotFound) },
-		// The caller giving up says nothing about the vCenter, nor does a
-		// call its request budget refused before sending it.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, backends.ErrBudget) },
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			klog.Background().Info("vCenter circuit breaker changed state", "vcenter", name, "from", from.String(), "to", to.String())
-			d.opts.Observer.BreakerState(name, to)
-		},
-	})
-	d.opts.Observer.BreakerState(v.Name, gobreaker.StateClosed)
-	return cb
-}
-
-// unready is the error of a vCenter a call should not wait for: known
-// down, or still connecting for the first time and stalled (connecting):
-// no progress for longer than its stall window, judged stalled before
-// and no progress since, or waited for as long as any lookup may. A first
-// connect to a black hole takes seconds; a lookup waiting on it each time
-// would hold its worker as long, while one across a WAN answers step by
-// step and is worth waiting for. Both start a background probe, which
-// for a backend without an inventory is what connects it.
-func (d *Discoverer) unready(v *targetState, now time.Time) error {
-	st := v.Backend.State()
-	r := st.Reachability
-	switch r.State {
-	case backends.ConnDown:
-		v.connected()
-		d.probeLater(v)
-		return fmt.Errorf("%w since %s: %v", ErrVCenterDown, r.Since.UTC().Format(time.RFC3339), r.Err) //nolint:errorlint // the backend's error is shown, not wrapped: this error's kind is ErrVCenterDown
-	case backends.ConnUnknown:
-		v.connectingSince.CompareAndSwap(0, now.UnixNano())
-		if c := d.connecting(v, st, now); c.stalled(now) {
-			v.judgedStalled(c)
-			d.probeLater(v)
-			v.refusedConnecting.Store(true)
-			return fmt.Errorf("%w %s", ErrVCenterConnecting, c.describe(now))
+	// Lookups in flight on the old set may still call a dropped member:
+	// closed, it starts no probe.
+	for _, o := range old {
+		o.Close()
+	}
+	if d.membersClosed {
+		for _, v := range next {
+			v.Close()
 		}
-	default:
-		v.connected()
 	}
-	return nil
 }
 
-// connected forgets v's first connect: it ended, up or down.
-func (v *targetState) connected() {
-	v.connectingSince.Store(0)
-	v.stalled.Store(nil)
-}
-
-// judgedStalled records that a lookup stopped waiting for v's connect
-// at the progress c shows: no lookup waits for it again until it
-// progresses further.
-func (v *targetState) judgedStalled(c connectState) {
-	v.stalled.Store(&stallMark{last: c.last, phase: c.phase})
-}
-
-// stallMark is how far a connect judged stalled had got: its last
-// progress and the phase it reached then.
-type stallMark struct {
-	last  time.Time
-	phase string
-}
-
-// progressedSince reports whether a connect now at c has progressed
-// since m: reported progress later than m, of a phase further than m's,
-// or an answer. The same step again (a new dial, a TCP connect once more:
-// a retry after a handshake that timed out) is no progress, whatever the
-// backend makes of it: a vCenter that accepts TCP and never answers must
-// not look alive again at each retry (issue 33).
-func (m *stallMark) progressedSince(c connectState) bool {
-	return c.last.After(m.last) && (c.phase == phaseAnswering || phaseRank(c.phase) > phaseRank(m.phase))
-}
-
-// phaseAnswering is the phase of a connect that got an answer: each one
-// is progress.
-const phaseAnswering = "answering"
-
-// phaseRank orders the phases of backends.ConnectProgress as a connect
-// reaches them.
-func phaseRank(phase string) int {
-	switch phase {
-	case "dialing":
-		return 1
-	case "tcp connected":
-		return 2
-	case "tls done":
-		return 3
-	case phaseAnswering:
-		return 4
-	}
-	return 0 // none reported
-}
-
-// connectState is how a vCenter's first connection attempt is going, as
-// a lookup judges whether to wait for it.
-type connectState struct {
-	since time.Time // connecting since: its backend was made or a lookup first met it so
-	met   time.Time // a lookup first met it connecting
-	last  time.Time // since, or the attempt's last progress when later
-	phase string
-	// window is how long a silence may last before it is a stall:
-	// ConnectWait, or more for a vCenter far away (stallRoundTrips of
-	// its slowest answer so far).
-	window time.Duration
-	// until is the latest any lookup waits for it, however it
-	// progresses: half its request timeout (at least ConnectWait) after
-	// a lookup first met it connecting. Counted from then, not from each
-	// lookup's start, so that a connect that crawls on (a login that
-	// answers step by step and never ends) costs the lookups that much
-	// once, not each of them as much again.
-	until time.Time
-	// judged: a lookup judged it stalled at last, and it has made no
-	// progress since. A vCenter that only seems to move (a retry dialing
-	// again) is not waited for again.
-	judged bool
-}
-
-// stallRoundTrips scales a vCenter's slowest answer during its connect
-// into its stall window: each step of a connect (TCP, TLS, each request
-// of the login) is one round trip plus the vCenter's own time, which
-// varies (a login takes longer than reading the service content).
-const stallRoundTrips = 4
-
-func (d *Discoverer) connecting(v *targetState, st backends.State, now time.Time) connectState {
-	met := now
-	if ns := v.connectingSince.Load(); ns != 0 {
-		met = time.Unix(0, ns)
-	}
-	since := met
-	if r := st.Reachability; !r.Since.IsZero() && r.Since.Before(since) {
-		since = r.Since // connecting since the backend was made
-	}
-	c := connectState{since: since, met: met, last: since, window: d.opts.ConnectWait,
-		until: met.Add(max(d.opts.ConnectWait, v.RequestTimeout/2))}
-	switch p := st.Connect; {
-	case p.Last.IsZero():
-		// No attempt yet (a backend without an inventory connects on
-		// first use): the call about to be made starts it.
-		c.last = now
-	case p.Last.After(c.last):
-		c.last, c.phase = p.Last, p.Phase
-	}
-	c.window = max(c.window, stallRoundTrips*st.Connect.RoundTrip)
-	if m := v.stalled.Load(); m != nil && !m.progressedSince(c) {
-		c.judged = true
-	}
-	return c
-}
-
-// stalledAt is when the attempt counts as stalled, unless it progresses.
-func (c connectState) stalledAt() time.Time {
-	if c.judged {
-		return c.last
-	}
-	return minTime(c.last.Add(c.window), c.until)
-}
-
-func (c connectState) stalled(now time.Time) bool { return !now.Before(c.stalledAt()) }
-
-func (c connectState) describe(now time.Time) string {
-	took := now.Sub(c.since).Round(time.Millisecond)
-	progress := "without progress"
-	if c.phase != "" {
-		progress = fmt.Sprintf("its last progress (%s) was %s ago", c.phase, now.Sub(c.last).Round(time.Millisecond))
-	}
-	switch {
-	case c.judged:
-		return fmt.Sprintf("for %s; %s, judged stalled then, none since", took, progress)
-	case !now.Before(c.until):
-		return fmt.Sprintf("for %s; %s, waited for as long as lookups may (%s after a lookup first met it connecting)",
-			took, progress, c.until.Sub(c.met).Round(time.Millisecond))
-	case c.phase == "":
-		return fmt.Sprintf("for %s without progress", took)
-	}
-	return fmt.Sprintf("for %s; %s, beyond its stall window %s", took, progress, c.window.Round(time.Millisecond))
-}
-
-// call runs fn against v under the breaker and v's request deadline. A
-// vCenter known down answers at once with ErrVCenterDown.
+// call runs fn against v under its breaker and request deadline
+// (vcenter.Call); an answer tells the duplicate index that v has
+// answered, and OnIdentity of an instance UUID new to the History.
 func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
-	var zero T
-	start := time.Now()
-	if err := d.unready(v, start); err != nil { //nolint:contextcheck // the probe outlives the lookup that found the vCenter down: Discoverer.probes owns it
-		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
-		return zero, &VCenterError{VCenter: v.Name, Err: err}
-	}
-	out, err := v.breaker.Execute(func() (any, error) {
-		cctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
-		defer cancel()
-		r, err := fn(cctx, v.Backend)
-		if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-			err = fmt.Errorf("no answer within requestTimeout %s: %w", v.RequestTimeout, err)
-		}
-		return r, err
-	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		err = ErrBreakerOpen
-	}
-	// A call the lookup stopped waiting for says nothing about the vCenter.
-	if !errors.Is(err, context.Canceled) {
-		d.opts.Observer.Call(v.Name, op, time.Since(start), err)
-	}
+	out, err := vcenter.Call(ctx, v.Member, op, fn)
 	if err != nil {
-		return zero, &VCenterError{VCenter: v.Name, Err: err}
+		return out, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	d.duplicates.sawAnswer(v.Backend)
 	d.noteIdentity(v)
-	return out.(T), nil
+	return out, nil
 }
 
 // noteIdentity tells OnIdentity when v answers with an instance UUID
@@ -461,14 +218,13 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 // also when any entry of the server records another beside it, so that
 // an entry's old instance is retired once every entry answers as the new.
 func (d *Discoverer) noteIdentity(v *targetState) {
-	id := v.Backend.State().InstanceUUID
-	if id == "" || d.opts.OnIdentity == nil {
+	if d.opts.OnIdentity == nil {
 		return
 	}
-	if p := v.noted.Load(); p != nil && *p == id {
+	id, ok := v.NewInstance()
+	if !ok {
 		return
 	}
-	v.noted.Store(&id)
 	recorded := d.history.Load().Instances[v.Server]
 	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
 		d.opts.OnIdentity()
@@ -700,7 +456,7 @@ func tally(s *snapshot, answers []answer) answersTally {
 		t.answered = append(t.answered, a.vc.Name)
 		for _, vm := range a.vms {
 			r := &Result{VCenter: a.vc.Name, Where: s.identity(a.vc), VM: vm}
-			served := a.vc.serves(vm.Datacenter())
+			served := a.vc.Serves(vm.Datacenter())
 			// One VM seen through several entries of one vCenter (CPI's
 			// tenants) is one VM: the first entry in config order that
 			// serves its datacenter has it (answers are in config order).
@@ -727,12 +483,6 @@ func tally(s *snapshot, answers []answer) answersTally {
 // seen through two entries of it.
 func (r *Result) sameVM(o *Result) bool {
 	return r.VM.Ref == o.VM.Ref && r.Where.sameVCenter(o.Where)
-}
-
-// serves reports whether v's configured datacenters include dc, by
-// whichever of its name, ID or path each names it.
-func (v *targetState) serves(dc config.Datacenter) bool {
-	return len(v.Datacenters) == 0 || slices.ContainsFunc(v.Datacenters, func(s config.DatacenterSpec) bool { return s.Matches(dc) })
 }
 
 type answer struct {
@@ -813,7 +563,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 		select {
 		case i := <-done:
 			delete(pending, i)
-			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].serves(vm.Datacenter()) })
+			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].Serves(vm.Datacenter()) })
 		case <-check.C:
 		}
 		if waitingForUp(vcs, pending) {
@@ -828,15 +578,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 		if !now.Before(until) {
 			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
 			for i := range pending {
-				v := vcs[i]
-				if st := v.Backend.State(); st.Reachability.State == backends.ConnUnknown {
-					v.refusedConnecting.Store(true)
-					// Stalled, not just out of this lookup's time: the
-					// next lookup does not wait for it either.
-					if c := d.connecting(v, st, now); c.stalled(now) {
-						v.judgedStalled(c)
-					}
-				}
+				vcs[i].GaveUp(now)
 			}
 			break
 		}
@@ -889,7 +631,7 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending m
 				deadline = dl
 			}
 			bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
-			t = minTime(d.connecting(v, st, now).stalledAt(), bound)
+			t = minTime(v.StalledAt(now), bound)
 		}
 		if t.After(until) {
 			until = t

@@ -118,6 +118,13 @@
 // and never finishes TLS, redialled every 5 s, looked alive before).
 // Absence still needs every answer.
 //
+// What is known of one configured vCenter entry — its backend, breaker,
+// request deadline, first connect and the probe of it while it is down —
+// is its member's (package vcenter: a Member, which owns the probe's
+// goroutine and stops it at Close). This package is the policy above it:
+// which vCenters a lookup asks, how long it waits, and what the answers
+// mean.
+//
 // Duplicates stay visible: the inventories' BIOS UUIDs are compared across
 // vCenters every second, a twin gets a DuplicateVMUUID Event on its Nodes as
 // soon as it appears, and a lookup that did not wait for the vCenter holding

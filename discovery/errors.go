@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-multierror"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // VCenterError is one vCenter that could not answer.
@@ -24,12 +26,12 @@ func (e *VCenterError) Unwrap() error { return e.Err }
 
 // ErrBreakerOpen is returned, without a network call, for a vCenter whose
 // breaker is open.
-var ErrBreakerOpen = errors.New("circuit breaker open after consecutive failures")
+var ErrBreakerOpen = vcenter.ErrBreakerOpen
 
 // ErrVCenterDown is returned, without a network call, for a vCenter whose
 // backend's last connection-level event failed; a background probe tells
 // when it is back.
-var ErrVCenterDown = errors.New("vCenter known down")
+var ErrVCenterDown = vcenter.ErrVCenterDown
 
 // LookupError is a lookup that neither found the VM nor could confirm its
 // absence, because some vCenters did not answer; or one by a key other
@@ -99,7 +101,7 @@ func errorStrings(errs []error) []string {
 // ErrVCenterConnecting is a vCenter not waited for: its first connection
 // attempt had not ended, and had made no progress within ConnectWait (or
 // its stall window), or had taken half the lookup's deadline.
-var ErrVCenterConnecting = errors.New("vCenter still connecting")
+var ErrVCenterConnecting = vcenter.ErrVCenterConnecting
 
 // OutsideError is a lookup whose VM exists only in datacenters that are
 // not configured: it is neither served nor reported deleted.

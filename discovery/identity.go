@@ -143,7 +143,7 @@ func (id Identity) sameVCenter(o Identity) bool {
 func entryFor(s *snapshot, name string, id Identity, dc config.Datacenter) *targetState {
 	var first *targetState
 	for _, v := range s.vcs {
-		if !id.Is(s.identity(v)) || !v.serves(dc) {
+		if !id.Is(s.identity(v)) || !v.Serves(dc) {
 			continue
 		}
 		if v.Name == name {
@@ -161,7 +161,7 @@ func entryFor(s *snapshot, name string, id Identity, dc config.Datacenter) *targ
 func entriesOf(s *snapshot, id Identity, dc config.Datacenter) int {
 	n := 0
 	for _, v := range s.vcs {
-		if id.Is(s.identity(v)) && v.serves(dc) {
+		if id.Is(s.identity(v)) && v.Serves(dc) {
 			n++
 		}
 	}

@@ -81,8 +81,9 @@ func record(ctx context.Context, what, pass string, v *targetState, vms []backen
 	}
 	a := TraceAnswer{
 		Lookup: what, VCenter: v.Name, Pass: pass, Latency: latency,
-		Breaker: v.breaker.State().String(), Reachability: v.Backend.State().Reachability.State.String(),
 	}
+	st := v.Status()
+	a.Breaker, a.Reachability = st.Breaker.String(), st.Reachability.State.String()
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
 		a.Err = err
 		if errors.Is(err, ErrVCenterDown) || errors.Is(err, ErrBreakerOpen) || errors.Is(err, ErrVCenterConnecting) || errors.Is(err, errNotWaited) {
