@@ -115,6 +115,14 @@ func Detect(in Inputs) []Finding {
 // gave no answer. Such a finding stands until an answer clears it.
 func (in Inputs) unjudged(f Finding) bool {
 	switch f.Check {
+	case CheckDatacenterMissing:
+		if _, ok := in.Datacenters[f.VCenter]; ok {
+			return false
+		}
+		i := slices.IndexFunc(in.Config.VCenters, func(vc config.VCenter) bool { return vc.Name == f.VCenter })
+		return i >= 0 && slices.ContainsFunc(in.Config.VCenters[i].DatacenterSpecs(), func(s config.DatacenterSpec) bool {
+			return datacenterSubject(f.VCenter, s) == f.Subject
+		})
 	case CheckHardwareVersion:
 		vm, ok := in.VMs[f.Node.Name]
 		return ok && vm == nil
@@ -187,11 +195,16 @@ func missingDatacenters(cfg *config.Config, known map[string][]config.Datacenter
 			for i, dc := range dcs {
 				names[i] = dc.Name
 			}
-			out = append(out, Finding{Check: CheckDatacenterMissing, Subject: "vcenter " + vc.Name + " datacenter " + spec.Raw,
+			out = append(out, Finding{Check: CheckDatacenterMissing, Subject: datacenterSubject(vc.Name, spec), VCenter: vc.Name,
 				Message: fmt.Sprintf("vcenter %s has no datacenter %q (it has %s): its Nodes are found nowhere; correct the config's datacenters", vc.Name, spec.Raw, strings.Join(names, ", "))})
 		}
 	}
 	return out
+}
+
+// datacenterSubject is a missing datacenter's finding's subject.
+func datacenterSubject(vcenter string, spec config.DatacenterSpec) string {
+	return "vcenter " + vcenter + " datacenter " + spec.Raw
 }
 
 func csiTopology(cfg *config.Config, nodes []*v1.Node) []Finding {

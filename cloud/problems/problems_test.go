@@ -104,6 +104,23 @@ func TestDetector(t *testing.T) {
 	if got, _ := testutil.GetGaugeMetricValue(m.findings.WithLabelValues(CheckCSITopology)); got != 0 {
 		t.Fatalf("csi-topology-mismatch gauge %v after the fix", got)
 	}
+	// vc1 does not answer this pass: its missing datacenter is not
+	// judged, and stands (no Cleared, then Detected again, at a blip).
+	delete(in.Datacenters, "vc1")
+	if found := d.Pass(t.Context()); len(found) != 1 || found[0].Check != CheckDatacenterMissing {
+		t.Fatalf("findings %+v with vc1 silent; want its missing datacenter standing", found)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("events %q with vc1 silent", got)
+	}
+	// The config no longer names the datacenter: cleared, answer or not.
+	in.Config = parse(t, strings.Replace(twoVCenters, "datacenters: [DC0, /F1/DC1]", "datacenters: [DC0]", 1))
+	if found := d.Pass(t.Context()); len(found) != 0 {
+		t.Fatalf("findings %+v once the config names DC0 only", found)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0], "config Normal ProblemCleared: datacenter-missing: cleared (vcenter vc1 datacenter /F1/DC1)") {
+		t.Fatalf("events %q; want the missing datacenter cleared", got)
+	}
 }
 
 // More vCenters than the CSI driver serves: entries of one server count
