@@ -100,7 +100,7 @@ func newWorldWith(t *testing.T, mutate func(string) string, inventory bool) *wor
 	t.Cleanup(fed.Close)
 	proxies := map[string]*vcsim.Proxy{}
 	for _, vc := range fed.VCenters {
-		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		p, err := vc.NewProxy()
 		if err != nil {
 			t.Fatal(err)
 		}

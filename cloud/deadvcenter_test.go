@@ -184,7 +184,7 @@ func (w *coldWorld) run(t *testing.T, r coldRun, timeout time.Duration) (res col
 	// breaker 5 failures / 30s, inventory on unless turned off).
 	fmt.Fprintf(&b, "global:\n  insecureFlag: true\n  inventory: %v\nlabels:\n  zone: k8s-zone\n  region: k8s-region\nvcenter:\n", r.inventory)
 	for _, vc := range w.fed.VCenters {
-		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		p, err := vc.NewProxy()
 		if err != nil {
 			t.Errorf("%s: %v", r, err)
 			return res, false

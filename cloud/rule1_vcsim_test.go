@@ -744,7 +744,7 @@ func TestRule1ModelVCsim(t *testing.T) {
 	t.Cleanup(fed.Close)
 	w := &simWorld{fed: fed, destroyed: map[*vcsim.VM]bool{}, off: map[*vcsim.VM]bool{}, inaccessible: map[*vcsim.VM]bool{}}
 	for _, vc := range fed.VCenters {
-		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		p, err := vc.NewProxy()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package discovery_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,7 +107,7 @@ func BenchmarkHealthyVCenterWithBlackholedNeighbour(b *testing.B) {
 	proxies := map[string]*vcsim.Proxy{}
 	var vcs []discovery.Target
 	for _, vc := range fed.VCenters {
-		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		p, err := vc.NewProxy()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -30,7 +30,7 @@ func TestFirstLookupAcrossAWANWaitsForTheConnect(t *testing.T) {
 			}
 			t.Cleanup(fed.Close)
 			vc := fed.VCenters[0]
-			p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+			p, err := vc.NewProxy()
 			if err != nil {
 				t.Fatal(err)
 			}

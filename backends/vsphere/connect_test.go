@@ -48,7 +48,7 @@ func startedVia(t *testing.T, vc *vcsim.VCenter, p *vcsim.Proxy, restCalls *atom
 // The tags are read in bulk as soon as the inventory has loaded, not at
 // the first lookup that needs them: that lookup asks vCenter nothing.
 func TestTagsAreReadWithTheInventory(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{})
 	p.SetDelay(wanDelay / 4)
 	var rest atomic.Int64
 	b := startedVia(t, vc, p, &rest, true)
@@ -78,7 +78,7 @@ func TestTagsAreReadWithTheInventory(t *testing.T) {
 // it meets several at a time: one after another they cost a round trip
 // each, seconds across a WAN for a vCenter with a few dozen tags.
 func TestBulkTagReadReadsNamesInParallel(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{})
 	var rest atomic.Int64
 	b := startedVia(t, vc, p, &rest, true)
 	poll.Schedule{Every: 10 * time.Millisecond, Within: 20 * time.Second}.Until(t, "the inventory and its tags to load", func() bool {

@@ -74,7 +74,7 @@ func TestHungTLSHandshakesAreAbandoned(t *testing.T) {
 // its own, whose idle connection used to stay open for its idle timeout
 // (90 s): one more at every probe.
 func TestGivenUpConnectionsCloseTheirSockets(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 1})
 	vc.SetPassword("not what the backend logs in with")
 	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
 	b.Start()

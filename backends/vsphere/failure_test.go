@@ -36,7 +36,7 @@ func TestFailuresAreSortedForErrorsIs(t *testing.T) {
 	}
 
 	t.Run("refused", func(t *testing.T) {
-		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+		vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 		if err := p.SetMode(vcsim.Refuse); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestFailuresAreSortedForErrorsIs(t *testing.T) {
 		}
 	})
 	t.Run("black-holed", func(t *testing.T) {
-		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+		vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 		if err := p.SetMode(vcsim.Blackhole); err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestFailuresAreSortedForErrorsIs(t *testing.T) {
 		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
-		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+		vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 		o := optionsVia(vc, p.Host(), p.Port(), 5*time.Second)
 		o.Credentials = credentials.Static{User: vc.User, Password: config.Password("not-" + vc.Password)}
 		err := find(newB(t, o), vc.VMs[0].UUID)
@@ -66,7 +66,7 @@ func TestFailuresAreSortedForErrorsIs(t *testing.T) {
 		}
 	})
 	t.Run("session refused after login", func(t *testing.T) {
-		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+		vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 		b := newB(t, optionsVia(vc, p.Host(), p.Port(), 5*time.Second))
 		if err := find(b, vc.VMs[0].UUID); err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestFailuresAreSortedForErrorsIs(t *testing.T) {
 		}
 	})
 	t.Run("VM gone", func(t *testing.T) {
-		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+		vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 		b := newB(t, optionsVia(vc, p.Host(), p.Port(), 5*time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -15,7 +15,7 @@ import (
 // per host, every round of 8 lookups closed 6 and dialled 6 anew, a TLS
 // handshake each.
 func TestConcurrentLookupsReuseConnections(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{})
 	b := newReachBackend(t, vc, p, 10*time.Second, false)
 	ctx := ctxFor(t)
 	q := backends.Query{By: backends.ByUUID, Values: []string{vc.VMs[0].UUID}}

@@ -87,24 +87,6 @@ func optionsVia(vc *vcsim.VCenter, host string, port int, timeout time.Duration)
 	}
 }
 
-// proxiedVCenter starts one simulated vCenter behind a loopback proxy.
-func proxiedVCenter(t *testing.T, o vcsim.Options) (*vcsim.VCenter, *vcsim.Proxy) {
-	t.Helper()
-	o.VCenters = 1
-	f, err := vcsim.Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	vc := f.VCenters[0]
-	p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return vc, p
-}
-
 // eventually polls cond every 20ms for up to 20s.
 func (fx *invFixture) eventually(what string, cond func() bool) {
 	fx.t.Helper()
@@ -376,7 +358,7 @@ func TestInventoryWatchLostFallsBack(t *testing.T) {
 func TestInventoryOutOfServiceWhenVCenterGoesSilent(t *testing.T) {
 	var proxy *vcsim.Proxy
 	fx := newInvFixture(t, time.Second, time.Second, func(vc *vcsim.VCenter) (string, int) {
-		p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
+		p, err := vc.NewProxy()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -536,7 +518,7 @@ func (fx *invFixture) entityOf(name, kind string) types.ManagedObjectReference {
 // before its inventory has loaded: those lookups wait for the first load
 // and are answered from it, instead of each going to vCenter.
 func TestLookupsAtStartWaitForTheFirstLoad(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{})
 	// Login, collector, view, filter and the load are round trips of their
 	// own: at this delay the load is under way for a second or more.
 	p.SetDelay(200 * time.Millisecond)

@@ -109,7 +109,7 @@ func TestHangingLoginDoesNotHoldOtherCallers(t *testing.T) {
 // The same when the login hangs on the network: a vCenter that accepts
 // connections and never answers, met first by the inventory watch.
 func TestBlackholedLoginDoesNotHoldOtherCallers(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	if err := p.SetMode(vcsim.Blackhole); err != nil {
 		t.Fatal(err)
 	}

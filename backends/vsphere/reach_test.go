@@ -62,7 +62,7 @@ func errContains(t *testing.T, r backends.Reachability, words ...string) {
 // watch's first connect fails, long before any timeout, with no lookup
 // made; once it accepts again, Probe brings it Up.
 func TestReachabilityRefused(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	if err := p.SetMode(vcsim.Refuse); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestReachabilityRefused(t *testing.T) {
 // Down when its deadline passes, with an error that says so; healed, Probe
 // brings it Up.
 func TestReachabilityBlackholed(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	if err := p.SetMode(vcsim.Blackhole); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestReachabilityBlackholed(t *testing.T) {
 // is in service is Down once a poll gets no answer within its deadline, and
 // Up again when the watch is back, without any lookup or probe.
 func TestReachabilityFollowsTheWatch(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	const timeout = time.Second
 	b := newReachBackend(t, vc, p, timeout, true)
 	awaitState(t, b, backends.ConnUp, 10*time.Second)
@@ -136,7 +136,7 @@ func TestReachabilityFollowsTheWatch(t *testing.T) {
 // The keep-alive ping is a connection-level event too: with no inventory
 // and no lookups, a silent vCenter is Down once a ping gets no answer.
 func TestReachabilityKeepAlive(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	const timeout = time.Second
 	o := optionsVia(vc, p.Host(), p.Port(), timeout)
 	o.KeepAlive = 200 * time.Millisecond

@@ -63,7 +63,7 @@ func TestInventoryColdLoadMeasured(t *testing.T) {
 		t.Skip("a measurement; INVENTORY_MEASURE=1 runs it")
 	}
 	t.Run("one of ten datacenters", func(t *testing.T) {
-		vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 10, MachinesPerPool: 50})
+		vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 10, MachinesPerPool: 50})
 		p.SetDelay(20 * time.Millisecond)
 		allTook, allCalls, allHeld := coldLoad(t, vc, p, keep)
 		oneTook, oneCalls, oneHeld := coldLoad(t, vc, p, keep, "DC0")
@@ -75,7 +75,7 @@ func TestInventoryColdLoadMeasured(t *testing.T) {
 	})
 	for _, shape := range []struct{ dcs, perPool int }{{1, 2500}, {5, 500}} {
 		t.Run(fmt.Sprintf("5000 VMs in %d datacenters at 200ms", shape.dcs), func(t *testing.T) {
-			vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: shape.dcs, MachinesPerPool: shape.perPool})
+			vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: shape.dcs, MachinesPerPool: shape.perPool})
 			p.SetDelay(200 * time.Millisecond)
 			for _, size := range []int32{1000, 5000, 10000} {
 				took, calls, held := coldLoad(t, vc, p, func(inv *inventory) { inv.pageSize = size })

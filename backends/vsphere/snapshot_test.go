@@ -157,7 +157,7 @@ func TestAnEnterReplacesTheRecord(t *testing.T) {
 // A snapshot that fails costs only time: the watch's own pages load the
 // inventory, and it holds what vCenter holds.
 func TestInventoryLoadsFromTheWatchWhenTheSnapshotFails(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{})
 	faults := vc.InjectFault(simulator.FaultTypeGeneric, 1, "RetrievePropertiesEx")
 	defer faults.Remove()
 	_, calls, held := coldLoad(t, vc, p, keep)

@@ -19,7 +19,7 @@ import (
 // connection to be reused: one TLS connection serves them all, where
 // govmomi alone opens a new one for each.
 func TestLargeResponsesReuseTheirConnection(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 50})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1, MachinesPerPool: 50})
 	b := New(optionsVia(vc, p.Host(), p.Port(), 10*time.Second))
 	b.Start()
 	ctx := ctxFor(t)

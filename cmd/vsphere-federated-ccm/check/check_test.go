@@ -33,24 +33,6 @@ func targetVia(vc *vcsim.VCenter, host string, port int) target {
 	}
 }
 
-// proxiedVCenter starts one simulated vCenter behind a loopback proxy.
-func proxiedVCenter(t *testing.T, o vcsim.Options) (*vcsim.VCenter, *vcsim.Proxy) {
-	t.Helper()
-	o.VCenters = 1
-	f, err := vcsim.Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	vc := f.VCenters[0]
-	p, err := vcsim.NewProxy(vc.Host, fmt.Sprintf("%s:%d", vc.Host, vc.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return vc, p
-}
-
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -105,7 +87,7 @@ var withLabels = []string{"k8s-zone", "k8s-region"}
 // tags, its Admin-privileged user) passes them all, and no password
 // appears anywhere.
 func TestValidatePasses(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 2})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 2})
 	tg := targetVia(vc, p.Host(), p.Port())
 	tg.cfg.Datacenters = []string{vc.VMs[0].Datacenter}
 	results, _ := validateVia(t, tg, withLabels, 30*time.Second)
@@ -124,7 +106,7 @@ func TestValidatePasses(t *testing.T) {
 }
 
 func TestValidateWrongPassword(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	tg := targetVia(vc, p.Host(), p.Port())
 	const wrong = "Wr0ng-validate-pw"
 	tg.creds = credentials.Static{User: vc.User, Password: config.Password(wrong)}
@@ -136,7 +118,7 @@ func TestValidateWrongPassword(t *testing.T) {
 }
 
 func TestValidateMissingDatacenterSuggestsNearest(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 2})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 2})
 	tg := targetVia(vc, p.Host(), p.Port())
 	typo := strings.ToLower(vc.VMs[0].Datacenter) + "x"
 	tg.cfg.Datacenters = []string{typo}
@@ -150,7 +132,7 @@ func TestValidateMissingDatacenterSuggestsNearest(t *testing.T) {
 }
 
 func TestValidateTagCategories(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	tg := targetVia(vc, p.Host(), p.Port())
 	t.Run("missing", func(t *testing.T) {
 		results, _ := validateVia(t, tg, []string{"k8s-zones", "k8s-region"}, 30*time.Second)
@@ -192,7 +174,7 @@ func TestValidateTagCategories(t *testing.T) {
 // A wrong thumbprint fails TLS and shows what the server presents, so the
 // operator can pin it; the right one passes.
 func TestValidateThumbprint(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	sum := sha1.Sum(vc.Server.Certificate().Raw)
 	right := colonHex(sum[:])
 	tg := targetVia(vc, p.Host(), p.Port())
@@ -213,7 +195,7 @@ func TestValidateThumbprint(t *testing.T) {
 // An unreachable vCenter fails fast when it refuses, and within the
 // deadline when it never answers.
 func TestValidateUnreachable(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	tg := targetVia(vc, p.Host(), p.Port())
 	if err := p.SetMode(vcsim.Refuse); err != nil {
 		t.Fatal(err)
@@ -234,7 +216,7 @@ func TestValidateUnreachable(t *testing.T) {
 }
 
 func TestValidateMissingPrivilege(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 2})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 2})
 	vc.LimitPrivileges([]string{"System.Anonymous", "System.View"})
 	results, _ := validateVia(t, targetVia(vc, p.Host(), p.Port()), withLabels, 30*time.Second)
 	d := detailOf(results, Privileges)
@@ -247,7 +229,7 @@ func TestValidateMissingPrivilege(t *testing.T) {
 // simulator's self-signed certificate is not trusted: TLS fails with the
 // session's own reason and shows what the server presents.
 func TestValidateUntrustedCertificate(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
 	tg := targetVia(vc, p.Host(), p.Port())
 	tg.cfg.InsecureFlag = false
 	results, _ := validateVia(t, tg, withLabels, 30*time.Second)

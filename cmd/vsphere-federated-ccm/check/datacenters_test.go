@@ -14,7 +14,7 @@ import (
 // validate finds datacenters by each form, and for one it does not find,
 // suggests what was likely meant in that form.
 func TestValidateDatacenterForms(t *testing.T) {
-	vc, p := proxiedVCenter(t, vcsim.Options{Datacenters: 2, Folders: 1})
+	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 2, Folders: 1})
 	ctx := ctxFor(t)
 	var nested *vcsim.VM
 	for _, vm := range vc.VMs {
