@@ -97,18 +97,7 @@ func TestZonesFromHostGroups(t *testing.T) {
 	}
 	metric := func(want float64, name string, labels ...string) {
 		t.Helper()
-		var got float64
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			ss, _, err := ccm.Scrape(ctx, token)
-			if err != nil {
-				return false, err
-			}
-			got, _ = ss.Sum(name, labels...)
-			return got == want, nil
-		})
-		if err != nil {
-			t.Fatalf("%s%v = %v, want %v", name, labels, got, want)
-		}
+		metricIs(t, ccm, token, want, name, labels...)
 	}
 	const drift = "cloudprovider_vsphere_nodes_topology_drift"
 

@@ -366,6 +366,16 @@ func scrapeUntil(t *testing.T, ccm *harness.CCMProcess, token, what string, time
 	}
 }
 
+// metricIs waits up to 30 s for the sum of name's samples with labels to
+// be want.
+func metricIs(t *testing.T, ccm *harness.CCMProcess, token string, want float64, name string, labels ...string) {
+	t.Helper()
+	scrapeUntil(t, ccm, token, fmt.Sprintf("showing %s%v = %v", name, labels, want), 30*time.Second, func(ss harness.Samples) bool {
+		got, _ := ss.Sum(name, labels...)
+		return got == want
+	})
+}
+
 // setGuestIPv4 makes vm's VMware Tools report ip instead of its IPv4
 // address, on the same adapter, as after a DHCP lease to another address.
 func setGuestIPv4(vc *vcsim.VCenter, vm *vcsim.VM, ip string) {
