@@ -1,6 +1,6 @@
 // Package backends defines what the controller logic needs from one vCenter.
 // Implementations: backends/vsphere (govmomi, SOAP + REST) and
-// backends/backendtest (a test double). Nothing above this package imports govmomi.
+// test/backendtest (a test double). Nothing above this package imports govmomi.
 package backends
 
 import (
