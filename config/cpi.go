@@ -1,7 +1,9 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -45,12 +47,7 @@ func unknownKey(path, key string, fields map[string]reflect.Type, line int) Noti
 // ("ca-file", "InsecureFlag"), or "".
 func meantKey(key string, fields map[string]reflect.Type) string {
 	want := strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(key, "-", ""), "_", ""))
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if strings.ToLower(name) == want {
 			return name
 		}
@@ -84,19 +81,17 @@ func (f *fileSchema) resolveCredentials(vc *VCenter, v *vcenterSection, cfg *Con
 		cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: "global",
 			Reason: "global.secretName and global.secretsDirectory are both set, so neither is used (CPI's rule): vCenters without their own Secret need user and password"})
 	}
+	vc.User, vc.Password = v.User, v.Password
 	switch {
 	case own:
 		vc.CredentialsFrom, vc.SecretName, vc.SecretNamespace = FromSecret, v.SecretName, v.SecretNamespace
-		vc.User, vc.Password = v.User, v.Password
 	case global && cfg.SecretsDirectory != "":
 		vc.CredentialsFrom = FromDirectory
-		vc.User, vc.Password = v.User, v.Password
 	case global:
 		vc.CredentialsFrom, vc.SecretName, vc.SecretNamespace = FromSecret, g.SecretName, g.SecretNamespace
-		vc.User, vc.Password = v.User, v.Password
 	default:
 		vc.CredentialsFrom = FromConfig
-		vc.User, vc.Password = or(v.User, g.User), Password(or(string(v.Password), string(g.Password)))
+		vc.User, vc.Password = cmp.Or(v.User, g.User), cmp.Or(v.Password, g.Password)
 		if vc.User == "" {
 			add(p, "no credentials: set secretName and secretNamespace, global.secretsDirectory, or user and password")
 		} else if vc.Password == "" {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -95,8 +96,8 @@ func ParseIn(data []byte, env Env) (*Config, error) {
 		return nil, format(errs)
 	}
 	w.notices = append(w.notices, env.apply(&f)...)
-	cfg, verrs := f.resolve()
-	errs = multierror.Append(errs, w.withLines(verrs)...)
+	cfg, verrs := f.resolve(w.lines)
+	errs = multierror.Append(errs, verrs...)
 	if errs.ErrorOrNil() != nil {
 		// A typo is often the cause: name the unknown keys too.
 		for _, n := range w.notices {
@@ -155,45 +156,9 @@ type keyWalk struct {
 	notices []Notice
 	seen    map[aliasVisit]bool
 	// lines holds the line of every key walked, by path, for the
-	// problems found after decoding (see withLines).
+	// problems found after decoding (see resolve).
 	lines map[string]int
 }
-
-// withLines adds its line to each problem that names a key by path but
-// not its line ("vcenter.a.port: must be …"); a key that is absent
-// ("vcenter.a.server: required") gets its nearest section's line.
-func (w *keyWalk) withLines(errs []error) []error {
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = e
-		msg := e.Error()
-		path, _, ok := strings.Cut(msg, ": ")
-		if !ok || strings.Contains(msg, "(line ") {
-			continue
-		}
-		for p := path; p != ""; {
-			if line, known := w.lines[p]; known {
-				out[i] = lineError{err: e, line: line}
-				break
-			}
-			cut := strings.LastIndexByte(p, '.')
-			if cut < 0 {
-				break
-			}
-			p = p[:cut]
-		}
-	}
-	return out
-}
-
-// lineError is a problem with the line of the key it names.
-type lineError struct {
-	err  error
-	line int
-}
-
-func (e lineError) Error() string { return fmt.Sprintf("%s (line %d)", e.err, e.line) }
-func (e lineError) Unwrap() error { return e.err }
 
 func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
@@ -223,7 +188,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 	if n.Kind != yaml.MappingNode {
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
-			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", or(path, "the config"), describe(n), n.Line))
+			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", cmp.Or(path, "the config"), describe(n), n.Line))
 		}
 		return
 	}
@@ -233,7 +198,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 			// Its value would be a name (of a vCenter, in logs and
 			// errors) or a key: a password's anchor would make either
 			// show the password.
-			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: a key may not be an alias (*…): write the key itself (line %d)", or(path, "the config"), k.Line))
+			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: a key may not be an alias (*…): write the key itself (line %d)", cmp.Or(path, "the config"), k.Line))
 		}
 		if isMerge(n.Content[i]) {
 			if v := n.Content[i+1]; v.Kind == yaml.SequenceNode {
@@ -245,30 +210,27 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 			}
 		}
 	}
-	switch t.Kind() {
-	case reflect.Map:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if isMerge(n.Content[i]) || n.Content[i].Kind == yaml.AliasNode {
-				continue
-			}
-			w.lines[join(path, n.Content[i].Value)] = n.Content[i].Line
-			w.check(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
+	// Then its own keys: a map's each of its element type, a struct's
+	// each of its field's.
+	var fields map[string]reflect.Type
+	if t.Kind() == reflect.Struct {
+		fields = yamlFields(t)
+	}
+	for i := 0; i+1 < len(n.Content) && (fields != nil || t.Kind() == reflect.Map); i += 2 {
+		k := n.Content[i]
+		if isMerge(k) || k.Kind == yaml.AliasNode {
+			continue
 		}
-	case reflect.Struct:
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if isMerge(n.Content[i]) || n.Content[i].Kind == yaml.AliasNode {
-				continue
-			}
-			key := n.Content[i].Value
-			ft, ok := fields[key]
-			if !ok {
-				w.notices = append(w.notices, unknownKey(path, key, fields, n.Content[i].Line))
-				continue
-			}
-			w.lines[join(path, key)] = n.Content[i].Line
-			w.check(n.Content[i+1], ft, join(path, key))
+		ft, ok := fields[k.Value]
+		if fields == nil {
+			ft, ok = t.Elem(), true
 		}
+		if !ok {
+			w.notices = append(w.notices, unknownKey(path, k.Value, fields, k.Line))
+			continue
+		}
+		w.lines[join(path, k.Value)] = k.Line
+		w.check(n.Content[i+1], ft, join(path, k.Value))
 	}
 }
 
@@ -408,9 +370,7 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if opts == "inline" {
-			for k, v := range yamlFields(f.Type) {
-				out[k] = v
-			}
+			maps.Copy(out, yamlFields(f.Type))
 			continue
 		}
 		if name == "" || name == "-" {
@@ -428,21 +388,36 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// resolve applies inheritance and defaults and validates the result.
-func (f *fileSchema) resolve() (*Config, []error) {
+// resolve applies inheritance and defaults and validates the result. Each
+// problem names its key by path, with the line of that key (lines holds
+// them by path) or, for a key that is absent ("vcenter.a.server:
+// required"), of its nearest section.
+func (f *fileSchema) resolve(lines map[string]int) (*Config, []error) {
 	var errs []error
 	add := func(path, msg string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
+		err := fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...))
+		for p := path; p != ""; {
+			if line, known := lines[p]; known {
+				err = fmt.Errorf("%w (line %d)", err, line)
+				break
+			}
+			cut := strings.LastIndexByte(p, '.')
+			if cut < 0 {
+				break
+			}
+			p = p[:cut]
+		}
+		errs = append(errs, err)
 	}
-	cfg := &Config{SecretsDirectory: or(f.Global.SecretsDirectory, f.defaultSecretsDirectory), Labels: f.Labels.Labels}
+	cfg := &Config{SecretsDirectory: cmp.Or(f.Global.SecretsDirectory, f.defaultSecretsDirectory), Labels: f.Labels.Labels}
 	vcs := f.sections()
 	if len(vcs) == 0 {
 		add("vcenter", "at least one vCenter is required (or global.server)")
 	}
 	g := f.Global.vcenterSection
 	var defaults vcenterDefaults
-	defaults.timeout, _ = parseDuration(g.RequestTimeout, 0, "global.requestTimeout", add)
-	cfg.RetiredRetention, _ = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
+	defaults.timeout = parseDuration(g.RequestTimeout, 0, "global.requestTimeout", add)
+	cfg.RetiredRetention = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
 	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
 	defaults.perSecond, defaults.burst = resolveBudget(&g, 0, 0, "global", add)
 	defaults.nodeDeletion = resolveNodeDeletion(g.NodeDeletion, NodeDeletion{MinAbsence: DefaultMinAbsence}, "global.nodeDeletion", add)
@@ -522,10 +497,8 @@ func (f *fileSchema) sections() map[string]*vcenterSection {
 	if gs == "" || f.VCenter[gs] != nil || hasServer(f.VCenter, gs) {
 		return f.VCenter
 	}
-	vcs := make(map[string]*vcenterSection, len(f.VCenter)+1)
-	for k, v := range f.VCenter {
-		vcs[k] = v
-	}
+	vcs := map[string]*vcenterSection{}
+	maps.Copy(vcs, f.VCenter)
 	// As CPI, it takes global's credentials as its own.
 	vcs[gs] = &vcenterSection{Server: gs, User: f.Global.User, Password: f.Global.Password,
 		SecretName: f.Global.SecretName, SecretNamespace: f.Global.SecretNamespace}
@@ -556,23 +529,20 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 		// CPI's rule: either one (a vCenter's false does not
 		// override a global true).
 		InsecureFlag:   derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false),
-		CAFile:         or(v.CAFile, g.CAFile),
+		CAFile:         cmp.Or(v.CAFile, g.CAFile),
 		Thumbprints:    pick(v.Thumbprint, g.Thumbprint),
 		IPFamily:       pick(v.IPFamily, g.IPFamily),
 		RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
 		Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
 	}
-	if port := or(v.Port, g.Port); port != "" {
+	if port := cmp.Or(v.Port, g.Port); port != "" {
 		n, err := strconv.Atoi(port)
-		switch {
-		case err != nil || n < 1 || n > 65535:
-			where := p + ".port"
-			if v.Port == "" {
-				where = "global.port"
-			}
-			add(where, "must be a number from 1 to 65535")
-		default:
+		if err == nil && n >= 1 && n <= 65535 {
 			vc.Port = n
+		} else if v.Port == "" {
+			add("global.port", "must be a number from 1 to 65535")
+		} else {
+			add(p+".port", "must be a number from 1 to 65535")
 		}
 	}
 	dcPath := p + ".datacenters"
@@ -599,7 +569,7 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 	// A caFile is read when connecting (as CPI does): one mounted after
 	// the config fails that vCenter's connection, naming the file, and
 	// nothing else.
-	vc.RequestTimeout, _ = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
+	vc.RequestTimeout = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
 	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
 	vc.RequestsPerSecond, vc.RequestBurst = resolveBudget(v, defaults.perSecond, defaults.burst, p, add)
 	vc.NodeDeletion = resolveNodeDeletion(v.NodeDeletion, defaults.nodeDeletion, p+".nodeDeletion", add)
@@ -666,7 +636,7 @@ func resolveBreaker(b *breakerSection, parent Breaker, path string, add func(str
 			out.ConsecutiveFailures = *b.ConsecutiveFailures
 		}
 	}
-	out.OpenTimeout, _ = parseDuration(b.OpenTimeout, parent.OpenTimeout, path+".openTimeout", add)
+	out.OpenTimeout = parseDuration(b.OpenTimeout, parent.OpenTimeout, path+".openTimeout", add)
 	return out
 }
 
@@ -691,20 +661,20 @@ func resolveBudget(v *vcenterSection, perSecond float64, burst int, path string,
 	return perSecond, burst
 }
 
-func parseDuration(s string, def time.Duration, path string, add func(string, string, ...any)) (time.Duration, bool) {
+func parseDuration(s string, def time.Duration, path string, add func(string, string, ...any)) time.Duration {
 	if s == "" {
-		return def, true
+		return def
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
+	switch {
+	case err != nil:
 		add(path, "not a duration (like 10s or 1m)")
-		return def, false
-	}
-	if d <= 0 {
+	case d <= 0:
 		add(path, "must be > 0")
-		return def, false
+	default:
+		return d
 	}
-	return d, true
+	return def
 }
 
 func parseCIDRs(s, path string, add func(string, string, ...any)) []netip.Prefix {
@@ -728,13 +698,6 @@ func entry(i, n int) string {
 		return ""
 	}
 	return fmt.Sprintf("entry %d is ", i+1)
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func pick(a, b []string) []string {
