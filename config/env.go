@@ -34,21 +34,21 @@ func ProcessEnv() Env {
 	}}
 }
 
-// envGlobal are CPI's global overrides and the key each sets.
-func envGlobal(f *fileSchema) []struct {
+// override is one of CPI's environment variables: its name (or, per
+// vCenter, its suffix), the key it sets and how.
+type override struct {
 	name, path string
 	set        func(string) error
-} {
+}
+
+// envGlobal are CPI's global overrides and the key each sets.
+func envGlobal(f *fileSchema) []override {
 	g := &f.Global
-	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
-	return []struct {
-		name, path string
-		set        func(string) error
-	}{
+	return []override{
 		{"VSPHERE_VCENTER", "global.server", server(&g.Server)},
 		{"VSPHERE_VCENTER_PORT", "global.port", func(v string) error { return setPort(&g.Port, v) }},
 		{"VSPHERE_USER", "global.user", str(&g.User)},
-		{"VSPHERE_PASSWORD", "global.password", func(v string) error { g.Password = Password(v); return nil }},
+		{"VSPHERE_PASSWORD", "global.password", str((*string)(&g.Password))},
 		{"VSPHERE_DATACENTER", "global.datacenters", func(v string) error { g.Datacenters = splitList(v); return nil }},
 		{"VSPHERE_SECRET_NAME", "global.secretName", str(&g.SecretName)},
 		{"VSPHERE_SECRET_NAMESPACE", "global.secretNamespace", str(&g.SecretNamespace)},
@@ -67,18 +67,11 @@ func envGlobal(f *fileSchema) []struct {
 }
 
 // envVCenter are CPI's per-vCenter overrides, VCENTER_<id>_<suffix>, for
-// the vCenter VSPHERE_VCENTER_<id> names.
-func envVCenter(v *vcenterSection) []struct {
-	suffix, key string
-	set         func(string) error
-} {
-	str := func(p *string) func(string) error { return func(s string) error { *p = s; return nil } }
-	return []struct {
-		suffix, key string
-		set         func(string) error
-	}{
+// the vCenter VSPHERE_VCENTER_<id> names, and the key of its section each sets.
+func envVCenter(v *vcenterSection) []override {
+	return []override{
 		{"USERNAME", "user", str(&v.User)},
-		{"PASSWORD", "password", func(s string) error { v.Password = Password(s); return nil }},
+		{"PASSWORD", "password", str((*string)(&v.Password))},
 		{"SERVER", "server", server(&v.Server)},
 		{"PORT", "port", func(s string) error { return setPort(&v.Port, s) }},
 		{"INSECURE", "insecureFlag", func(s string) error { return setBool(&v.InsecureFlag, s) }},
@@ -95,6 +88,13 @@ func envVCenter(v *vcenterSection) []struct {
 // The setters below refuse a value the file's key would refuse, so that
 // a variable is skipped with a Notice rather than make the config invalid
 // (CPI skips a value that does not parse); their errors never quote it.
+
+func str(p *string) func(string) error {
+	return func(v string) error {
+		*p = v
+		return nil
+	}
+}
 
 func server(p *string) func(string) error {
 	return func(v string) error {
@@ -261,8 +261,8 @@ func (e Env) apply(f *fileSchema) []Notice {
 		}
 		notices = append(notices, Notice{Kind: NoticeEnv, Path: variable, Reason: "sets vcenter." + name})
 		for _, o := range envVCenter(v) {
-			if _, ok := vars["VCENTER_"+id+"_"+o.suffix]; ok {
-				set("VCENTER_"+id+"_"+o.suffix, "vcenter."+name+"."+o.key, o.set)
+			if _, ok := vars["VCENTER_"+id+"_"+o.name]; ok {
+				set("VCENTER_"+id+"_"+o.name, "vcenter."+name+"."+o.path, o.set)
 			}
 		}
 		if v.Server == "" {
