@@ -180,12 +180,8 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 	var skipped []error
 	now := c.now()
 	errs, err := c.walk(ctx, func(s Served) bool {
-		switch st, why := c.standing(ctx, s, now); st {
-		case waiting:
-			skipped = append(skipped, refusedBefore(s))
-			return true
-		case deferred:
-			skipped = append(skipped, deferredBy(s, why))
+		switch c.passOver(ctx, s, now, &skipped) {
+		case waiting, deferred:
 			return true
 		case retryDue:
 			if due == nil {
@@ -207,16 +203,18 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 	return Served{}, fmt.Errorf("%s: %w", op, c.none(append(errs, skipped...)))
 }
 
-// refusedBefore is the error of a source passed over: vCenter refused its
-// credentials, which have not changed since.
-func refusedBefore(s Served) error {
-	return fmt.Errorf("%s: %w", s.Source, ErrRefusedBefore)
-}
-
-// deferredBy is the error of a source a standby passes over: why the
-// leader does not back its credentials.
-func deferredBy(s Served, why error) error {
-	return fmt.Errorf("%s: %w (%w)", s.Source, ErrDeferred, why)
+// passOver is s's standing at now; when s is passed over it adds why to
+// skipped: vCenter refused its credentials, which have not changed since
+// (waiting), or, on a standby, the leader does not back them (deferred).
+func (c *Chain) passOver(ctx context.Context, s Served, now time.Time, skipped *[]error) standing {
+	st, why := c.standing(ctx, s, now)
+	switch st {
+	case waiting:
+		*skipped = append(*skipped, fmt.Errorf("%s: %w", s.Source, ErrRefusedBefore))
+	case deferred:
+		*skipped = append(*skipped, fmt.Errorf("%s: %w (%w)", s.Source, ErrDeferred, why))
+	}
+	return st
 }
 
 // walk reads the links in order and hands each one's credentials to
@@ -280,12 +278,8 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 	}
 	now := c.now()
 	readErrs, err := c.walk(ctx, func(s Served) bool {
-		switch st, why := c.standing(ctx, s, now); st {
-		case waiting:
-			skipped = append(skipped, refusedBefore(s))
-			return true
-		case deferred:
-			skipped = append(skipped, deferredBy(s, why))
+		switch c.passOver(ctx, s, now, &skipped) {
+		case waiting, deferred:
 			return true
 		case retryDue:
 			later = append(later, s)
@@ -327,11 +321,9 @@ func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
 	s.Credentials = cr
-	switch st, why := c.standing(ctx, s, c.now()); st {
-	case waiting:
-		return Credentials{}, fmt.Errorf("%s: %w", op, refusedBefore(s))
-	case deferred:
-		return Credentials{}, fmt.Errorf("%s: %w", op, deferredBy(s, why))
+	var passedOver []error
+	if c.passOver(ctx, s, c.now(), &passedOver); len(passedOver) > 0 {
+		return Credentials{}, fmt.Errorf("%s: %w", op, passedOver[0])
 	}
 	return cr, nil
 }
