@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -237,7 +237,7 @@ func (e Env) apply(f *fileSchema) []Notice {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	for _, id := range ids {
 		variable, name := "VSPHERE_VCENTER_"+id, vars["VSPHERE_VCENTER_"+id]
 		switch {

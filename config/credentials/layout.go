@@ -2,7 +2,8 @@ package credentials
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -81,13 +82,8 @@ func parseLayout(values map[string]value) *layout {
 		dotted:    map[string]entry{},
 		altServer: map[string]value{}, altUser: map[string]value{}, altPassword: map[string]value{},
 	}
-	keys := make([]string, 0, len(values))
-	for k := range values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	ignore := func(key, why string) { l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (%s)", key, why)) }
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(values)) {
 		v := values[key]
 		if suffix, ok := dottedSuffix(key); ok {
 			server, _, found := strings.Cut(key, "."+suffix)
@@ -118,7 +114,7 @@ func parseLayout(values map[string]value) *layout {
 		l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (no id)", prefixAltServer))
 		delete(l.altServer, "")
 	}
-	sort.Strings(l.notUnderstood)
+	slices.Sort(l.notUnderstood)
 	return l
 }
 
@@ -156,9 +152,7 @@ func (v value) text(trim func(string) string) (string, error) {
 	return trim(string(v.data)), nil
 }
 
-func trimSpace(s string) string           { return strings.TrimSpace(s) }
-func trimNewline(s string) string         { return strings.TrimRight(s, "\r\n") }
-func dottedKey(server, sfx string) string { return server + "." + sfx }
+func trimNewline(s string) string { return strings.TrimRight(s, "\r\n") }
 
 // lookup returns the credentials of server. where names the Secret or
 // directory in errors. An error wrapping ErrNoCredentials means the layout
@@ -195,13 +189,13 @@ func sessionService(e entry, where string) (c Credentials, ok bool, err error) {
 	if !ok {
 		return Credentials{}, false, nil
 	}
-	u, err := v.text(trimSpace)
+	u, err := v.text(strings.TrimSpace)
 	if err != nil || u == "" {
 		return Credentials{}, false, wrapWhere(where, err)
 	}
 	c = Credentials{SessionServiceURL: u}
 	if tv, ok := e[keySessionToken]; ok {
-		tok, err := tv.text(trimSpace)
+		tok, err := tv.text(strings.TrimSpace)
 		if err != nil {
 			return Credentials{}, false, wrapWhere(where, err)
 		}
@@ -214,13 +208,8 @@ func sessionService(e entry, where string) (c Credentials, ok bool, err error) {
 // none does. unreadable are the ids whose server_<id> could not be read.
 func (l *layout) altNaming(server, where string) (c Credentials, ok bool, unreadable []string, err error) {
 	var ids []string
-	altIDs := make([]string, 0, len(l.altServer))
-	for id := range l.altServer {
-		altIDs = append(altIDs, id)
-	}
-	sort.Strings(altIDs)
-	for _, id := range altIDs {
-		name, err := l.altServer[id].text(trimSpace)
+	for _, id := range slices.Sorted(maps.Keys(l.altServer)) {
+		name, err := l.altServer[id].text(strings.TrimSpace)
 		if err != nil {
 			unreadable = append(unreadable, id)
 			continue
@@ -252,18 +241,18 @@ func (l *layout) altNaming(server, where string) (c Credentials, ok bool, unread
 // a URL, an empty URL, or nothing at all (wrapping ErrNoCredentials).
 func (l *layout) nothingFor(server string, e entry, where string) error {
 	if _, ok := e[keySessionToken]; ok {
-		return fmt.Errorf("%s: key %s is set but %s is not%s", where, dottedKey(server, keySessionToken), dottedKey(server, keySessionURL), l.hint())
+		return fmt.Errorf("%s: key %s is set but %s is not%s", where, SessionServiceTokenKey(server), SessionServiceURLKey(server), l.hint())
 	}
 	if _, ok := e[keySessionURL]; ok {
-		return fmt.Errorf("%s: key %s is empty%s", where, dottedKey(server, keySessionURL), l.hint())
+		return fmt.Errorf("%s: key %s is empty%s", where, SessionServiceURLKey(server), l.hint())
 	}
 	return fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", where, ErrNoCredentials,
-		server, UsernameKey(server), PasswordKey(server), dottedKey(server, keySessionURL), prefixAltServer, l.hint())
+		server, UsernameKey(server), PasswordKey(server), SessionServiceURLKey(server), prefixAltServer, l.hint())
 }
 
 // userPassword reads e's user and password; both must be set.
 func (l *layout) userPassword(server string, e entry, where string) (Credentials, error) {
-	user, err := e[keyUser].text(trimSpace)
+	user, err := e[keyUser].text(strings.TrimSpace)
 	if err != nil {
 		return Credentials{}, wrapWhere(where, err)
 	}
@@ -304,7 +293,7 @@ func (l *layout) alt(id, server, where string) (Credentials, error) {
 		}
 		return s, nil
 	}
-	user, err := get(prefixAltUser, l.altUser, trimSpace)
+	user, err := get(prefixAltUser, l.altUser, strings.TrimSpace)
 	if err != nil {
 		return Credentials{}, err
 	}

@@ -188,34 +188,32 @@ func (l *Ledger) standing(ctx context.Context, a Account, fp [32]byte, r Retry, 
 
 // refused records that vCenter refused fp of a at now: one more in a row.
 func (l *Ledger) refused(a Account, fp [32]byte, now time.Time) {
-	l.mu.Lock()
-	rec := l.recordLocked(ledgerKey{a, fp}, now)
-	rec.count++
-	rec.refused = now
-	notify := l.notifyLocked()
-	l.mu.Unlock()
-	if notify != nil {
-		notify()
-	}
+	l.outcome(a, fp, now, func(rec *ledgerRecord) {
+		rec.count++
+		rec.refused = now
+	})
 }
 
 // accepted records that vCenter accepted fp of a at now.
 func (l *Ledger) accepted(a Account, fp [32]byte, now time.Time) {
+	l.outcome(a, fp, now, func(rec *ledgerRecord) {
+		rec.count, rec.refused, rec.accepted = 0, time.Time{}, now
+	})
+}
+
+// outcome records a login's outcome with update, then, while leading,
+// calls onChange (outside the lock: it reads Accounts).
+func (l *Ledger) outcome(a Account, fp [32]byte, now time.Time, update func(*ledgerRecord)) {
 	l.mu.Lock()
-	rec := l.recordLocked(ledgerKey{a, fp}, now)
-	rec.count, rec.refused, rec.accepted = 0, time.Time{}, now
-	notify := l.notifyLocked()
+	update(l.recordLocked(ledgerKey{a, fp}, now))
+	notify := l.onChange
+	if !l.leading {
+		notify = nil
+	}
 	l.mu.Unlock()
 	if notify != nil {
 		notify()
 	}
-}
-
-func (l *Ledger) notifyLocked() func() {
-	if !l.leading {
-		return nil
-	}
-	return l.onChange
 }
 
 // refusal is fp of a's refusals in a row and the last one's time.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -92,10 +93,7 @@ func (s *Secrets) Watch(keep []SecretRef) {
 func (s *Secrets) Watching() []SecretRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SecretRef, 0, len(s.watching))
-	for ref := range s.watching {
-		out = append(out, ref)
-	}
+	out := slices.Collect(maps.Keys(s.watching))
 	slices.SortFunc(out, func(a, b SecretRef) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
