@@ -36,10 +36,7 @@ func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
 		if err := n.Decode(&items); err != nil {
 			return err
 		}
-		*l = nil
-		for _, it := range items {
-			*l = append(*l, splitList(it)...)
-		}
+		*l = splitList(strings.Join(items, ","))
 		return nil
 	}
 	// A TypeError, as yaml.v3's own: Parse has already named the key.
@@ -301,29 +298,21 @@ func describe(n *yaml.Node) string {
 	return "an alias"
 }
 
-// mayHoldSecret reports text that may carry a password: a line such as
-// "password:S3cr3t" (no space) is one scalar to YAML, and a key such as
-// "password S3cr3t" one key. Errors name its place, never quote it.
-func mayHoldSecret(s string) bool {
-	s = strings.ToLower(s)
-	return strings.Contains(s, "password") || strings.Contains(s, "passwd") || strings.Contains(s, "secret") || strings.Contains(s, "token")
-}
-
-// shown is key as an error may print it.
+// shown is key as an error may print it: not when it may carry a
+// password, as a line such as "password:S3cr3t" (no space) is one scalar
+// to YAML, and "password S3cr3t" one key. Errors name its place, never
+// quote it.
 func shown(key string) string {
-	if mayHoldSecret(key) && !knownSecretKey(key) {
-		return "<a key that may hold a password>"
-	}
-	return key
-}
-
-// knownSecretKey is a key name of the schema itself (no value in it).
-func knownSecretKey(key string) bool {
 	switch key {
 	case "password", "secretName", "secretNamespace", "secretsDirectory":
-		return true
+		return key // a key name of the schema itself (no value in it)
 	}
-	return false
+	for _, word := range [...]string{"password", "passwd", "secret", "token"} {
+		if strings.Contains(strings.ToLower(key), word) {
+			return "<a key that may hold a password>"
+		}
+	}
+	return key
 }
 
 // backticked is how yaml.v3 quotes a value in a message, one per line;
