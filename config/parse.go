@@ -404,13 +404,10 @@ func (f *fileSchema) resolve(lines map[string]int) (*Config, []error) {
 		add("vcenter", "at least one vCenter is required (or global.server)")
 	}
 	g := f.Global.vcenterSection
-	var defaults vcenterDefaults
-	defaults.timeout = parseDuration(g.RequestTimeout, 0, "global.requestTimeout", add)
 	cfg.RetiredRetention = parseDuration(f.Global.RetiredVCenterRetention, DefaultRetiredRetention, "global.retiredVCenterRetention", add)
-	defaults.breaker = resolveBreaker(g.Breaker, Breaker{}, "global.breaker", add)
-	defaults.perSecond, defaults.burst = resolveBudget(&g, 0, 0, "global", add)
-	defaults.nodeDeletion = resolveNodeDeletion(g.NodeDeletion, NodeDeletion{MinAbsence: DefaultMinAbsence}, "global.nodeDeletion", add)
-	defaults.hostGroups = resolveHostGroups(&f.Labels.hostGroupsSection, "labels", add)
+	// What every vCenter inherits: global's values, and labels' host groups.
+	defaults := inherit(&g, VCenter{NodeDeletion: NodeDeletion{MinAbsence: DefaultMinAbsence}}, "global", add)
+	defaults.ZoneHostGroups = resolveHostGroups(&f.Labels.hostGroupsSection, "labels", add)
 	if g.Labels != nil {
 		add("global.labels", "labels is a section of its own: write labels.zoneHostGroups at the top level (every vCenter) or in a vcenter section")
 	}
@@ -494,36 +491,25 @@ func (f *fileSchema) sections() map[string]*vcenterSection {
 	return vcs
 }
 
-// vcenterDefaults are global's resolved values a vCenter inherits; zero
-// where global sets none (VCenter.WithDefaults fills those).
-type vcenterDefaults struct {
-	timeout      time.Duration
-	breaker      Breaker
-	nodeDeletion NodeDeletion
-	// hostGroups: labels.zoneHostGroups, nil when not set.
-	hostGroups *HostGroupZones
-	// perSecond and burst: the request budget.
-	perSecond float64
-	burst     int
-}
-
-// resolveVCenter resolves section v of vCenter name over global's values.
-func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vcenterDefaults, cfg *Config, add func(string, string, ...any)) VCenter {
+// resolveVCenter resolves section v of vCenter name over global's values
+// (defaults: what inherit made of them).
+func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults VCenter, cfg *Config, add func(string, string, ...any)) VCenter {
 	g := f.Global.vcenterSection
 	p := "vcenter." + name
-	vc := VCenter{
-		Name:        name,
-		Server:      strings.TrimSpace(v.Server),
-		Datacenters: pick(v.Datacenters, g.Datacenters),
-		// CPI's rule: either one (a vCenter's false does not
-		// override a global true).
-		InsecureFlag:   derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false),
-		CAFile:         cmp.Or(v.CAFile, g.CAFile),
-		Thumbprints:    pick(v.Thumbprint, g.Thumbprint),
-		IPFamily:       pick(v.IPFamily, g.IPFamily),
-		RoundTripCount: derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount)),
-		Inventory:      derefOr(v.Inventory, derefOr(g.Inventory, true)),
-	}
+	vc := inherit(v, defaults, p, add)
+	vc.Name, vc.Server = name, strings.TrimSpace(v.Server)
+	vc.Datacenters = pick(v.Datacenters, g.Datacenters)
+	// CPI's rule: either one (a vCenter's false does not override a
+	// global true).
+	vc.InsecureFlag = derefOr(v.InsecureFlag, false) || derefOr(g.InsecureFlag, false)
+	// A caFile is read when connecting (as CPI does): one mounted after
+	// the config fails that vCenter's connection, naming the file, and
+	// nothing else.
+	vc.CAFile = cmp.Or(v.CAFile, g.CAFile)
+	vc.Thumbprints = pick(v.Thumbprint, g.Thumbprint)
+	vc.IPFamily = pick(v.IPFamily, g.IPFamily)
+	vc.RoundTripCount = derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount))
+	vc.Inventory = derefOr(v.Inventory, derefOr(g.Inventory, true))
 	if port := cmp.Or(v.Port, g.Port); port != "" {
 		n, err := strconv.Atoi(port)
 		if err == nil && n >= 1 && n <= 65535 {
@@ -555,17 +541,9 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults vce
 			Reason: "false here does not override global.insecureFlag: true (CPI's rule: either one); set a thumbprint or caFile to verify this vCenter's certificate"})
 	}
 	f.resolveCredentials(&vc, v, cfg, add)
-	// A caFile is read when connecting (as CPI does): one mounted after
-	// the config fails that vCenter's connection, naming the file, and
-	// nothing else.
-	vc.RequestTimeout = parseDuration(v.RequestTimeout, defaults.timeout, p+".requestTimeout", add)
-	vc.Breaker = resolveBreaker(v.Breaker, defaults.breaker, p+".breaker", add)
-	vc.RequestsPerSecond, vc.RequestBurst = resolveBudget(v, defaults.perSecond, defaults.burst, p, add)
-	vc.NodeDeletion = resolveNodeDeletion(v.NodeDeletion, defaults.nodeDeletion, p+".nodeDeletion", add)
 	// A vcenter section's host-group keys replace the top level's whole
 	// (an empty mapping turns them off); not merged key by key, so what
 	// a vCenter reads is written in one place.
-	vc.ZoneHostGroups = defaults.hostGroups
 	if v.Labels.set() {
 		vc.ZoneHostGroups = resolveHostGroups(v.Labels, p+".labels", add)
 	}
@@ -613,41 +591,38 @@ func hasServer(vcs map[string]*vcenterSection, server string) bool {
 	return false
 }
 
-func resolveBreaker(b *breakerSection, parent Breaker, path string, add func(string, string, ...any)) Breaker {
+// inherit is parent (global's values, for a vcenter section) with the
+// keys of section v at path that a vCenter inherits from global
+// (requestTimeout, breaker, the request budget, nodeDeletion) resolved
+// over it; zero where neither sets one (VCenter.WithDefaults fills those).
+func inherit(v *vcenterSection, parent VCenter, path string, add func(string, string, ...any)) VCenter {
 	out := parent
-	if b == nil {
-		return out
-	}
-	if b.ConsecutiveFailures != nil {
-		if *b.ConsecutiveFailures == 0 {
-			add(path+".consecutiveFailures", "must be > 0")
-		} else {
-			out.ConsecutiveFailures = *b.ConsecutiveFailures
+	out.RequestTimeout = parseDuration(v.RequestTimeout, parent.RequestTimeout, path+".requestTimeout", add)
+	if b := v.Breaker; b != nil {
+		if n := b.ConsecutiveFailures; n != nil && *n == 0 {
+			add(path+".breaker.consecutiveFailures", "must be > 0")
+		} else if n != nil {
+			out.Breaker.ConsecutiveFailures = *n
 		}
+		out.Breaker.OpenTimeout = parseDuration(b.OpenTimeout, parent.Breaker.OpenTimeout, path+".breaker.openTimeout", add)
 	}
-	out.OpenTimeout = parseDuration(b.OpenTimeout, parent.OpenTimeout, path+".openTimeout", add)
-	return out
-}
-
-// resolveBudget is section v's request budget (requestsPerSecond,
-// requestBurst) over its parent's; zero where neither sets one.
-func resolveBudget(v *vcenterSection, perSecond float64, burst int, path string, add func(string, string, ...any)) (float64, int) {
 	if r := v.RequestsPerSecond; r != nil {
 		// NaN fails every comparison: !(r > 0) refuses it too.
 		if !(*r > 0) || math.IsInf(*r, 0) {
 			add(path+".requestsPerSecond", "must be a number > 0 (requests a second; 0.5 is one every 2 seconds)")
 		} else {
-			perSecond = *r
+			out.RequestsPerSecond = *r
 		}
 	}
 	if b := v.RequestBurst; b != nil {
 		if *b < 1 {
 			add(path+".requestBurst", "must be a whole number > 0")
 		} else {
-			burst = *b
+			out.RequestBurst = *b
 		}
 	}
-	return perSecond, burst
+	out.NodeDeletion = resolveNodeDeletion(v.NodeDeletion, parent.NodeDeletion, path+".nodeDeletion", add)
+	return out
 }
 
 func parseDuration(s string, def time.Duration, path string, add func(string, string, ...any)) time.Duration {
