@@ -294,18 +294,15 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 			}
 		}
 	}
-	errs = append(append(readErrs, errs...), skipped...)
 	switch {
-	case err != nil:
-		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	case failed != nil:
 		return Served{}, failed
 	case result != nil:
 		return *result, nil
-	case len(rejected) > 0 || len(skipped) > 0:
-		return Served{}, fmt.Errorf("%s: %w", op, joinErrors(errs))
 	}
-	return Served{}, fmt.Errorf("%s: %w", op, c.none(errs))
+	// A source that failed to read, refused or skipped credentials: each
+	// is named; none at all: the chain says it holds nothing.
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(append(append(readErrs, errs...), skipped...)))
 }
 
 // Reread is the current credentials of the source that served s; an
