@@ -214,8 +214,11 @@ func (e Env) apply(f *fileSchema) []Notice {
 	skip := func(name, reason string) {
 		notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: reason})
 	}
-	// set applies variable name to the key at path.
+	// set applies variable name, when set, to the key at path.
 	set := func(name, path string, set func(string) error) {
+		if _, ok := vars[name]; !ok {
+			return
+		}
 		if serviceLinkValue(vars[name]) {
 			skip(name, path+": "+serviceLinkValueSkipped)
 			return
@@ -227,9 +230,7 @@ func (e Env) apply(f *fileSchema) []Notice {
 		notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: "sets " + path})
 	}
 	for _, o := range envGlobal(f) {
-		if _, ok := vars[o.name]; ok {
-			set(o.name, o.path, o.set)
-		}
+		set(o.name, o.path, o.set)
 	}
 	var ids []string
 	for k := range vars {
@@ -261,9 +262,7 @@ func (e Env) apply(f *fileSchema) []Notice {
 		}
 		notices = append(notices, Notice{Kind: NoticeEnv, Path: variable, Reason: "sets vcenter." + name})
 		for _, o := range envVCenter(v) {
-			if _, ok := vars["VCENTER_"+id+"_"+o.name]; ok {
-				set("VCENTER_"+id+"_"+o.name, "vcenter."+name+"."+o.path, o.set)
-			}
+			set("VCENTER_"+id+"_"+o.name, "vcenter."+name+"."+o.path, o.set)
 		}
 		if v.Server == "" {
 			v.Server = name

@@ -30,13 +30,11 @@ var utf8BOM = []byte("\ufeff")
 // iniSection is the YAML key of a gcfg section (names are
 // case-insensitive) and whether it takes a subsection name.
 func iniSection(name string) (key string, named bool) {
-	switch strings.ToLower(name) {
-	case "global":
-		return "global", false
+	switch lower := strings.ToLower(name); lower {
+	case "global", "labels", "nodes", "nsxt", "route", "workspace", "disk", "network":
+		return lower, false
 	case "virtualcenter":
 		return "vcenter", true
-	case "labels", "nodes", "nsxt", "route", "workspace", "disk", "network":
-		return strings.ToLower(name), false
 	case "loadbalancer":
 		return "loadBalancer", false
 	case "loadbalancerclass":
@@ -179,12 +177,9 @@ func (r *iniReader) header() error {
 	}
 	key, named := iniSection(name)
 	switch {
-	case named && !hasSub:
-		if key == "vcenter" {
-			return fmt.Errorf("line %d: [VirtualCenter] needs a name: [VirtualCenter \"<server>\"]", headerLine)
-		}
-		r.section = child(r.root, key, headerLine)
-	case named:
+	case named && !hasSub && key == "vcenter":
+		return fmt.Errorf("line %d: [VirtualCenter] needs a name: [VirtualCenter \"<server>\"]", headerLine)
+	case named && hasSub:
 		r.section = child(child(r.root, key, headerLine), sub, headerLine)
 	case hasSub:
 		// gcfg skips a subsection of a section that takes none.
