@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -158,14 +159,11 @@ func validateConfig(data []byte, strict bool) (rep validateReport, cfg *config.C
 func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Duration, build cloud.BuildInfo) []vcenterReport {
 	var secrets *credentials.Secrets
 	var secretsErr error
-	for _, vc := range cfg.VCenters {
-		if vc.CredentialsFrom == config.FromSecret && secrets == nil && secretsErr == nil {
-			var client kubernetes.Interface
-			client, secretsErr = kubeClient(kubeconfig, build.UserAgent()+" (validate)")
-			if secretsErr == nil {
-				secrets = credentials.NewSecrets(client, nil)
-				defer secrets.Close()
-			}
+	if slices.ContainsFunc(cfg.VCenters, func(vc config.VCenter) bool { return vc.CredentialsFrom == config.FromSecret }) {
+		var client kubernetes.Interface
+		if client, secretsErr = kubeClient(kubeconfig, build.UserAgent()+" (validate)"); secretsErr == nil {
+			secrets = credentials.NewSecrets(client, nil)
+			defer secrets.Close()
 		}
 	}
 	var categories []string
@@ -214,11 +212,13 @@ func mark(v check.Verdict) string {
 func printValidateTable(w io.Writer, rep validateReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VCENTER\tCHECK\t\tDETAIL")
-	configDetail := rep.Config.Detail
-	if lines := strings.Split(strings.TrimSpace(configDetail), "\n"); len(lines) > 1 {
-		configDetail = strings.TrimSuffix(lines[0], ":") + " (below)"
+	// A config error of several problems, one a line, goes below the table.
+	configDetail := strings.TrimSpace(rep.Config.Detail)
+	first, _, multiline := strings.Cut(configDetail, "\n")
+	if multiline {
+		first = strings.TrimSuffix(first, ":") + " (below)"
 	}
-	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", mark(rep.Config.Verdict), oneLine(configDetail))
+	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", mark(rep.Config.Verdict), oneLine(first))
 	for _, v := range rep.VCenters {
 		for _, c := range v.Checks {
 			detail := c.Detail
@@ -229,8 +229,8 @@ func printValidateTable(w io.Writer, rep validateReport) {
 		}
 	}
 	_ = tw.Flush()
-	if rep.Config.Verdict == check.Failed && strings.Contains(strings.TrimSpace(rep.Config.Detail), "\n") {
-		fmt.Fprintf(w, "\n%s\n\n", strings.TrimSpace(rep.Config.Detail))
+	if rep.Config.Verdict == check.Failed && multiline {
+		fmt.Fprintf(w, "\n%s\n\n", configDetail)
 	}
 	for _, n := range rep.Config.Notices {
 		fmt.Fprintf(w, "notice: %s\n", n)
