@@ -183,25 +183,17 @@ func (l *layout) lookup(server, where string) (Credentials, error) {
 }
 
 // sessionService reads e's session service URL and token; ok is false
-// when e has no URL (or an empty one).
+// when e has no URL (or an empty one). A key e lacks reads as empty.
 func sessionService(e entry, where string) (c Credentials, ok bool, err error) {
-	v, ok := e[keySessionURL]
-	if !ok {
-		return Credentials{}, false, nil
-	}
-	u, err := v.text(strings.TrimSpace)
+	u, err := e[keySessionURL].text(strings.TrimSpace)
 	if err != nil || u == "" {
 		return Credentials{}, false, wrapWhere(where, err)
 	}
-	c = Credentials{SessionServiceURL: u}
-	if tv, ok := e[keySessionToken]; ok {
-		tok, err := tv.text(strings.TrimSpace)
-		if err != nil {
-			return Credentials{}, false, wrapWhere(where, err)
-		}
-		c.SessionServiceToken = config.Password(tok)
+	tok, err := e[keySessionToken].text(strings.TrimSpace)
+	if err != nil {
+		return Credentials{}, false, wrapWhere(where, err)
 	}
-	return c, true, nil
+	return Credentials{SessionServiceURL: u, SessionServiceToken: config.Password(tok)}, true, nil
 }
 
 // altNaming reads the server_<id> sets naming server; ok is false when
