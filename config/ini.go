@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"gopkg.in/gcfg.v1/scanner"
 	"gopkg.in/gcfg.v1/token"
+	"gopkg.in/gcfg.v1/types"
 	"gopkg.in/yaml.v3"
 )
 
@@ -311,14 +313,12 @@ func camel(key string) string {
 	return strings.Join(parts, "")
 }
 
-// gcfgBool maps gcfg's boolean spellings (case-insensitive) to YAML's;
-// anything else is left for the type check to refuse.
+// gcfgBool maps gcfg's boolean spellings (1/0, yes/no, on/off, any case)
+// to YAML's, read by gcfg's own parser; anything else is left for the type
+// check to refuse.
 func gcfgBool(v string) string {
-	switch strings.ToLower(v) {
-	case "1", "yes", "on", "true":
-		return "true"
-	case "0", "no", "off", "false":
-		return "false"
+	if b, err := types.ParseBool(v); err == nil {
+		return strconv.FormatBool(b)
 	}
 	return v
 }
