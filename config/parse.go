@@ -12,12 +12,10 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-multierror"
 	"gopkg.in/yaml.v3"
 )
 
@@ -87,19 +85,19 @@ func ParseIn(data []byte, env Env) (*Config, error) {
 		// The walk has named each value of the wrong type by its path;
 		// yaml.v3 only gives their lines.
 		var te *yaml.TypeError
-		if !errors.As(err, &te) || errs.ErrorOrNil() == nil {
-			errs = multierror.Append(errs, scrub(err, data))
+		if !errors.As(err, &te) || len(errs) == 0 {
+			errs = append(errs, scrub(err, data))
 		}
 		return nil, format(errs)
 	}
 	w.notices = append(w.notices, env.apply(&f)...)
 	cfg, verrs := f.resolve(w.lines)
-	errs = multierror.Append(errs, verrs...)
-	if errs.ErrorOrNil() != nil {
+	errs = append(errs, verrs...)
+	if len(errs) > 0 {
 		// A typo is often the cause: name the unknown keys too.
 		for _, n := range w.notices {
 			if n.Kind == NoticeUnknown {
-				errs = multierror.Append(errs, errors.New(n.String()))
+				errs = append(errs, errors.New(n.String()))
 			}
 		}
 		return nil, format(errs)
@@ -123,19 +121,18 @@ func decode(n *yaml.Node, v any) (err error) {
 	return n.Decode(v)
 }
 
-func format(errs *multierror.Error) error {
-	sort.SliceStable(errs.Errors, func(i, j int) bool { return errs.Errors[i].Error() < errs.Errors[j].Error() })
-	errs.ErrorFormat = func(es []error) string {
-		lines := make([]string, len(es))
-		for i, e := range es {
-			lines[i] = e.Error()
-		}
-		if len(lines) == 1 {
-			return "invalid config: " + lines[0]
-		}
-		return fmt.Sprintf("invalid config: %d problems:\n  %s", len(lines), strings.Join(lines, "\n  "))
+// format is the error of every problem in errs, sorted, one a line; it
+// wraps each.
+func format(errs []error) error {
+	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if len(errs) == 1 {
+		return fmt.Errorf("invalid config: %w", errs[0])
 	}
-	return errs
+	args := []any{len(errs)}
+	for _, e := range errs {
+		args = append(args, e)
+	}
+	return fmt.Errorf("invalid config: %d problems:"+strings.Repeat("\n  %w", len(errs)), args...)
 }
 
 // aliasVisit is an anchored node checked against a type.
@@ -149,7 +146,7 @@ type aliasVisit struct {
 // path. An aliased node is checked once per type (seen), so aliases of
 // aliases cannot make the walk explode.
 type keyWalk struct {
-	errs    *multierror.Error
+	errs    []error
 	notices []Notice
 	seen    map[aliasVisit]bool
 	// lines holds the line of every key walked, by path, for the
@@ -172,20 +169,20 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 		if sh, ok := reflect.New(t).Interface().(shorthandSection); ok {
 			// A section one scalar may stand for (nodeDeletion: frozen).
 			if decode(n, sh) != nil {
-				w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s, got %s (line %d)", path, sh.accepts(), describe(n), n.Line))
+				w.errs = append(w.errs, fmt.Errorf("%s: %s, got %s (line %d)", path, sh.accepts(), describe(n), n.Line))
 			}
 			return
 		}
 	}
 	if problem, leaf := checkLeaf(n, t); leaf {
 		if problem != "" {
-			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
+			w.errs = append(w.errs, fmt.Errorf("%s: %s (line %d)", path, problem, n.Line))
 		}
 		return
 	}
 	if n.Kind != yaml.MappingNode {
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
-			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", cmp.Or(path, "the config"), describe(n), n.Line))
+			w.errs = append(w.errs, fmt.Errorf("%s: want a section of keys, got %s (line %d)", cmp.Or(path, "the config"), describe(n), n.Line))
 		}
 		return
 	}
@@ -195,7 +192,7 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 			// Its value would be a name (of a vCenter, in logs and
 			// errors) or a key: a password's anchor would make either
 			// show the password.
-			w.errs = multierror.Append(w.errs, fmt.Errorf("%s: a key may not be an alias (*…): write the key itself (line %d)", cmp.Or(path, "the config"), k.Line))
+			w.errs = append(w.errs, fmt.Errorf("%s: a key may not be an alias (*…): write the key itself (line %d)", cmp.Or(path, "the config"), k.Line))
 		}
 		if isMerge(n.Content[i]) {
 			if v := n.Content[i+1]; v.Kind == yaml.SequenceNode {

@@ -42,7 +42,9 @@ func resolveTagLabels(m map[string]string, add func(string, string, ...any)) []T
 			add(path, "label key %q has no prefix: write one of your own domain (example.com/rack)", key)
 			continue
 		}
-		if reserved(prefix) {
+		if p := strings.ToLower(prefix); slices.ContainsFunc(reservedLabelDomains, func(d string) bool {
+			return p == d || strings.HasSuffix(p, "."+d)
+		}) {
 			add(path, "label key %q is in a reserved domain (%s): write one of your own", key, strings.Join(reservedLabelDomains, ", "))
 			continue
 		}
@@ -55,14 +57,4 @@ func resolveTagLabels(m map[string]string, add func(string, string, ...any)) []T
 	}
 	slices.SortFunc(out, func(a, b TagLabel) int { return strings.Compare(a.Key, b.Key) })
 	return out
-}
-
-func reserved(prefix string) bool {
-	p := strings.ToLower(prefix)
-	for _, d := range reservedLabelDomains {
-		if p == d || strings.HasSuffix(p, "."+d) {
-			return true
-		}
-	}
-	return false
 }
