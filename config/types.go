@@ -299,14 +299,11 @@ const (
 	DefaultRequestBurst      = 100
 )
 
-// WithDefaults is v with each field that no value of the config leaves
-// zero set as Parse sets it when neither global nor the vCenter gives one:
-// Port, RequestTimeout, the Breaker's settings, IPFamily and the request
-// budget (RequestsPerSecond, RequestBurst). Parse resolves
-// every vCenter through it, so a VCenter built by hand (a test's) carries
-// the same defaults; consumers use the values as given. RoundTripCount,
-// Inventory and NodeDeletion, whose zero is a value of its own, are left
-// as they are.
+// WithDefaults is v with each field whose zero means "not set" given its
+// default, as Parse does for every vCenter, so a VCenter built by hand (a
+// test's) carries the same defaults; consumers use the values as given.
+// RoundTripCount, Inventory and NodeDeletion, whose zero is a value of its
+// own, are left as they are.
 func (v VCenter) WithDefaults() VCenter {
 	v.Port = cmp.Or(v.Port, DefaultPort)
 	v.RequestTimeout = cmp.Or(v.RequestTimeout, DefaultRequestTimeout)
@@ -323,7 +320,7 @@ func (v VCenter) WithDefaults() VCenter {
 // Password is a credential; it never prints.
 type Password string
 
-// String and GoString redact it in every fmt verb (%v, %s, %#v).
+// String redacts it in %v and %s.
 func (Password) String() string { return "<redacted>" }
 
 // GoString redacts it in %#v.

@@ -181,16 +181,15 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 	now := c.now()
 	errs, err := c.walk(ctx, func(s Served) bool {
 		switch c.passOver(ctx, s, now, &skipped) {
-		case waiting, deferred:
-			return true
+		case fresh:
+			found = &s
+			return false
 		case retryDue:
 			if due == nil {
 				due = &s
 			}
-			return true
 		}
-		found = &s
-		return false
+		return true
 	})
 	switch {
 	case err != nil:
@@ -279,13 +278,12 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 	now := c.now()
 	readErrs, err := c.walk(ctx, func(s Served) bool {
 		switch c.passOver(ctx, s, now, &skipped) {
-		case waiting, deferred:
-			return true
+		case fresh:
+			return offer(s)
 		case retryDue:
 			later = append(later, s)
-			return true
 		}
-		return offer(s)
+		return true
 	})
 	if err == nil {
 		for _, s := range later {

@@ -60,14 +60,11 @@ type Result struct {
 }
 
 // VCenter checks, read-only, what the CCM needs of the vCenter vc through
-// b, a backend built from vc, each step under ctx: the TCP connection,
-// the TLS verification the config asks for, the login with the
-// backend's own credentials, the datacenters, the tag categories, the
-// privileges, the VMs visible and the round-trip latency; categories are
-// the zone and region tag categories of the config's labels (none: not
-// checked). A failed step skips those that need it. Nothing is written to
-// vCenter but the session itself (and a container view, destroyed after
-// counting).
+// b, a backend built from vc (its own TLS verification and credentials),
+// each check under ctx; categories are the zone and region tag categories
+// of the config's labels (none: not checked). A failed check skips those
+// that need it. Nothing is written to vCenter but the session itself (and
+// a container view, destroyed after counting).
 func VCenter(ctx context.Context, vc config.VCenter, b *vsphere.Backend, categories []string) []Result {
 	addr := net.JoinHostPort(vc.Server, strconv.Itoa(vc.Port))
 	var r record
