@@ -317,7 +317,7 @@ func (c *Chain) Reread(ctx context.Context, s Served) (Credentials, error) {
 	}
 	s.Credentials = cr
 	var passedOver []error
-	if c.passOver(ctx, s, c.now(), &passedOver); len(passedOver) > 0 {
+	if st := c.passOver(ctx, s, c.now(), &passedOver); st == waiting || st == deferred {
 		return Credentials{}, fmt.Errorf("%s: %w", op, passedOver[0])
 	}
 	return cr, nil
