@@ -18,7 +18,6 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -47,13 +46,60 @@ type Backend struct {
 	// (config.VCenter.ZoneHostGroups), so reads of a VM read its
 	// cluster's configurationEx too; without them, none is read.
 	hostGroups bool
-	// stopped, closed once by Close, ends the background work (watch, tag
-	// refreshes); done is closed when the watch has returned, or by Close
-	// when it never started (startOnce: one of Start and Close does).
-	stopped   chan struct{}
-	stopOnce  sync.Once
-	startOnce sync.Once
-	done      chan struct{}
+	// work owns the background work (the watch, tag refreshes): Close
+	// stops it and waits for it.
+	work *owner
+}
+
+// owner owns goroutines: each one spawn starts runs until its work is
+// done or ctx ends; stop ends ctx, after which none starts, and wait
+// waits for those started.
+type owner struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	// mu orders spawn's wg.Go before stop: none is added once wait may
+	// have begun.
+	mu sync.Mutex
+	wg sync.WaitGroup
+}
+
+func newOwner() *owner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &owner{ctx: ctx, cancel: cancel}
+}
+
+// spawn runs fn in a goroutine unless o is stopped; it reports whether it
+// did.
+func (o *owner) spawn(fn func()) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ctx.Err() != nil {
+		return false
+	}
+	o.wg.Go(fn)
+	return true
+}
+
+func (o *owner) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.cancel()
+}
+
+// wait returns once the goroutines started have returned, or ctx's error
+// if it ends first.
+func (o *owner) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		o.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // New returns a backend; it connects on first use, or on Start to start
@@ -63,8 +109,7 @@ func New(opts Options) *Backend {
 		sessions: newSessions(opts),
 		budget:   newBudget(opts.Config.Name, opts.Config.RequestsPerSecond, opts.Config.RequestBurst),
 		names:    cache.NewExpiring(),
-		done:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		work:     newOwner(),
 
 		hostGroups: opts.Config.ZoneHostGroups != nil,
 	}
@@ -85,7 +130,7 @@ func New(opts Options) *Backend {
 	}
 	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
 	b.inv.hostGroups = b.hostGroups
-	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
+	b.bulkTags = &attachedTagCache{refresh: refresh, log: log}
 	b.inv.loaded = b.tagsWithInventory
 	return b
 }
@@ -94,16 +139,10 @@ func New(opts Options) *Backend {
 // Close); without an inventory there is nothing to start. Only the first
 // call counts, and none after Close.
 func (b *Backend) Start() {
-	if b.inv == nil {
+	if b.inv == nil || !b.inv.started.CompareAndSwap(false, true) {
 		return
 	}
-	b.startOnce.Do(func() {
-		b.inv.started.Store(true)
-		go func() {
-			defer close(b.done)
-			b.inv.run(wait.ContextForChannel(b.stopped))
-		}()
-	})
+	b.work.spawn(func() { b.inv.run(b.work.ctx) })
 }
 
 // SetDatacenters implements backends.Backend: the inventory
@@ -479,15 +518,8 @@ func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (
 func (b *Backend) Close(ctx context.Context) error {
 	const op = "vsphere.Close"
 	b.sessions.shut()
-	b.stopOnce.Do(func() { close(b.stopped) })
-	b.startOnce.Do(func() { close(b.done) }) // never started: nothing to wait for, nothing to start
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-	}
-	if b.bulkTags != nil {
-		b.bulkTags.wait(ctx)
-	}
+	b.work.stop()
+	_ = b.work.wait(ctx) // the sessions' close reports ctx's end
 	if err := b.sessions.close(ctx); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -42,10 +41,10 @@ type sessions struct {
 	chain *credentials.Chain
 	log   klog.Logger
 
-	// stopped is closed by shut: logins, pings and probes under way end
-	// with it (see lifetime).
-	stopped  chan struct{}
-	stopOnce sync.Once
+	// tasks owns the goroutines the sessions start (logins, logouts,
+	// renewals): shut ends its context, which logins, pings and probes
+	// under way end with (see lifetime), and close waits for them.
+	tasks *owner
 	// loginDue is signalled when a reload finds credentials to send and
 	// no session (a standby the leader's login now backs, a Secret
 	// fixed): the inventory's watch, waiting out its backoff, connects at
@@ -57,9 +56,6 @@ type sessions struct {
 	cur        *conn
 	generation uint64
 	connecting *flight // the first login, under way
-	// tasks are the goroutines the sessions started (logins, logouts),
-	// each closing its channel when it returns: close waits for them.
-	tasks map[chan struct{}]struct{}
 
 	reachMu sync.Mutex
 	reach   backends.Reachability
@@ -100,7 +96,7 @@ func newSessions(opts Options) *sessions {
 	// lookups judge whether to wait for it by.
 	return &sessions{opts: opts, chain: chain,
 		log:     klog.Background().WithValues("vcenter", opts.Config.Name),
-		stopped: make(chan struct{}), loginDue: make(chan struct{}, 1), tasks: map[chan struct{}]struct{}{},
+		tasks: newOwner(), loginDue: make(chan struct{}, 1),
 		reach: backends.Reachability{Since: time.Now()}}
 }
 
@@ -125,22 +121,6 @@ func (f *flight) wait(ctx context.Context, what string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the %s under way: %w", what, ctx.Err())
 	}
-}
-
-// goLocked runs fn in a goroutine that close waits for. The caller holds
-// s.mu and has seen s open.
-func (s *sessions) goLocked(fn func()) {
-	done := make(chan struct{})
-	s.tasks[done] = struct{}{}
-	go func() {
-		defer func() {
-			s.mu.Lock()
-			delete(s.tasks, done)
-			s.mu.Unlock()
-			close(done)
-		}()
-		fn()
-	}()
 }
 
 // loginKey marks the requests of a login flight: the flight records their
@@ -244,7 +224,7 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 		if f == nil {
 			f = newFlight()
 			s.connecting = f
-			s.goLocked(func() { s.firstLogin(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+			s.tasks.spawn(func() { s.firstLogin(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
 		}
 		s.mu.Unlock()
 		if err := f.wait(ctx, "login"); err != nil {
@@ -474,7 +454,7 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 	if f == nil {
 		f = newFlight()
 		c.relogging = f
-		s.goLocked(func() { s.reloginFlight(c, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+		s.tasks.spawn(func() { s.reloginFlight(c, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
 	}
 	s.mu.Unlock()
 	return f.wait(ctx, "re-login")
@@ -523,7 +503,7 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 			s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew", "was", changed.was, "now", changed.now)
 			s.cur = nil
 			s.generation++
-			s.goLocked(func() { _ = s.logout(c) })
+			s.tasks.spawn(func() { _ = s.logout(c) })
 		}
 	case err == nil:
 		c.setServed(served)
@@ -637,7 +617,7 @@ func (s *sessions) swapLocked(next *conn, grace time.Duration) {
 	s.noteServedLocked(next.served)
 	s.armRenewalLocked(next)
 	if old != nil {
-		s.goLocked(func() {
+		s.tasks.spawn(func() {
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			select {
@@ -682,7 +662,7 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 		if f == nil {
 			f = newFlight()
 			c.restLogin = f
-			s.goLocked(func() { s.restLoginFlight(c, rc, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+			s.tasks.spawn(func() { s.restLoginFlight(c, rc, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
 		}
 		s.mu.Unlock()
 		if err := f.wait(ctx, "REST login"); err != nil {
@@ -752,11 +732,11 @@ func (s *sessions) shut() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.stopOnce.Do(func() { close(s.stopped) })
+	s.tasks.stop()
 }
 
 // lifetime is the context of the sessions' own work: done once shut.
-func (s *sessions) lifetime() context.Context { return wait.ContextForChannel(s.stopped) }
+func (s *sessions) lifetime() context.Context { return s.tasks.ctx }
 
 // close shuts the sessions, logs the current ones out and waits for the
 // goroutines the sessions started (old sessions are logged out at once).
@@ -765,21 +745,13 @@ func (s *sessions) close(ctx context.Context) error {
 	s.mu.Lock()
 	c := s.cur
 	s.cur = nil
-	tasks := make([]chan struct{}, 0, len(s.tasks))
-	for done := range s.tasks {
-		tasks = append(tasks, done)
-	}
 	s.mu.Unlock()
 	var err error
 	if c != nil {
 		err = s.closeConn(ctx, c)
 	}
-	for _, done := range tasks {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return errors.Join(err, fmt.Errorf("waiting for logins and logouts under way: %w", ctx.Err()))
-		}
+	if werr := s.tasks.wait(ctx); werr != nil {
+		return errors.Join(err, fmt.Errorf("waiting for logins and logouts under way: %w", werr))
 	}
 	return err
 }

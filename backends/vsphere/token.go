@@ -184,7 +184,7 @@ func (s *sessions) renewDue(c *conn) {
 		return
 	}
 	c.renewing = true
-	s.goLocked(func() { s.renewFlight(c) })
+	s.tasks.spawn(func() { s.renewFlight(c) })
 }
 
 // renewFlight replaces c by a new session logged in with a fresh token.
