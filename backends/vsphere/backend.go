@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
@@ -370,7 +372,7 @@ func readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter
 	for i := range list {
 		refs[i] = list[i].Self
 	}
-	s, err := retrieveWithAncestors(ctx, vc, refs)
+	s, err := retrieveSpec(ctx, vc, ancestrySpec(refs))
 	if err != nil {
 		return nil, fmt.Errorf("read datacenters' folders: %w", err)
 	}
@@ -386,11 +388,14 @@ func vmRef(id string) types.ManagedObjectReference {
 // host its resource pool's compute resource does not list (a template
 // has no pool).
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
-	spec := ancestrySpec(refs)
-	if b.hostGroups {
-		spec = withHostGroups(spec)
+	read := func(objs []types.ManagedObjectReference) (*invState, error) {
+		spec := ancestrySpec(objs)
+		if b.hostGroups {
+			spec = withHostGroups(spec)
+		}
+		return retrieveSpec(ctx, vc, spec)
 	}
-	s, err := retrieveSpec(ctx, vc, spec)
+	s, err := read(refs)
 	if err != nil {
 		return nil, err
 	}
@@ -406,21 +411,13 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 		}
 	}
 	if len(hosts) > 0 {
-		spec := ancestrySpec(hosts)
-		if b.hostGroups {
-			spec = withHostGroups(spec)
-		}
-		more, err := retrieveSpec(ctx, vc, spec)
+		more, err := read(hosts)
 		if err != nil && !isNotFound(err) { // a host gone since: the VM's host name is unknown
 			return nil, err
 		}
 		if more != nil {
-			for r, e := range more.entities {
-				s.entities[r] = e
-			}
-			for r, g := range more.hostGroups {
-				s.hostGroups[r] = g
-			}
+			maps.Copy(s.entities, more.entities)
+			maps.Copy(s.hostGroups, more.hostGroups)
 		}
 	}
 	out := make([]backends.VM, 0, len(refs))
@@ -432,29 +429,22 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 	return out, nil
 }
 
-// retrieveWithAncestors reads objs and every ancestor of them, walking
-// "parent" (and a VM's or vApp's "parentVApp") up to the root folder, and
-// from a VM its resource pool's and from each compute resource its hosts,
-// into an invState of their own, read as the inventory reads its watch's.
-func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (*invState, error) {
-	return retrieveSpec(ctx, vc, ancestrySpec(objs))
-}
-
-// retrieveSpec reads what spec selects into an invState of its own, read
-// as the inventory reads its watch's, in one call.
+// retrieveSpec reads what spec selects into an invState of its own, in
+// one call, each object as the watch would see it enter (one code path,
+// invState.apply, reads both). A property vCenter could not read is an
+// error, as govmomi's ObjectContentToType makes it.
 func retrieveSpec(ctx context.Context, vc *vim25.Client, spec types.PropertyFilterSpec) (*invState, error) {
 	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
 	if err != nil {
 		return nil, err
 	}
-	updates := make([]types.ObjectUpdate, len(res.Returnval))
-	for i, c := range res.Returnval {
-		if updates[i], err = asUpdate(c); err != nil {
-			return nil, err
+	for _, c := range res.Returnval {
+		for _, p := range c.MissingSet {
+			return nil, soap.WrapVimFault(p.Fault.Fault)
 		}
 	}
 	s := newInvState()
-	s.apply(updates)
+	s.applyContent(res.Returnval)
 	return s, nil
 }
 

@@ -544,19 +544,7 @@ func (inv *inventory) status() backends.InventoryStatus {
 // inventory is in service for all of them (each loaded and current, and
 // the list too); the caller holds inv.mu.
 func (inv *inventory) heldLocked(now time.Time) ([]*invState, bool) {
-	if !inv.list.current(now) {
-		return nil, false
-	}
-	want := inv.wantedLocked()
-	out := make([]*invState, 0, len(want))
-	for _, ref := range want {
-		w := inv.views[ref]
-		if !w.current(now) {
-			return nil, false
-		}
-		out = append(out, w.state)
-	}
-	return out, true
+	return inv.scopeLocked(inv.specs, now)
 }
 
 // loadedLocked reports whether the list and every datacenter configured

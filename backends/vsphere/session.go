@@ -95,7 +95,7 @@ func newSessions(opts Options) *sessions {
 	// Unknown since now: how long a vCenter has been connecting is what
 	// lookups judge whether to wait for it by.
 	return &sessions{opts: opts, chain: chain,
-		log:     klog.Background().WithValues("vcenter", opts.Config.Name),
+		log:   klog.Background().WithValues("vcenter", opts.Config.Name),
 		tasks: newOwner(), loginDue: make(chan struct{}, 1),
 		reach: backends.Reachability{Since: time.Now()}}
 }

@@ -3,7 +3,6 @@ package vsphere
 import (
 	"strings"
 
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -160,18 +159,4 @@ func (s *invState) network(name string) string {
 	name = strings.Clone(name)
 	s.networks[name] = name
 	return name
-}
-
-// asUpdate is an object read directly as the watch would see it enter,
-// so that one code path (invState.apply) reads both. A property vCenter
-// could not read is an error, as govmomi's ObjectContentToType makes it.
-func asUpdate(c types.ObjectContent) (types.ObjectUpdate, error) {
-	for _, p := range c.MissingSet {
-		return types.ObjectUpdate{}, soap.WrapVimFault(p.Fault.Fault)
-	}
-	u := types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter, Obj: c.Obj, ChangeSet: make([]types.PropertyChange, len(c.PropSet))}
-	for i, p := range c.PropSet {
-		u.ChangeSet[i] = types.PropertyChange{Name: p.Name, Op: types.PropertyChangeOpAssign, Val: p.Val}
-	}
-	return u, nil
 }
