@@ -133,7 +133,7 @@ func New(opts Options) *Backend {
 	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
 	b.inv.hostGroups = b.hostGroups
 	b.bulkTags = &attachedTagCache{refresh: refresh, log: log}
-	b.inv.loaded = b.tagsWithInventory
+	b.inv.loaded = b.refreshTagsInBackground
 	return b
 }
 

@@ -162,10 +162,7 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 		delete(s.hostGroups, u.Obj)
 	}
 	for _, c := range u.ChangeSet {
-		v := c.Val
-		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
-			v = nil
-		}
+		v := changeVal(c)
 		switch c.Name {
 		case "name":
 			e.name = stringVal(v)
@@ -249,28 +246,21 @@ func (s *invState) keepOnly(seen map[types.ManagedObjectReference]struct{}) {
 }
 
 // index adds rec under its keys.
-func (s *invState) index(rec *vmRecord) {
-	vm := &rec.vm
-	s.byUUID.add(vm.UUID, rec)
-	s.byName.add(vm.Name, rec)
-	s.byDNS.add(backends.DNSNameKey(vm.GuestHostName), rec)
-	for _, n := range vm.NICs {
-		for _, ip := range n.IPs {
-			s.byIP.add(ip, rec)
-		}
-	}
-}
+func (s *invState) index(rec *vmRecord) { s.eachKey(rec, (*vmIndex).add) }
 
 // unindex removes rec from under its keys, as index added it: rec is
 // unindexed before it changes.
-func (s *invState) unindex(rec *vmRecord) {
+func (s *invState) unindex(rec *vmRecord) { s.eachKey(rec, (*vmIndex).del) }
+
+// eachKey calls fn with each index and key rec is held under.
+func (s *invState) eachKey(rec *vmRecord, fn func(x *vmIndex, key string, rec *vmRecord)) {
 	vm := &rec.vm
-	s.byUUID.del(vm.UUID, rec)
-	s.byName.del(vm.Name, rec)
-	s.byDNS.del(backends.DNSNameKey(vm.GuestHostName), rec)
+	fn(s.byUUID, vm.UUID, rec)
+	fn(s.byName, vm.Name, rec)
+	fn(s.byDNS, backends.DNSNameKey(vm.GuestHostName), rec)
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
-			s.byIP.del(ip, rec)
+			fn(s.byIP, ip, rec)
 		}
 	}
 }

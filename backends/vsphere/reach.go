@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
@@ -167,17 +168,7 @@ const (
 
 // phaseRank orders the phases; "" (no attempt yet) is before them all.
 func phaseRank(phase string) int {
-	switch phase {
-	case phaseDialing:
-		return 1
-	case phaseTCP:
-		return 2
-	case phaseTLS:
-		return 3
-	case phaseAnswer:
-		return 4
-	}
-	return 0
+	return slices.Index([]string{phaseDialing, phaseTCP, phaseTLS, phaseAnswer}, phase) + 1
 }
 
 // noteProgress records a step of the first connection attempt while

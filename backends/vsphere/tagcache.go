@@ -131,26 +131,18 @@ func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot
 	return next, nil
 }
 
-// tagsWithInventory starts the bulk read of the tags as soon as an
-// inventory load is published, unless the tags held are fresh: the first
-// Node's lookup finds them read instead of reading them itself (seconds
-// across a WAN, one vCenter after another as their first Nodes come up),
-// and every vCenter reads its own as its inventory loads.
-func (b *Backend) tagsWithInventory() {
-	if snap := b.bulkTags.get(); snap != nil && time.Since(snap.loaded) <= b.bulkTags.refresh {
-		return
-	}
-	b.refreshTagsInBackground()
-}
-
-// refreshTagsInBackground re-reads the tag cache once, off the lookup's
-// path (the backend's work: Close ends and waits for it); lookups keep
-// the current snapshot meanwhile.
+// refreshTagsInBackground re-reads the tag cache once, unless the tags
+// held are fresh, off the lookup's path (the backend's work: Close ends
+// and waits for it); lookups keep the current snapshot meanwhile. It is
+// also called as soon as an inventory load is published: the first
+// Node's lookup finds the tags read instead of reading them itself
+// (seconds across a WAN, one vCenter after another as their first Nodes
+// come up), and every vCenter reads its own as its inventory loads.
 func (b *Backend) refreshTagsInBackground() {
 	c := b.bulkTags
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refreshing {
+	if c.refreshing || c.snap != nil && time.Since(c.snap.loaded) <= c.refresh {
 		return
 	}
 	seen := c.snap

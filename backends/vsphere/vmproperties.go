@@ -84,15 +84,17 @@ var vmSetters = func() map[string]func(*invState, *vmRecord, any) {
 
 // set applies one property change, as read or as watched, to a VM record.
 func (s *invState) set(r *vmRecord, c types.PropertyChange) {
-	set, ok := vmSetters[c.Name]
-	if !ok {
-		return
+	if set, ok := vmSetters[c.Name]; ok {
+		set(s, r, changeVal(c))
 	}
-	v := c.Val
+}
+
+// changeVal is c's new value: nil when the property was removed.
+func changeVal(c types.PropertyChange) any {
 	if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
-		v = nil
+		return nil
 	}
-	set(s, r, v)
+	return c.Val
 }
 
 func stringVal(v any) string {
