@@ -168,10 +168,9 @@ func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
 
 // Find implements backends.Backend.
 func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, err error) {
-	const op = "vsphere.Find"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Find", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.inv != nil && q.AllowCached {
 		b.inv.awaitFirstAttempt(ctx)
@@ -179,16 +178,13 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 			return vms, nil
 		}
 	}
-	if err := b.budget.take(ctx, searches(q)); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, searches(q))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	refs, err := b.search(ctx, vc, q)
 	if err != nil {
-		return nil, fmt.Errorf("%s: by %s: %w", op, q.By, err)
+		return nil, fmt.Errorf("by %s: %w", q.By, err)
 	}
 	if len(refs) == 0 {
 		return nil, nil
@@ -203,7 +199,7 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	out := vms[:0]
 	for _, vm := range vms {
@@ -213,6 +209,15 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 	}
 	slices.SortFunc(out, func(a, b backends.VM) int { return cmp.Compare(a.Ref.ID, b.Ref.ID) })
 	return out, nil
+}
+
+// direct readies a call sent to vCenter directly: n tokens of the
+// budget, then a logged-in client.
+func (b *Backend) direct(ctx context.Context, n int) (*vim25.Client, error) {
+	if err := b.budget.take(ctx, n); err != nil {
+		return nil, err
+	}
+	return b.sessions.client(ctx)
 }
 
 // search returns the references matching q in the whole vCenter; the
@@ -298,10 +303,9 @@ func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Re
 
 // Get implements backends.Backend.
 func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, err error) {
-	const op = "vsphere.Get"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Get", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.inv != nil {
 		b.inv.awaitFirstAttempt(ctx)
@@ -310,33 +314,29 @@ func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, 
 			return vm, nil
 		}
 	}
-	if err := b.budget.take(ctx, 1); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, 1)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	vms, err := b.load(ctx, vc, []types.ManagedObjectReference{vmRef(ref.ID)})
 	if isNotFound(err) {
-		return nil, fmt.Errorf("%s: vm %s: %w", op, ref.ID, backends.ErrNotFound)
+		return nil, fmt.Errorf("vm %s: %w", ref.ID, backends.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if len(vms) != 1 || vms[0].Ref != ref {
 		// Gone from the datacenter we knew it in.
-		return nil, fmt.Errorf("%s: vm %s in %s: %w", op, ref.ID, ref.Datacenter, backends.ErrNotFound)
+		return nil, fmt.Errorf("vm %s in %s: %w", ref.ID, ref.Datacenter, backends.ErrNotFound)
 	}
 	return &vms[0], nil
 }
 
 // Datacenters implements backends.Backend.
 func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err error) {
-	const op = "vsphere.Datacenters"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Datacenters", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.inv != nil {
 		b.inv.awaitFirstAttempt(ctx)
@@ -344,18 +344,11 @@ func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err e
 			return dcs, nil
 		}
 	}
-	if err := b.budget.take(ctx, 2); err != nil { // the list, then their folders
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, 2) // the list, then their folders
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
-	dcs, err := readDatacenters(ctx, vc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return dcs, nil
+	return readDatacenters(ctx, vc)
 }
 
 // readDatacenters asks vCenter for every datacenter and its ancestors (two
@@ -573,11 +566,10 @@ func (s *sessions) instanceUUID() string {
 // Probe implements backends.Backend: a login when there is no session,
 // then one cheap request.
 func (b *Backend) Probe(ctx context.Context) (err error) {
-	const op = "vsphere.Probe"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Probe", &err)
 	if err := b.budget.take(ctx, 1); err != nil {
 		// Refused before anything was sent: nothing learned of vCenter.
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
 	vc, err := b.sessions.client(ctx)
 	if err == nil {
@@ -586,8 +578,5 @@ func (b *Backend) Probe(ctx context.Context) (err error) {
 	// No answer within ctx's deadline is Down too: that is what a probe
 	// asks (a login's own failure is recorded by the login).
 	b.sessions.recordReachability(ctx, "probe", err)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return nil
+	return err
 }

@@ -24,10 +24,9 @@ const tagTTL = 10 * time.Minute
 // in memory over tags read in bulk; a category not found there is looked
 // for again in vCenter itself, so a tag just attached is seen at once.
 func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (_ map[string]string, err error) {
-	const op = "vsphere.Tags"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Tags", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if len(categories) == 0 {
 		return map[string]string{}, nil
@@ -39,19 +38,16 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 		}
 	}
 	// The ancestries, then the tags on them (their names are cached).
-	if err := b.budget.take(ctx, 2); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, 2)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	s, err := retrieveSpec(ctx, vc, ancestrySpec(tagRoots(vm)))
 	if isNotFound(err) {
-		return nil, fmt.Errorf("%s: vm %s: %w", op, vm.Ref.ID, backends.ErrNotFound)
+		return nil, fmt.Errorf("vm %s: %w", vm.Ref.ID, backends.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	// What vCenter holds of them, complete or not: the ancestries are
 	// walked as far as they go.
@@ -66,7 +62,7 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	}
 	attached, err := b.attachedTags(ctx, all)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.bulkTags != nil {
 		b.bulkTags.merge(all, attached)
