@@ -526,9 +526,10 @@ func (b *Backend) Status() backends.Status {
 	for _, r := range b.sessions.chain.Refused() {
 		st.RefusedCredentials = append(st.RefusedCredentials, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last.UTC(), Retry: r.Retry.UTC()})
 	}
-	if c, ok := b.sessions.peerCert.get(); ok {
-		c.ExpiresInSeconds = c.NotAfter.Sub(now).Round(time.Second).Seconds()
-		st.Certificate = &c
+	if c := b.sessions.peerCert.Load(); c != nil {
+		cert := *c
+		cert.ExpiresInSeconds = cert.NotAfter.Sub(now).Round(time.Second).Seconds()
+		st.Certificate = &cert
 	}
 	return st
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -125,7 +126,7 @@ func (inv *inventory) setDatacenters(specs []config.DatacenterSpec) {
 	inv.mu.Lock()
 	inv.specs = slices.Clone(specs)
 	if inv.list != nil && inv.list.state != nil {
-		inv.dropUnwantedLocked(inv.wantedLocked()) // at once; the watch starts the new ones
+		inv.dropUnwantedLocked(inv.wantedLocked(inv.specs)) // at once; the watch starts the new ones
 	}
 	inv.mu.Unlock()
 	inv.rescope()
@@ -268,7 +269,7 @@ func (inv *inventory) reconcile(start func(*watched)) {
 		inv.mu.Unlock()
 		return // the list, once loaded, rescopes
 	}
-	want := inv.wantedLocked()
+	want := inv.wantedLocked(inv.specs)
 	inv.dropUnwantedLocked(want)
 	for _, ref := range want {
 		if inv.views[ref] == nil {
@@ -296,12 +297,12 @@ func (inv *inventory) dropUnwantedLocked(want []types.ManagedObjectReference) {
 	}
 }
 
-// wantedLocked lists the datacenters the config names, as the list holds
-// them; the caller holds inv.mu and the list is loaded.
-func (inv *inventory) wantedLocked() []types.ManagedObjectReference {
+// wantedLocked lists the datacenters specs name (every one when empty),
+// as the list holds them; the caller holds inv.mu and the list is loaded.
+func (inv *inventory) wantedLocked(specs []config.DatacenterSpec) []types.ManagedObjectReference {
 	var out []types.ManagedObjectReference
 	for _, dc := range inv.list.state.datacenters() {
-		if len(inv.specs) == 0 || slices.ContainsFunc(inv.specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+		if backends.Searched(specs, dc) {
 			out = append(out, datacenterRef(dc.ID))
 		}
 	}
@@ -409,7 +410,9 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		set := res.Returnval
 		if set == nil { // MaxWaitSeconds passed without a change
 			if loading == nil {
-				inv.touch(w, now.Add(inv.heartbeat+timeout))
+				inv.mu.Lock()
+				w.freshUntil = now.Add(inv.heartbeat + timeout)
+				inv.mu.Unlock()
 			}
 			continue
 		}
@@ -520,12 +523,6 @@ func (inv *inventory) clear() {
 	inv.list, inv.views = nil, nil
 }
 
-func (inv *inventory) touch(w *watched, freshUntil time.Time) {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	w.freshUntil = freshUntil
-}
-
 // status is what the inventory shows of itself.
 func (inv *inventory) status() backends.InventoryStatus {
 	st := backends.InventoryStatus{Updates: inv.updates.Load()}
@@ -556,7 +553,7 @@ func (inv *inventory) loadedLocked() bool {
 	if inv.list == nil || inv.list.state == nil {
 		return false
 	}
-	for _, ref := range inv.wantedLocked() {
+	for _, ref := range inv.wantedLocked(inv.specs) {
 		if w := inv.views[ref]; w == nil || w.state == nil {
 			return false
 		}
@@ -573,11 +570,8 @@ func (inv *inventory) scopeLocked(specs []config.DatacenterSpec, now time.Time) 
 		return nil, false
 	}
 	var out []*invState
-	for _, dc := range inv.list.state.datacenters() {
-		if len(specs) > 0 && !slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
-			continue
-		}
-		w := inv.views[datacenterRef(dc.ID)]
+	for _, ref := range inv.wantedLocked(specs) {
+		w := inv.views[ref]
 		if !w.current(now) {
 			return nil, false
 		}
@@ -793,20 +787,11 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	if !ok {
 		return nil, false
 	}
-	// The folders above the datacenters are in each datacenter's state.
-	entities := map[types.ManagedObjectReference]bool{}
-	vms := 0
+	var out []types.ManagedObjectReference
 	for _, s := range held {
-		for r := range s.entities {
-			entities[r] = true
-		}
-		vms += len(s.vms)
-	}
-	out := make([]types.ManagedObjectReference, 0, len(entities)+vms)
-	for r := range entities {
-		out = append(out, r)
-	}
-	for _, s := range held {
+		// The folders above the datacenters are in each datacenter's
+		// state: compacted below.
+		out = slices.AppendSeq(out, maps.Keys(s.entities))
 		for id := range s.vms {
 			out = append(out, vmRef(id))
 		}

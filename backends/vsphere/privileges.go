@@ -90,7 +90,7 @@ func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeRe
 	}
 	names := map[types.ManagedObjectReference]string{}
 	for _, dc := range all {
-		if len(specs) == 0 || slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+		if backends.Searched(specs, dc) {
 			names[types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}] = dc.Name
 		}
 	}

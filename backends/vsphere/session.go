@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/fault"
@@ -63,8 +65,10 @@ type sessions struct {
 	// ConnUnknown (ConnectProgress).
 	progress backends.ConnectProgress
 
-	// peerCert is the certificate of the last TLS handshake (servercert.go).
-	peerCert serverCertificate
+	// peerCert is the leaf certificate of the last TLS handshake, so that
+	// its expiry is shown (status, metric, validate) before a rollover
+	// locks anyone out.
+	peerCert atomic.Pointer[backends.Certificate]
 
 	// servedBy is the credential source of the last login, under mu: a
 	// change is logged.
@@ -305,7 +309,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record, s.noteProgress)
+	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.recordCertificate, s.noteProgress)
 	// Lookups sent to vCenter directly run concurrently (the controllers'
 	// workers, the drift pass, probes): net/http keeps 2 idle connections
 	// per host, so every burst beyond 2 closed its extra connections and
@@ -352,6 +356,12 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	}
 	c.setServed(served) // c is not shared yet
 	return c, nil
+}
+
+// recordCertificate keeps c, the certificate a handshake just accepted.
+func (s *sessions) recordCertificate(c *x509.Certificate) {
+	s.peerCert.Store(&backends.Certificate{NotAfter: c.NotAfter.UTC(), Subject: c.Subject.String(),
+		Issuer: c.Issuer.String(), SHA256Thumbprint: soap.ThumbprintSHA256(c)})
 }
 
 // logRefusals says which credentials vCenter refused since attempt began,
