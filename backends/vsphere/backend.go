@@ -262,7 +262,7 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 			}
 			add(refs)
 		case backends.ByName:
-			refs, err := findByName(ctx, vc, v)
+			refs, err := b.findByName(ctx, vc, v)
 			if err != nil {
 				return nil, err
 			}
@@ -277,19 +277,30 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 // viewRetrieve reads props of every object of kind below root into dst
 // (a pointer to a slice of mo types), through a container view destroyed
 // afterwards.
-func viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference, kind string, props []string, dst any) error {
+func (b *Backend) viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference,
+	kind string, props []string, dst any,
+) error {
 	v, err := view.NewManager(vc).CreateContainerView(ctx, root, []string{kind}, true)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
 	return v.Retrieve(ctx, []string{kind}, props, dst)
 }
 
-func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
+// destroy removes a server-side object of ours (a view, a collector)
+// under a deadline of its own, also once ctx has ended: a view left
+// behind costs vCenter memory until the session ends.
+func destroy(ctx context.Context, timeout time.Duration, d func(context.Context) error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	_ = d(dctx)
+}
+
+func (b *Backend) findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
 	// Names are compared here, exactly: property.Match would glob.
 	var vms []mo.VirtualMachine
-	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", []string{"name"}, &vms); err != nil {
+	if err := b.viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", []string{"name"}, &vms); err != nil {
 		return nil, err
 	}
 	var out []object.Reference
@@ -344,30 +355,25 @@ func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err e
 			return dcs, nil
 		}
 	}
-	vc, err := b.direct(ctx, 2) // the list, then their folders
+	vc, err := b.direct(ctx, 2) // a view, then its read
 	if err != nil {
 		return nil, err
 	}
-	return readDatacenters(ctx, vc)
+	return b.readDatacenters(ctx, vc)
 }
 
-// readDatacenters asks vCenter for every datacenter and its ancestors (two
-// calls), read as the inventory holds them.
-func readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
-	var list []mo.Datacenter
-	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", []string{"name"}, &list); err != nil {
+// readDatacenters asks vCenter for every datacenter and its folders up to
+// the root folder, through a container view (read as the inventory's
+// list reads it), destroyed afterwards.
+func (b *Backend) readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
+	v, err := view.NewManager(vc).CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"Datacenter"}, true)
+	if err != nil {
 		return nil, fmt.Errorf("list datacenters: %w", err)
 	}
-	if len(list) == 0 {
-		return nil, nil
-	}
-	refs := make([]types.ManagedObjectReference, len(list))
-	for i := range list {
-		refs[i] = list[i].Self
-	}
-	s, err := retrieveSpec(ctx, vc, ancestrySpec(refs))
+	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
+	s, err := retrieveSpec(ctx, vc, datacenterListSpec(v.Reference()))
 	if err != nil {
-		return nil, fmt.Errorf("read datacenters' folders: %w", err)
+		return nil, fmt.Errorf("list datacenters: %w", err)
 	}
 	return s.datacenters(), nil
 }

@@ -324,22 +324,15 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	timeout := inv.sessions.requestTimeout()
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// destroy removes a server-side object of the watch under a fresh
-	// deadline, also when closing: destroying the collector ends a poll
-	// vCenter would otherwise hold open until its MaxWaitSeconds, and a
-	// view left behind costs vCenter memory until the session ends.
-	destroy := func(d func(context.Context) error) {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		_ = d(dctx)
-	}
 	// A collector of its own: the default one serves direct lookups, and
 	// one collector allows one WaitForUpdatesEx at a time.
 	pc, err := property.DefaultCollector(vc).Create(sctx)
 	if err != nil {
 		return fmt.Errorf("%s: create property collector: %w", op, err)
 	}
-	defer destroy(pc.Destroy)
+	// Destroyed also when closing: that ends a poll vCenter would
+	// otherwise hold open until its MaxWaitSeconds.
+	defer destroy(ctx, timeout, pc.Destroy)
 	root, kinds := w.dc, inventoryKinds
 	if root.Value == "" {
 		root, kinds = vc.ServiceContent.RootFolder, []string{"Datacenter"}
@@ -348,7 +341,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	if err != nil {
 		return fmt.Errorf("%s: create container view: %w", op, err)
 	}
-	defer destroy(v.Destroy)
+	defer destroy(ctx, timeout, v.Destroy)
 	spec := datacenterListSpec(v.Reference())
 	if w.dc.Value != "" {
 		spec = datacenterSpec(v.Reference(), w.dc)

@@ -75,7 +75,7 @@ func (b *Backend) CountVMs(ctx context.Context, dcs []config.Datacenter) (_ int,
 	for _, dc := range dcs {
 		var vms []mo.VirtualMachine
 		root := types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}
-		if err := viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
+		if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
 			return 0, fmt.Errorf("datacenter %s: %w", dc.Name, err)
 		}
 		n += len(vms)

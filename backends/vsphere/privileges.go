@@ -84,7 +84,7 @@ func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeRe
 		if err := b.budget.take(ctx, 2); err != nil {
 			return backends.PrivilegeReport{}, err
 		}
-		if all, err = readDatacenters(ctx, &vc); err != nil {
+		if all, err = b.readDatacenters(ctx, &vc); err != nil {
 			return backends.PrivilegeReport{}, lost(err)
 		}
 	}
