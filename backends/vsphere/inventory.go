@@ -309,6 +309,10 @@ func (inv *inventory) wantedLocked(specs []config.DatacenterSpec) []types.Manage
 	return out
 }
 
+func compareRefs(a, b types.ManagedObjectReference) int {
+	return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
+}
+
 func datacenterRef(id string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{Type: "Datacenter", Value: id}
 }
@@ -789,9 +793,7 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 			out = append(out, vmRef(id))
 		}
 	}
-	slices.SortFunc(out, func(a, b types.ManagedObjectReference) int {
-		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
-	})
+	slices.SortFunc(out, compareRefs)
 	return slices.Compact(out), true
 }
 

@@ -396,18 +396,10 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 		ResourcePool: pool.Value, ResourcePoolType: pool.Type,
 		DiskEnableUUID: f.DiskEnableUUID.get(), HardwareVersion: f.HardwareVersion.get(),
 	}
-	ref := rec.up()
-	for range maxDepth {
-		e, ok := s.entities[ref]
-		if !ok {
-			break
-		}
-		if ref.Type == "Datacenter" {
-			dc := s.datacenter(ref)
-			vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
-			break
-		}
-		ref = e.parent
+	var up [16]types.ManagedObjectReference // deeper: appendAncestors grows it
+	if i := slices.IndexFunc(s.appendAncestors(up[:0], rec.up()), isDatacenter); i >= 0 {
+		dc := s.datacenter(up[i])
+		vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
 	}
 	if vm.Host != "" {
 		if h, ok := s.entities[types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}]; ok {
@@ -486,6 +478,8 @@ func (s *invState) datacenters() []config.Datacenter {
 	return out
 }
 
+func isDatacenter(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }
+
 // up is where a VM's ancestry starts: its folder, or its vApp.
 func (r *vmRecord) up() types.ManagedObjectReference {
 	if p := r.parent.get(); p.Value != "" {
@@ -540,8 +534,7 @@ func (s *invState) tagAncestries(vm *backends.VM) (ancestries [][]types.ManagedO
 				continue
 			}
 			buf = s.appendAncestors(append(buf, root), rec.up())
-			folders := buf[start+1:]
-			complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
+			complete = complete && slices.ContainsFunc(buf[start+1:], isDatacenter) // its folders reach one
 		}
 		// Capped: a later append never writes into an earlier ancestry.
 		ancestries = append(ancestries, buf[start:len(buf):len(buf)])

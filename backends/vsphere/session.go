@@ -190,11 +190,6 @@ func (c *conn) setServed(sv credentials.Served) {
 
 func (s *sessions) requestTimeout() time.Duration { return s.opts.Config.RequestTimeout }
 
-func (s *sessions) url() *url.URL {
-	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
-	return &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
-}
-
 // insecure is whether to skip certificate verification: only when asked
 // and nothing to verify against is configured. A thumbprint or a CA file
 // always verifies: govmomi checks neither when told to skip, and the
@@ -253,10 +248,7 @@ func (s *sessions) firstLogin(f *flight) {
 	case s.closed:
 		orphan, err = c, backends.ErrClosed
 	default:
-		s.cur = c
-		s.generation++
-		s.noteServedLocked(c.served)
-		s.armRenewalLocked(c)
+		s.swapLocked(c, 0) // no session before it: none to log out
 	}
 	f.err = err
 	s.mu.Unlock()
@@ -291,7 +283,8 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 // idle timeout (90 s): a vCenter refusing logins, probed every second,
 // would hold about ninety.
 func (s *sessions) connect(ctx context.Context) (*conn, error) {
-	u := s.url()
+	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
+	u := &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
 	sc := soap.NewClient(u, s.insecure())
 	if ua := s.opts.UserAgent; ua != "" {
 		sc.UserAgent = ua // the tags client derives from sc and keeps it
@@ -600,20 +593,21 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		return false, fmt.Errorf("new credentials rejected, keeping the current session: %w", err)
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
-		return false, backends.ErrClosed
-	}
-	if old := s.cur; old != nil && old.fingerprint == next.fingerprint {
+	switch old := s.cur; {
+	case s.closed:
+		err = backends.ErrClosed
+	case old != nil && old.fingerprint == next.fingerprint:
 		// vCenter refused the new credentials and the walk came back to
 		// the current ones: nothing rotated.
-		s.mu.Unlock()
-		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
-		return false, fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
+		err = fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
+	default:
+		s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 	}
-	s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 	s.mu.Unlock()
+	if err != nil {
+		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
+		return false, err
+	}
 	return true, nil
 }
 

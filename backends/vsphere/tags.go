@@ -52,14 +52,9 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 	// What vCenter holds of them, complete or not: the ancestries are
 	// walked as far as they go.
 	ancestries, _ := s.tagAncestries(vm)
-	var all []types.ManagedObjectReference
-	for _, a := range ancestries {
-		for _, r := range a {
-			if !slices.Contains(all, r) {
-				all = append(all, r)
-			}
-		}
-	}
+	all := slices.Concat(ancestries...)
+	slices.SortFunc(all, compareRefs)
+	all = slices.Compact(all)
 	attached, err := b.attachedTags(ctx, all)
 	if err != nil {
 		return nil, err
