@@ -117,6 +117,16 @@ func (s *sessions) recordLogin(err error) {
 	s.setReachability(err)
 }
 
+// observed is next as every request of the sessions goes: its outcome
+// recorded (reachabilityOf), then Options.WrapTransport's.
+func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
+	next = s.reachabilityOf(next)
+	if s.opts.WrapTransport != nil {
+		next = s.opts.WrapTransport(next)
+	}
+	return next
+}
+
 // reachabilityOf wraps next to record, for each request that is not part
 // of a login flight, whether vCenter answered: any HTTP response is Up; a
 // failure to get one (dial, TLS, reset) is Down, unless the request's

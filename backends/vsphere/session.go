@@ -110,7 +110,17 @@ type flight struct {
 	err  error
 }
 
-func newFlight() *flight { return &flight{done: make(chan struct{})} }
+// joinLocked returns the flight under way in *slot, starting one that
+// runs fly when there is none (it clears *slot as it ends). The caller
+// holds s.mu and has seen s open.
+func (s *sessions) joinLocked(slot **flight, fly func(*flight)) *flight {
+	if *slot == nil {
+		f := &flight{done: make(chan struct{})}
+		*slot = f
+		s.tasks.spawn(func() { fly(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+	}
+	return *slot
+}
 
 // wait returns the flight's outcome, or ctx's error if ctx ends first.
 func (f *flight) wait(ctx context.Context, what string) error {
@@ -219,12 +229,7 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 			s.mu.Unlock()
 			return c, nil
 		}
-		f := s.connecting
-		if f == nil {
-			f = newFlight()
-			s.connecting = f
-			s.tasks.spawn(func() { s.firstLogin(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
-		}
+		f := s.joinLocked(&s.connecting, s.firstLogin)
 		s.mu.Unlock()
 		if err := f.wait(ctx, "login"); err != nil {
 			return nil, err
@@ -308,10 +313,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	// per host, so every burst beyond 2 closed its extra connections and
 	// dialled them again, a TLS handshake each.
 	sc.DefaultTransport().MaxIdleConnsPerHost = maxIdleConnsPerVCenter
-	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
-	if s.opts.WrapTransport != nil {
-		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
-	}
+	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
@@ -453,12 +455,7 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 		s.mu.Unlock()
 		return nil
 	}
-	f := c.relogging
-	if f == nil {
-		f = newFlight()
-		c.relogging = f
-		s.tasks.spawn(func() { s.reloginFlight(c, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
-	}
+	f := s.joinLocked(&c.relogging, func(f *flight) { s.reloginFlight(c, f) })
 	s.mu.Unlock()
 	return f.wait(ctx, "re-login")
 }
@@ -652,22 +649,14 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 		}
 		if c.rest == nil {
 			c.rest = rest.NewClient(c.vim)
-			c.rest.Client.Transport = s.reachabilityOf(c.rest.Client.Transport)
-			if s.opts.WrapTransport != nil {
-				c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
-			}
+			c.rest.Client.Transport = s.observed(c.rest.Client.Transport)
 		}
 		rc := c.rest
 		if c.restValid {
 			s.mu.Unlock()
 			return rc, nil
 		}
-		f := c.restLogin
-		if f == nil {
-			f = newFlight()
-			c.restLogin = f
-			s.tasks.spawn(func() { s.restLoginFlight(c, rc, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
-		}
+		f := s.joinLocked(&c.restLogin, func(f *flight) { s.restLoginFlight(c, rc, f) })
 		s.mu.Unlock()
 		if err := f.wait(ctx, "REST login"); err != nil {
 			return nil, err
