@@ -227,28 +227,14 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 	si := object.NewSearchIndex(vc)
 	seen := map[types.ManagedObjectReference]bool{}
 	var out []types.ManagedObjectReference
-	add := func(refs []object.Reference) {
-		for _, r := range refs {
-			if ref := r.Reference(); ref.Type == "VirtualMachine" && !seen[ref] {
-				seen[ref] = true
-				out = append(out, ref)
-			}
-		}
-	}
 	for _, v := range q.Values {
+		var refs []object.Reference
+		var err error
 		switch q.By {
 		case backends.ByUUID:
-			refs, err := si.FindAllByUuid(ctx, nil, strings.ToLower(v), true, types.NewBool(false))
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = si.FindAllByUuid(ctx, nil, strings.ToLower(v), true, types.NewBool(false))
 		case backends.ByIP:
-			refs, err := si.FindAllByIp(ctx, nil, v, true)
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = si.FindAllByIp(ctx, nil, v, true)
 		case backends.ByDNSName:
 			if v == "" {
 				continue // names no VM (vcsim would match every VM without one)
@@ -256,19 +242,20 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 			// Lowercased as CPI sends it (vclib GetVMByDNSName); vCenter
 			// compares case-insensitively, vcsim exactly. The datacenter
 			// is left out for the same reason as above.
-			refs, err := si.FindAllByDnsName(ctx, nil, backends.DNSNameKey(v), true)
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = si.FindAllByDnsName(ctx, nil, backends.DNSNameKey(v), true)
 		case backends.ByName:
-			refs, err := b.findByName(ctx, vc, v)
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = b.findByName(ctx, vc, v)
 		default:
 			return nil, fmt.Errorf("unsupported query %v", q.By)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs {
+			if ref := r.Reference(); ref.Type == "VirtualMachine" && !seen[ref] {
+				seen[ref] = true
+				out = append(out, ref)
+			}
 		}
 	}
 	return out, nil
