@@ -133,6 +133,10 @@ type namedTag struct{ name, category string }
 // attachedTags lists the tags on objs in one REST call, resolving tag and
 // category names through the caches.
 func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectReference) (map[types.ManagedObjectReference][]namedTag, error) {
+	refs := make([]mo.Reference, len(objs))
+	for i := range objs {
+		refs[i] = objs[i]
+	}
 	var lists []tags.AttachedTags
 	var m *tags.Manager
 	for attempt := 0; ; attempt++ {
@@ -141,19 +145,13 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 			return nil, err
 		}
 		m = tags.NewManager(rc)
-		ids := make([]mo.Reference, len(objs))
-		for i := range objs {
-			ids[i] = objs[i]
+		if lists, err = m.ListAttachedTagsOnObjects(ctx, refs); err == nil {
+			break
 		}
-		lists, err = m.ListAttachedTagsOnObjects(ctx, ids)
-		if err != nil && rest.IsStatusError(err, http.StatusUnauthorized) && attempt == 0 {
-			b.sessions.restUnauthorized()
-			continue
-		}
-		if err != nil {
+		if attempt > 0 || !rest.IsStatusError(err, http.StatusUnauthorized) {
 			return nil, fmt.Errorf("list attached tags: %w", err)
 		}
-		break
+		b.sessions.restUnauthorized() // logged in again once
 	}
 	var ids []string
 	for _, l := range lists {
