@@ -287,7 +287,8 @@ func destroy(ctx context.Context, timeout time.Duration, d func(context.Context)
 func (b *Backend) findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
 	// Names are compared here, exactly: property.Match would glob.
 	var vms []mo.VirtualMachine
-	if err := b.viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", []string{"name"}, &vms); err != nil {
+	root := vc.ServiceContent.RootFolder
+	if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
 		return nil, err
 	}
 	var out []object.Reference

@@ -596,7 +596,8 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 	case old != nil && old.fingerprint == next.fingerprint:
 		// vCenter refused the new credentials and the walk came back to
 		// the current ones: nothing rotated.
-		err = fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
+		err = fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)",
+			cur.Source, next.served.Source)
 	default:
 		s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 	}
