@@ -682,32 +682,24 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	if !ok {
 		return nil, false
 	}
+	// key is how a value is held in the index of q.By.
+	key := func(v string) string { return v }
 	switch q.By {
-	case backends.ByUUID, backends.ByName, backends.ByIP, backends.ByDNSName:
+	case backends.ByUUID:
+		key = strings.ToLower
+	case backends.ByDNSName:
+		key = backends.DNSNameKey
+	case backends.ByName, backends.ByIP:
 	default:
 		return nil, false
 	}
 	seen := map[string]bool{}
 	for _, s := range states {
-		var idx *vmIndex
-		switch q.By {
-		case backends.ByUUID:
-			idx = s.byUUID
-		case backends.ByName:
-			idx = s.byName
-		case backends.ByIP:
-			idx = s.byIP
-		case backends.ByDNSName:
-			idx = s.byDNS
-		}
+		idx := [...]*vmIndex{
+			backends.ByUUID: s.byUUID, backends.ByName: s.byName, backends.ByIP: s.byIP, backends.ByDNSName: s.byDNS,
+		}[q.By]
 		for _, v := range q.Values {
-			switch q.By {
-			case backends.ByUUID:
-				v = strings.ToLower(v)
-			case backends.ByDNSName:
-				v = backends.DNSNameKey(v)
-			}
-			for _, id := range idx.appendIDs(nil, v) {
+			for _, id := range idx.appendIDs(nil, key(v)) {
 				// A VM moving between datacenters may be in two
 				// states a moment: the first placed counts.
 				if seen[id] {
