@@ -82,7 +82,7 @@ type inventory struct {
 	// watches to match.
 	rescoped chan struct{}
 	// loaded, when set, is called whenever a load completes what is
-	// configured (the backend reads the tags with it: tagsWithInventory).
+	// configured (the backend reads the tags with it: refreshTagsInBackground).
 	loaded func()
 	// hostGroups: the clusters' configurationEx is watched too, for
 	// their DRS host groups (Backend.hostGroups).
