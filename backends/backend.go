@@ -370,7 +370,12 @@ type Query struct {
 // InDatacenters reports whether vm's datacenter is one of specs, or specs
 // is empty (every datacenter).
 func InDatacenters(specs []config.DatacenterSpec, vm *VM) bool {
-	dc := vm.Datacenter()
+	return Searched(specs, vm.Datacenter())
+}
+
+// Searched reports whether dc is one of specs, or specs is empty (every
+// datacenter).
+func Searched(specs []config.DatacenterSpec, dc config.Datacenter) bool {
 	return len(specs) == 0 || slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) })
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,9 +17,9 @@ import (
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -47,13 +48,60 @@ type Backend struct {
 	// (config.VCenter.ZoneHostGroups), so reads of a VM read its
 	// cluster's configurationEx too; without them, none is read.
 	hostGroups bool
-	// stopped, closed once by Close, ends the background work (watch, tag
-	// refreshes); done is closed when the watch has returned, or by Close
-	// when it never started (startOnce: one of Start and Close does).
-	stopped   chan struct{}
-	stopOnce  sync.Once
-	startOnce sync.Once
-	done      chan struct{}
+	// work owns the background work (the watch, tag refreshes): Close
+	// stops it and waits for it.
+	work *owner
+}
+
+// owner owns goroutines: each one spawn starts runs until its work is
+// done or ctx ends; stop ends ctx, after which none starts, and wait
+// waits for those started.
+type owner struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	// mu orders spawn's wg.Go before stop: none is added once wait may
+	// have begun.
+	mu sync.Mutex
+	wg sync.WaitGroup
+}
+
+func newOwner() *owner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &owner{ctx: ctx, cancel: cancel}
+}
+
+// spawn runs fn in a goroutine unless o is stopped; it reports whether it
+// did.
+func (o *owner) spawn(fn func()) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ctx.Err() != nil {
+		return false
+	}
+	o.wg.Go(fn)
+	return true
+}
+
+func (o *owner) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.cancel()
+}
+
+// wait returns once the goroutines started have returned, or ctx's error
+// if it ends first.
+func (o *owner) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		o.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // New returns a backend; it connects on first use, or on Start to start
@@ -63,8 +111,7 @@ func New(opts Options) *Backend {
 		sessions: newSessions(opts),
 		budget:   newBudget(opts.Config.Name, opts.Config.RequestsPerSecond, opts.Config.RequestBurst),
 		names:    cache.NewExpiring(),
-		done:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		work:     newOwner(),
 
 		hostGroups: opts.Config.ZoneHostGroups != nil,
 	}
@@ -85,8 +132,8 @@ func New(opts Options) *Backend {
 	}
 	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
 	b.inv.hostGroups = b.hostGroups
-	b.bulkTags = &attachedTagCache{refresh: refresh, stopped: b.stopped, log: log}
-	b.inv.loaded = b.tagsWithInventory
+	b.bulkTags = &attachedTagCache{refresh: refresh, log: log}
+	b.inv.loaded = b.refreshTagsInBackground
 	return b
 }
 
@@ -94,16 +141,10 @@ func New(opts Options) *Backend {
 // Close); without an inventory there is nothing to start. Only the first
 // call counts, and none after Close.
 func (b *Backend) Start() {
-	if b.inv == nil {
+	if b.inv == nil || !b.inv.started.CompareAndSwap(false, true) {
 		return
 	}
-	b.startOnce.Do(func() {
-		b.inv.started.Store(true)
-		go func() {
-			defer close(b.done)
-			b.inv.run(wait.ContextForChannel(b.stopped))
-		}()
-	})
+	b.work.spawn(func() { b.inv.run(b.work.ctx) })
 }
 
 // SetDatacenters implements backends.Backend: the inventory
@@ -127,10 +168,9 @@ func (b *Backend) UUIDs(unchangedSince uint64) ([]string, uint64, bool) {
 
 // Find implements backends.Backend.
 func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, err error) {
-	const op = "vsphere.Find"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Find", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.inv != nil && q.AllowCached {
 		b.inv.awaitFirstAttempt(ctx)
@@ -138,16 +178,13 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 			return vms, nil
 		}
 	}
-	if err := b.budget.take(ctx, searches(q)); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, searches(q))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	refs, err := b.search(ctx, vc, q)
 	if err != nil {
-		return nil, fmt.Errorf("%s: by %s: %w", op, q.By, err)
+		return nil, fmt.Errorf("by %s: %w", q.By, err)
 	}
 	if len(refs) == 0 {
 		return nil, nil
@@ -162,7 +199,7 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	out := vms[:0]
 	for _, vm := range vms {
@@ -174,6 +211,15 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 	return out, nil
 }
 
+// direct readies a call sent to vCenter directly: n tokens of the
+// budget, then a logged-in client.
+func (b *Backend) direct(ctx context.Context, n int) (*vim25.Client, error) {
+	if err := b.budget.take(ctx, n); err != nil {
+		return nil, err
+	}
+	return b.sessions.client(ctx)
+}
+
 // search returns the references matching q in the whole vCenter; the
 // datacenter filter is applied on the VMs' real ancestry afterwards, which
 // costs no extra call and does not trust the server to honour it.
@@ -181,28 +227,14 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 	si := object.NewSearchIndex(vc)
 	seen := map[types.ManagedObjectReference]bool{}
 	var out []types.ManagedObjectReference
-	add := func(refs []object.Reference) {
-		for _, r := range refs {
-			if ref := r.Reference(); ref.Type == "VirtualMachine" && !seen[ref] {
-				seen[ref] = true
-				out = append(out, ref)
-			}
-		}
-	}
 	for _, v := range q.Values {
+		var refs []object.Reference
+		var err error
 		switch q.By {
 		case backends.ByUUID:
-			refs, err := si.FindAllByUuid(ctx, nil, strings.ToLower(v), true, types.NewBool(false))
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = si.FindAllByUuid(ctx, nil, strings.ToLower(v), true, types.NewBool(false))
 		case backends.ByIP:
-			refs, err := si.FindAllByIp(ctx, nil, v, true)
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = si.FindAllByIp(ctx, nil, v, true)
 		case backends.ByDNSName:
 			if v == "" {
 				continue // names no VM (vcsim would match every VM without one)
@@ -210,19 +242,20 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 			// Lowercased as CPI sends it (vclib GetVMByDNSName); vCenter
 			// compares case-insensitively, vcsim exactly. The datacenter
 			// is left out for the same reason as above.
-			refs, err := si.FindAllByDnsName(ctx, nil, backends.DNSNameKey(v), true)
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = si.FindAllByDnsName(ctx, nil, backends.DNSNameKey(v), true)
 		case backends.ByName:
-			refs, err := findByName(ctx, vc, v)
-			if err != nil {
-				return nil, err
-			}
-			add(refs)
+			refs, err = b.findByName(ctx, vc, v)
 		default:
 			return nil, fmt.Errorf("unsupported query %v", q.By)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs {
+			if ref := r.Reference(); ref.Type == "VirtualMachine" && !seen[ref] {
+				seen[ref] = true
+				out = append(out, ref)
+			}
 		}
 	}
 	return out, nil
@@ -231,19 +264,31 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 // viewRetrieve reads props of every object of kind below root into dst
 // (a pointer to a slice of mo types), through a container view destroyed
 // afterwards.
-func viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference, kind string, props []string, dst any) error {
+func (b *Backend) viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference,
+	kind string, props []string, dst any,
+) error {
 	v, err := view.NewManager(vc).CreateContainerView(ctx, root, []string{kind}, true)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
 	return v.Retrieve(ctx, []string{kind}, props, dst)
 }
 
-func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
+// destroy removes a server-side object of ours (a view, a collector)
+// under a deadline of its own, also once ctx has ended: a view left
+// behind costs vCenter memory until the session ends.
+func destroy(ctx context.Context, timeout time.Duration, d func(context.Context) error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	_ = d(dctx)
+}
+
+func (b *Backend) findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
 	// Names are compared here, exactly: property.Match would glob.
 	var vms []mo.VirtualMachine
-	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", []string{"name"}, &vms); err != nil {
+	root := vc.ServiceContent.RootFolder
+	if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
 		return nil, err
 	}
 	var out []object.Reference
@@ -257,10 +302,9 @@ func findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Re
 
 // Get implements backends.Backend.
 func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, err error) {
-	const op = "vsphere.Get"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Get", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.inv != nil {
 		b.inv.awaitFirstAttempt(ctx)
@@ -269,33 +313,29 @@ func (b *Backend) Get(ctx context.Context, ref backends.VMRef) (_ *backends.VM, 
 			return vm, nil
 		}
 	}
-	if err := b.budget.take(ctx, 1); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, 1)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	vms, err := b.load(ctx, vc, []types.ManagedObjectReference{vmRef(ref.ID)})
 	if isNotFound(err) {
-		return nil, fmt.Errorf("%s: vm %s: %w", op, ref.ID, backends.ErrNotFound)
+		return nil, fmt.Errorf("vm %s: %w", ref.ID, backends.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if len(vms) != 1 || vms[0].Ref != ref {
 		// Gone from the datacenter we knew it in.
-		return nil, fmt.Errorf("%s: vm %s in %s: %w", op, ref.ID, ref.Datacenter, backends.ErrNotFound)
+		return nil, fmt.Errorf("vm %s in %s: %w", ref.ID, ref.Datacenter, backends.ErrNotFound)
 	}
 	return &vms[0], nil
 }
 
 // Datacenters implements backends.Backend.
 func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err error) {
-	const op = "vsphere.Datacenters"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Datacenters", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.inv != nil {
 		b.inv.awaitFirstAttempt(ctx)
@@ -303,37 +343,25 @@ func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err e
 			return dcs, nil
 		}
 	}
-	if err := b.budget.take(ctx, 2); err != nil { // the list, then their folders
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, 2) // a view, then its read
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
-	dcs, err := readDatacenters(ctx, vc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	return dcs, nil
+	return b.readDatacenters(ctx, vc)
 }
 
-// readDatacenters asks vCenter for every datacenter and its ancestors (two
-// calls), read as the inventory holds them.
-func readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
-	var list []mo.Datacenter
-	if err := viewRetrieve(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", []string{"name"}, &list); err != nil {
+// readDatacenters asks vCenter for every datacenter and its folders up to
+// the root folder, through a container view (read as the inventory's
+// list reads it), destroyed afterwards.
+func (b *Backend) readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
+	v, err := view.NewManager(vc).CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"Datacenter"}, true)
+	if err != nil {
 		return nil, fmt.Errorf("list datacenters: %w", err)
 	}
-	if len(list) == 0 {
-		return nil, nil
-	}
-	refs := make([]types.ManagedObjectReference, len(list))
-	for i := range list {
-		refs[i] = list[i].Self
-	}
-	s, err := retrieveWithAncestors(ctx, vc, refs)
+	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
+	s, err := retrieveSpec(ctx, vc, datacenterListSpec(v.Reference()))
 	if err != nil {
-		return nil, fmt.Errorf("read datacenters' folders: %w", err)
+		return nil, fmt.Errorf("list datacenters: %w", err)
 	}
 	return s.datacenters(), nil
 }
@@ -347,11 +375,14 @@ func vmRef(id string) types.ManagedObjectReference {
 // host its resource pool's compute resource does not list (a template
 // has no pool).
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
-	spec := ancestrySpec(refs)
-	if b.hostGroups {
-		spec = withHostGroups(spec)
+	read := func(objs []types.ManagedObjectReference) (*invState, error) {
+		spec := ancestrySpec(objs)
+		if b.hostGroups {
+			spec = withHostGroups(spec)
+		}
+		return retrieveSpec(ctx, vc, spec)
 	}
-	s, err := retrieveSpec(ctx, vc, spec)
+	s, err := read(refs)
 	if err != nil {
 		return nil, err
 	}
@@ -367,21 +398,13 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 		}
 	}
 	if len(hosts) > 0 {
-		spec := ancestrySpec(hosts)
-		if b.hostGroups {
-			spec = withHostGroups(spec)
-		}
-		more, err := retrieveSpec(ctx, vc, spec)
+		more, err := read(hosts)
 		if err != nil && !isNotFound(err) { // a host gone since: the VM's host name is unknown
 			return nil, err
 		}
 		if more != nil {
-			for r, e := range more.entities {
-				s.entities[r] = e
-			}
-			for r, g := range more.hostGroups {
-				s.hostGroups[r] = g
-			}
+			maps.Copy(s.entities, more.entities)
+			maps.Copy(s.hostGroups, more.hostGroups)
 		}
 	}
 	out := make([]backends.VM, 0, len(refs))
@@ -393,29 +416,22 @@ func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.Manag
 	return out, nil
 }
 
-// retrieveWithAncestors reads objs and every ancestor of them, walking
-// "parent" (and a VM's or vApp's "parentVApp") up to the root folder, and
-// from a VM its resource pool's and from each compute resource its hosts,
-// into an invState of their own, read as the inventory reads its watch's.
-func retrieveWithAncestors(ctx context.Context, vc *vim25.Client, objs []types.ManagedObjectReference) (*invState, error) {
-	return retrieveSpec(ctx, vc, ancestrySpec(objs))
-}
-
-// retrieveSpec reads what spec selects into an invState of its own, read
-// as the inventory reads its watch's, in one call.
+// retrieveSpec reads what spec selects into an invState of its own, in
+// one call, each object as the watch would see it enter (one code path,
+// invState.apply, reads both). A property vCenter could not read is an
+// error, as govmomi's ObjectContentToType makes it.
 func retrieveSpec(ctx context.Context, vc *vim25.Client, spec types.PropertyFilterSpec) (*invState, error) {
 	res, err := property.DefaultCollector(vc).RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
 	if err != nil {
 		return nil, err
 	}
-	updates := make([]types.ObjectUpdate, len(res.Returnval))
-	for i, c := range res.Returnval {
-		if updates[i], err = asUpdate(c); err != nil {
-			return nil, err
+	for _, c := range res.Returnval {
+		for _, p := range c.MissingSet {
+			return nil, soap.WrapVimFault(p.Fault.Fault)
 		}
 	}
 	s := newInvState()
-	s.apply(updates)
+	s.applyContent(res.Returnval)
 	return s, nil
 }
 
@@ -479,15 +495,8 @@ func (b *Backend) RefreshCredentials(ctx context.Context, grace time.Duration) (
 func (b *Backend) Close(ctx context.Context) error {
 	const op = "vsphere.Close"
 	b.sessions.shut()
-	b.stopOnce.Do(func() { close(b.stopped) })
-	b.startOnce.Do(func() { close(b.done) }) // never started: nothing to wait for, nothing to start
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-	}
-	if b.bulkTags != nil {
-		b.bulkTags.wait(ctx)
-	}
+	b.work.stop()
+	_ = b.work.wait(ctx) // the sessions' close reports ctx's end
 	if err := b.sessions.close(ctx); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -511,9 +520,10 @@ func (b *Backend) Status() backends.Status {
 	for _, r := range b.sessions.chain.Refused() {
 		st.RefusedCredentials = append(st.RefusedCredentials, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last.UTC(), Retry: r.Retry.UTC()})
 	}
-	if c, ok := b.sessions.peerCert.get(); ok {
-		c.ExpiresInSeconds = c.NotAfter.Sub(now).Round(time.Second).Seconds()
-		st.Certificate = &c
+	if c := b.sessions.peerCert.Load(); c != nil {
+		cert := *c
+		cert.ExpiresInSeconds = cert.NotAfter.Sub(now).Round(time.Second).Seconds()
+		st.Certificate = &cert
 	}
 	return st
 }
@@ -551,11 +561,10 @@ func (s *sessions) instanceUUID() string {
 // Probe implements backends.Backend: a login when there is no session,
 // then one cheap request.
 func (b *Backend) Probe(ctx context.Context) (err error) {
-	const op = "vsphere.Probe"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Probe", &err)
 	if err := b.budget.take(ctx, 1); err != nil {
 		// Refused before anything was sent: nothing learned of vCenter.
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
 	vc, err := b.sessions.client(ctx)
 	if err == nil {
@@ -564,8 +573,5 @@ func (b *Backend) Probe(ctx context.Context) (err error) {
 	// No answer within ctx's deadline is Down too: that is what a probe
 	// asks (a login's own failure is recorded by the login).
 	b.sessions.recordReachability(ctx, "probe", err)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return nil
+	return err
 }

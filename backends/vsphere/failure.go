@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
@@ -18,12 +19,19 @@ type kindedError struct {
 func (e *kindedError) Error() string   { return e.err.Error() }
 func (e *kindedError) Unwrap() []error { return []error{e.err, e.kind} }
 
-// sortFailure gives *err, a Backend method's failure, its kind
-// (backends.ErrAuth, ErrUnreachable) when it has one and lacks it, so no
-// caller needs govmomi or the text to tell. Deferred by every method that
-// talks to vCenter.
-func sortFailure(err *error) {
-	if *err == nil || errors.Is(*err, backends.ErrAuth) || errors.Is(*err, backends.ErrUnreachable) {
+// sortFailure names *err, a Backend method's failure, after the method
+// op (unless op is "") and gives it its kind (backends.ErrAuth,
+// ErrUnreachable) when it has one and lacks it, so no caller needs
+// govmomi or the text to tell. Deferred by every method that talks to
+// vCenter.
+func sortFailure(op string, err *error) {
+	if *err == nil {
+		return
+	}
+	if op != "" {
+		*err = fmt.Errorf("%s: %w", op, *err)
+	}
+	if errors.Is(*err, backends.ErrAuth) || errors.Is(*err, backends.ErrUnreachable) {
 		return
 	}
 	switch {

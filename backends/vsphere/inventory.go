@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -81,7 +82,7 @@ type inventory struct {
 	// watches to match.
 	rescoped chan struct{}
 	// loaded, when set, is called whenever a load completes what is
-	// configured (the backend reads the tags with it: tagsWithInventory).
+	// configured (the backend reads the tags with it: refreshTagsInBackground).
 	loaded func()
 	// hostGroups: the clusters' configurationEx is watched too, for
 	// their DRS host groups (Backend.hostGroups).
@@ -125,7 +126,7 @@ func (inv *inventory) setDatacenters(specs []config.DatacenterSpec) {
 	inv.mu.Lock()
 	inv.specs = slices.Clone(specs)
 	if inv.list != nil && inv.list.state != nil {
-		inv.dropUnwantedLocked(inv.wantedLocked()) // at once; the watch starts the new ones
+		inv.dropUnwantedLocked(inv.wantedLocked(inv.specs)) // at once; the watch starts the new ones
 	}
 	inv.mu.Unlock()
 	inv.rescope()
@@ -268,7 +269,7 @@ func (inv *inventory) reconcile(start func(*watched)) {
 		inv.mu.Unlock()
 		return // the list, once loaded, rescopes
 	}
-	want := inv.wantedLocked()
+	want := inv.wantedLocked(inv.specs)
 	inv.dropUnwantedLocked(want)
 	for _, ref := range want {
 		if inv.views[ref] == nil {
@@ -296,16 +297,20 @@ func (inv *inventory) dropUnwantedLocked(want []types.ManagedObjectReference) {
 	}
 }
 
-// wantedLocked lists the datacenters the config names, as the list holds
-// them; the caller holds inv.mu and the list is loaded.
-func (inv *inventory) wantedLocked() []types.ManagedObjectReference {
+// wantedLocked lists the datacenters specs name (every one when empty),
+// as the list holds them; the caller holds inv.mu and the list is loaded.
+func (inv *inventory) wantedLocked(specs []config.DatacenterSpec) []types.ManagedObjectReference {
 	var out []types.ManagedObjectReference
 	for _, dc := range inv.list.state.datacenters() {
-		if len(inv.specs) == 0 || slices.ContainsFunc(inv.specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+		if backends.Searched(specs, dc) {
 			out = append(out, datacenterRef(dc.ID))
 		}
 	}
 	return out
+}
+
+func compareRefs(a, b types.ManagedObjectReference) int {
+	return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
 }
 
 func datacenterRef(id string) types.ManagedObjectReference {
@@ -323,22 +328,15 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	timeout := inv.sessions.requestTimeout()
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	// destroy removes a server-side object of the watch under a fresh
-	// deadline, also when closing: destroying the collector ends a poll
-	// vCenter would otherwise hold open until its MaxWaitSeconds, and a
-	// view left behind costs vCenter memory until the session ends.
-	destroy := func(d func(context.Context) error) {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		_ = d(dctx)
-	}
 	// A collector of its own: the default one serves direct lookups, and
 	// one collector allows one WaitForUpdatesEx at a time.
 	pc, err := property.DefaultCollector(vc).Create(sctx)
 	if err != nil {
 		return fmt.Errorf("%s: create property collector: %w", op, err)
 	}
-	defer destroy(pc.Destroy)
+	// Destroyed also when closing: that ends a poll vCenter would
+	// otherwise hold open until its MaxWaitSeconds.
+	defer destroy(ctx, timeout, pc.Destroy)
 	root, kinds := w.dc, inventoryKinds
 	if root.Value == "" {
 		root, kinds = vc.ServiceContent.RootFolder, []string{"Datacenter"}
@@ -347,7 +345,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	if err != nil {
 		return fmt.Errorf("%s: create container view: %w", op, err)
 	}
-	defer destroy(v.Destroy)
+	defer destroy(ctx, timeout, v.Destroy)
 	spec := datacenterListSpec(v.Reference())
 	if w.dc.Value != "" {
 		spec = datacenterSpec(v.Reference(), w.dc)
@@ -409,7 +407,9 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		set := res.Returnval
 		if set == nil { // MaxWaitSeconds passed without a change
 			if loading == nil {
-				inv.touch(w, now.Add(inv.heartbeat+timeout))
+				inv.mu.Lock()
+				w.freshUntil = now.Add(inv.heartbeat + timeout)
+				inv.mu.Unlock()
 			}
 			continue
 		}
@@ -520,12 +520,6 @@ func (inv *inventory) clear() {
 	inv.list, inv.views = nil, nil
 }
 
-func (inv *inventory) touch(w *watched, freshUntil time.Time) {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	w.freshUntil = freshUntil
-}
-
 // status is what the inventory shows of itself.
 func (inv *inventory) status() backends.InventoryStatus {
 	st := backends.InventoryStatus{Updates: inv.updates.Load()}
@@ -544,19 +538,7 @@ func (inv *inventory) status() backends.InventoryStatus {
 // inventory is in service for all of them (each loaded and current, and
 // the list too); the caller holds inv.mu.
 func (inv *inventory) heldLocked(now time.Time) ([]*invState, bool) {
-	if !inv.list.current(now) {
-		return nil, false
-	}
-	want := inv.wantedLocked()
-	out := make([]*invState, 0, len(want))
-	for _, ref := range want {
-		w := inv.views[ref]
-		if !w.current(now) {
-			return nil, false
-		}
-		out = append(out, w.state)
-	}
-	return out, true
+	return inv.scopeLocked(inv.specs, now)
 }
 
 // loadedLocked reports whether the list and every datacenter configured
@@ -568,7 +550,7 @@ func (inv *inventory) loadedLocked() bool {
 	if inv.list == nil || inv.list.state == nil {
 		return false
 	}
-	for _, ref := range inv.wantedLocked() {
+	for _, ref := range inv.wantedLocked(inv.specs) {
 		if w := inv.views[ref]; w == nil || w.state == nil {
 			return false
 		}
@@ -585,11 +567,8 @@ func (inv *inventory) scopeLocked(specs []config.DatacenterSpec, now time.Time) 
 		return nil, false
 	}
 	var out []*invState
-	for _, dc := range inv.list.state.datacenters() {
-		if len(specs) > 0 && !slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
-			continue
-		}
-		w := inv.views[datacenterRef(dc.ID)]
+	for _, ref := range inv.wantedLocked(specs) {
+		w := inv.views[ref]
 		if !w.current(now) {
 			return nil, false
 		}
@@ -703,32 +682,24 @@ func (inv *inventory) find(q backends.Query) (vms []backends.VM, ok bool) {
 	if !ok {
 		return nil, false
 	}
+	// key is how a value is held in the index of q.By.
+	key := func(v string) string { return v }
 	switch q.By {
-	case backends.ByUUID, backends.ByName, backends.ByIP, backends.ByDNSName:
+	case backends.ByUUID:
+		key = strings.ToLower
+	case backends.ByDNSName:
+		key = backends.DNSNameKey
+	case backends.ByName, backends.ByIP:
 	default:
 		return nil, false
 	}
 	seen := map[string]bool{}
 	for _, s := range states {
-		var idx *vmIndex
-		switch q.By {
-		case backends.ByUUID:
-			idx = s.byUUID
-		case backends.ByName:
-			idx = s.byName
-		case backends.ByIP:
-			idx = s.byIP
-		case backends.ByDNSName:
-			idx = s.byDNS
-		}
+		idx := [...]*vmIndex{
+			backends.ByUUID: s.byUUID, backends.ByName: s.byName, backends.ByIP: s.byIP, backends.ByDNSName: s.byDNS,
+		}[q.By]
 		for _, v := range q.Values {
-			switch q.By {
-			case backends.ByUUID:
-				v = strings.ToLower(v)
-			case backends.ByDNSName:
-				v = backends.DNSNameKey(v)
-			}
-			for _, id := range idx.appendIDs(nil, v) {
+			for _, id := range idx.appendIDs(nil, key(v)) {
 				// A VM moving between datacenters may be in two
 				// states a moment: the first placed counts.
 				if seen[id] {
@@ -805,27 +776,16 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	if !ok {
 		return nil, false
 	}
-	// The folders above the datacenters are in each datacenter's state.
-	entities := map[types.ManagedObjectReference]bool{}
-	vms := 0
+	var out []types.ManagedObjectReference
 	for _, s := range held {
-		for r := range s.entities {
-			entities[r] = true
-		}
-		vms += len(s.vms)
-	}
-	out := make([]types.ManagedObjectReference, 0, len(entities)+vms)
-	for r := range entities {
-		out = append(out, r)
-	}
-	for _, s := range held {
+		// The folders above the datacenters are in each datacenter's
+		// state: compacted below.
+		out = slices.AppendSeq(out, maps.Keys(s.entities))
 		for id := range s.vms {
 			out = append(out, vmRef(id))
 		}
 	}
-	slices.SortFunc(out, func(a, b types.ManagedObjectReference) int {
-		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Value, b.Value))
-	})
+	slices.SortFunc(out, compareRefs)
 	return slices.Compact(out), true
 }
 

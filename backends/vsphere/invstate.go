@@ -162,10 +162,7 @@ func (s *invState) applyEntity(u types.ObjectUpdate) {
 		delete(s.hostGroups, u.Obj)
 	}
 	for _, c := range u.ChangeSet {
-		v := c.Val
-		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
-			v = nil
-		}
+		v := changeVal(c)
 		switch c.Name {
 		case "name":
 			e.name = stringVal(v)
@@ -249,28 +246,21 @@ func (s *invState) keepOnly(seen map[types.ManagedObjectReference]struct{}) {
 }
 
 // index adds rec under its keys.
-func (s *invState) index(rec *vmRecord) {
-	vm := &rec.vm
-	s.byUUID.add(vm.UUID, rec)
-	s.byName.add(vm.Name, rec)
-	s.byDNS.add(backends.DNSNameKey(vm.GuestHostName), rec)
-	for _, n := range vm.NICs {
-		for _, ip := range n.IPs {
-			s.byIP.add(ip, rec)
-		}
-	}
-}
+func (s *invState) index(rec *vmRecord) { s.eachKey(rec, (*vmIndex).add) }
 
 // unindex removes rec from under its keys, as index added it: rec is
 // unindexed before it changes.
-func (s *invState) unindex(rec *vmRecord) {
+func (s *invState) unindex(rec *vmRecord) { s.eachKey(rec, (*vmIndex).del) }
+
+// eachKey calls fn with each index and key rec is held under.
+func (s *invState) eachKey(rec *vmRecord, fn func(x *vmIndex, key string, rec *vmRecord)) {
 	vm := &rec.vm
-	s.byUUID.del(vm.UUID, rec)
-	s.byName.del(vm.Name, rec)
-	s.byDNS.del(backends.DNSNameKey(vm.GuestHostName), rec)
+	fn(s.byUUID, vm.UUID, rec)
+	fn(s.byName, vm.Name, rec)
+	fn(s.byDNS, backends.DNSNameKey(vm.GuestHostName), rec)
 	for _, n := range vm.NICs {
 		for _, ip := range n.IPs {
-			s.byIP.del(ip, rec)
+			fn(s.byIP, ip, rec)
 		}
 	}
 }
@@ -406,18 +396,10 @@ func (s *invState) placed(rec *vmRecord) backends.VM {
 		ResourcePool: pool.Value, ResourcePoolType: pool.Type,
 		DiskEnableUUID: f.DiskEnableUUID.get(), HardwareVersion: f.HardwareVersion.get(),
 	}
-	ref := rec.up()
-	for range maxDepth {
-		e, ok := s.entities[ref]
-		if !ok {
-			break
-		}
-		if ref.Type == "Datacenter" {
-			dc := s.datacenter(ref)
-			vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
-			break
-		}
-		ref = e.parent
+	var up [16]types.ManagedObjectReference // deeper: appendAncestors grows it
+	if i := slices.IndexFunc(s.appendAncestors(up[:0], rec.up()), isDatacenter); i >= 0 {
+		dc := s.datacenter(up[i])
+		vm.Ref.Datacenter, vm.DatacenterID, vm.DatacenterPath = dc.Name, dc.ID, dc.Path
 	}
 	if vm.Host != "" {
 		if h, ok := s.entities[types.ManagedObjectReference{Type: "HostSystem", Value: vm.Host}]; ok {
@@ -496,6 +478,8 @@ func (s *invState) datacenters() []config.Datacenter {
 	return out
 }
 
+func isDatacenter(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" }
+
 // up is where a VM's ancestry starts: its folder, or its vApp.
 func (r *vmRecord) up() types.ManagedObjectReference {
 	if p := r.parent.get(); p.Value != "" {
@@ -550,8 +534,7 @@ func (s *invState) tagAncestries(vm *backends.VM) (ancestries [][]types.ManagedO
 				continue
 			}
 			buf = s.appendAncestors(append(buf, root), rec.up())
-			folders := buf[start+1:]
-			complete = complete && slices.ContainsFunc(folders, func(r types.ManagedObjectReference) bool { return r.Type == "Datacenter" })
+			complete = complete && slices.ContainsFunc(buf[start+1:], isDatacenter) // its folders reach one
 		}
 		// Capped: a later append never writes into an earlier ancestry.
 		ancestries = append(ancestries, buf[start:len(buf):len(buf)])

@@ -27,7 +27,7 @@ import (
 // rejected: login as …", "TLS handshake: …"), which is what an operator
 // reads, and TLSFailure tells a certificate refused from a login refused.
 func (b *Backend) Login(ctx context.Context) (err error) {
-	defer sortFailure(&err)
+	defer sortFailure("", &err)
 	_, err = b.sessions.client(ctx)
 	return err
 }
@@ -48,21 +48,17 @@ func TLSFailure(err error) bool {
 // whether it logged in with a certificate. One request, logging in first
 // when there is no session.
 func (b *Backend) SessionUser(ctx context.Context) (user string, certificate bool, err error) {
-	const op = "vsphere.SessionUser"
-	defer sortFailure(&err)
-	if err := b.budget.take(ctx, 1); err != nil {
-		return "", false, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	defer sortFailure("vsphere.SessionUser", &err)
+	vc, err := b.direct(ctx, 1)
 	if err != nil {
-		return "", false, fmt.Errorf("%s: %w", op, err)
+		return "", false, err
 	}
 	us, err := session.NewManager(vc).UserSession(ctx)
 	if err != nil {
-		return "", false, fmt.Errorf("%s: %w", op, err)
+		return "", false, err
 	}
 	if us == nil {
-		return "", false, fmt.Errorf("%s: %w", op, backends.ErrNoSession)
+		return "", false, backends.ErrNoSession
 	}
 	return us.UserName, b.certificateLogin(), nil
 }
@@ -70,21 +66,17 @@ func (b *Backend) SessionUser(ctx context.Context) (user string, certificate boo
 // CountVMs counts the VMs of dcs the session's user sees: a login that
 // sees none finds no Node's VM. One container view per datacenter.
 func (b *Backend) CountVMs(ctx context.Context, dcs []config.Datacenter) (_ int, err error) {
-	const op = "vsphere.CountVMs"
-	defer sortFailure(&err)
-	if err := b.budget.take(ctx, len(dcs)); err != nil {
-		return 0, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	defer sortFailure("vsphere.CountVMs", &err)
+	vc, err := b.direct(ctx, len(dcs))
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", op, err)
+		return 0, err
 	}
 	n := 0
 	for _, dc := range dcs {
 		var vms []mo.VirtualMachine
 		root := types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}
-		if err := viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
-			return 0, fmt.Errorf("%s: datacenter %s: %w", op, dc.Name, err)
+		if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
+			return 0, fmt.Errorf("datacenter %s: %w", dc.Name, err)
 		}
 		n += len(vms)
 	}
@@ -99,19 +91,18 @@ type TagUse struct{ Tags, Objects int }
 // of want that exists, through the REST session (logging it in when there
 // is none).
 func (b *Backend) TagCategories(ctx context.Context, want []string) (names []string, use map[string]TagUse, err error) {
-	const op = "vsphere.TagCategories"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.TagCategories", &err)
 	if err := b.budget.take(ctx, 1+2*len(want)); err != nil { // the list, then each one's tags and their attachments
-		return nil, nil, fmt.Errorf("%s: %w", op, err)
+		return nil, nil, err
 	}
 	rc, err := b.sessions.restClient(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: REST login: %w", op, err)
+		return nil, nil, fmt.Errorf("REST login: %w", err)
 	}
 	m := tags.NewManager(rc)
 	all, err := m.GetCategories(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", op, err)
+		return nil, nil, err
 	}
 	use = map[string]TagUse{}
 	for _, c := range all {
@@ -121,13 +112,13 @@ func (b *Backend) TagCategories(ctx context.Context, want []string) (names []str
 		}
 		ids, err := m.ListTagsForCategory(ctx, c.ID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: category %q: listing its tags: %w", op, c.Name, err)
+			return nil, nil, fmt.Errorf("category %q: listing its tags: %w", c.Name, err)
 		}
 		u := TagUse{Tags: len(ids)}
 		if len(ids) > 0 {
 			attached, err := m.GetAttachedObjectsOnTags(ctx, ids)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s: category %q: listing attachments: %w", op, c.Name, err)
+				return nil, nil, fmt.Errorf("category %q: listing attachments: %w", c.Name, err)
 			}
 			for _, o := range attached {
 				u.Objects += len(o.ObjectIDs)

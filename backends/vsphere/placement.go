@@ -47,42 +47,36 @@ func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.
 	if !ok {
 		return nil, nil, false
 	}
-	var out []backends.Placement
-	var ancestries [][][]types.ManagedObjectReference
+	type placed struct {
+		backends.Placement
+		ancestries [][]types.ManagedObjectReference
+	}
+	var found []placed
 	var buf [2]string
 	for _, s := range held {
 		ids := s.byUUID.appendIDs(buf[:0], uuid)
 		slices.Sort(ids)
 		for _, id := range ids {
 			rec, held := s.vms[id]
-			if !held || slices.ContainsFunc(out, func(p backends.Placement) bool { return p.VM.Ref.ID == id }) {
+			if !held || slices.ContainsFunc(found, func(p placed) bool { return p.VM.Ref.ID == id }) {
 				continue // a VM moving between datacenters: the first placed counts
 			}
-			out = append(out, backends.Placement{VM: s.placed(rec)})
-			vm := &out[len(out)-1].VM
-			if vm.Ref.Datacenter == "" {
-				out = out[:len(out)-1]
+			p := placed{Placement: backends.Placement{VM: s.placed(rec)}}
+			if p.VM.Ref.Datacenter == "" {
 				continue
 			}
-			a, complete := s.tagAncestries(vm)
-			if !complete {
-				a = nil
+			if a, complete := s.tagAncestries(&p.VM); complete {
+				p.ancestries = a
 			}
-			ancestries = append(ancestries, a)
+			found = append(found, p)
 		}
 	}
-	if len(held) > 1 && len(out) > 1 {
-		// By ID, as one state lists them.
-		order := make([]int, len(out))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(out[a].VM.Ref.ID, out[b].VM.Ref.ID) })
-		po, ao := make([]backends.Placement, len(out)), make([][][]types.ManagedObjectReference, len(out))
-		for i, j := range order {
-			po[i], ao[i] = out[j], ancestries[j]
-		}
-		out, ancestries = po, ao
+	// By ID, as one state lists them.
+	slices.SortStableFunc(found, func(a, b placed) int { return cmp.Compare(a.VM.Ref.ID, b.VM.Ref.ID) })
+	var out []backends.Placement
+	var ancestries [][][]types.ManagedObjectReference
+	for _, p := range found {
+		out, ancestries = append(out, p.Placement), append(ancestries, p.ancestries)
 	}
 	return out, ancestries, true
 }

@@ -55,24 +55,23 @@ func missingPrivileges(want []string, res []types.UserPrivilegeResult, names map
 // privileges), and two more for the datacenters when the inventory is not
 // in service to list them.
 func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeReport, err error) {
-	const op = "vsphere.MissingPrivileges"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.MissingPrivileges", &err)
 	if err := b.sessions.open(); err != nil {
-		return backends.PrivilegeReport{}, fmt.Errorf("%s: %w", op, err)
+		return backends.PrivilegeReport{}, err
 	}
 	b.sessions.mu.Lock()
 	c := b.sessions.cur
 	b.sessions.mu.Unlock()
 	if c == nil {
-		return backends.PrivilegeReport{}, fmt.Errorf("%s: %w", op, backends.ErrNoSession)
+		return backends.PrivilegeReport{}, backends.ErrNoSession
 	}
 	vc := *c.vim
 	vc.RoundTripper = c.raw
 	lost := func(err error) error {
 		if fault.Is(err, &types.NotAuthenticated{}) {
-			return fmt.Errorf("%s: session lost (%v): %w", op, err, backends.ErrNoSession) //nolint:errorlint // the fault is shown, not wrapped: this error is ErrNoSession, not an auth failure to sort
+			return fmt.Errorf("session lost (%v): %w", err, backends.ErrNoSession) //nolint:errorlint // the fault is shown, not wrapped: this error is ErrNoSession, not an auth failure to sort
 		}
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
 	specs := b.sessions.opts.Config.DatacenterSpecs()
 	var all []config.Datacenter
@@ -83,27 +82,27 @@ func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeRe
 	}
 	if !ok {
 		if err := b.budget.take(ctx, 2); err != nil {
-			return backends.PrivilegeReport{}, fmt.Errorf("%s: %w", op, err)
+			return backends.PrivilegeReport{}, err
 		}
-		if all, err = readDatacenters(ctx, &vc); err != nil {
+		if all, err = b.readDatacenters(ctx, &vc); err != nil {
 			return backends.PrivilegeReport{}, lost(err)
 		}
 	}
 	names := map[types.ManagedObjectReference]string{}
 	for _, dc := range all {
-		if len(specs) == 0 || slices.ContainsFunc(specs, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
+		if backends.Searched(specs, dc) {
 			names[types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}] = dc.Name
 		}
 	}
 	if err := b.budget.take(ctx, 2); err != nil {
-		return backends.PrivilegeReport{}, fmt.Errorf("%s: %w", op, err)
+		return backends.PrivilegeReport{}, err
 	}
 	us, err := session.NewManager(&vc).UserSession(ctx)
 	if err != nil {
 		return backends.PrivilegeReport{}, lost(err)
 	}
 	if us == nil {
-		return backends.PrivilegeReport{}, fmt.Errorf("%s: %w", op, backends.ErrNoSession)
+		return backends.PrivilegeReport{}, backends.ErrNoSession
 	}
 	report := backends.PrivilegeReport{User: us.UserName}
 	if len(names) == 0 {

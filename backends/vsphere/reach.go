@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
@@ -116,6 +117,16 @@ func (s *sessions) recordLogin(err error) {
 	s.setReachability(err)
 }
 
+// observed is next as every request of the sessions goes: its outcome
+// recorded (reachabilityOf), then Options.WrapTransport's.
+func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
+	next = s.reachabilityOf(next)
+	if s.opts.WrapTransport != nil {
+		next = s.opts.WrapTransport(next)
+	}
+	return next
+}
+
 // reachabilityOf wraps next to record, for each request that is not part
 // of a login flight, whether vCenter answered: any HTTP response is Up; a
 // failure to get one (dial, TLS, reset) is Down, unless the request's
@@ -167,17 +178,7 @@ const (
 
 // phaseRank orders the phases; "" (no attempt yet) is before them all.
 func phaseRank(phase string) int {
-	switch phase {
-	case phaseDialing:
-		return 1
-	case phaseTCP:
-		return 2
-	case phaseTLS:
-		return 3
-	case phaseAnswer:
-		return 4
-	}
-	return 0
+	return slices.Index([]string{phaseDialing, phaseTCP, phaseTLS, phaseAnswer}, phase) + 1
 }
 
 // noteProgress records a step of the first connection attempt while

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/fault"
@@ -20,7 +22,6 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -42,10 +43,10 @@ type sessions struct {
 	chain *credentials.Chain
 	log   klog.Logger
 
-	// stopped is closed by shut: logins, pings and probes under way end
-	// with it (see lifetime).
-	stopped  chan struct{}
-	stopOnce sync.Once
+	// tasks owns the goroutines the sessions start (logins, logouts,
+	// renewals): shut ends its context, which logins, pings and probes
+	// under way end with (see lifetime), and close waits for them.
+	tasks *owner
 	// loginDue is signalled when a reload finds credentials to send and
 	// no session (a standby the leader's login now backs, a Secret
 	// fixed): the inventory's watch, waiting out its backoff, connects at
@@ -57,9 +58,6 @@ type sessions struct {
 	cur        *conn
 	generation uint64
 	connecting *flight // the first login, under way
-	// tasks are the goroutines the sessions started (logins, logouts),
-	// each closing its channel when it returns: close waits for them.
-	tasks map[chan struct{}]struct{}
 
 	reachMu sync.Mutex
 	reach   backends.Reachability
@@ -67,8 +65,10 @@ type sessions struct {
 	// ConnUnknown (ConnectProgress).
 	progress backends.ConnectProgress
 
-	// peerCert is the certificate of the last TLS handshake (servercert.go).
-	peerCert serverCertificate
+	// peerCert is the leaf certificate of the last TLS handshake, so that
+	// its expiry is shown (status, metric, validate) before a rollover
+	// locks anyone out.
+	peerCert atomic.Pointer[backends.Certificate]
 
 	// servedBy is the credential source of the last login, under mu: a
 	// change is logged.
@@ -99,8 +99,8 @@ func newSessions(opts Options) *sessions {
 	// Unknown since now: how long a vCenter has been connecting is what
 	// lookups judge whether to wait for it by.
 	return &sessions{opts: opts, chain: chain,
-		log:     klog.Background().WithValues("vcenter", opts.Config.Name),
-		stopped: make(chan struct{}), loginDue: make(chan struct{}, 1), tasks: map[chan struct{}]struct{}{},
+		log:   klog.Background().WithValues("vcenter", opts.Config.Name),
+		tasks: newOwner(), loginDue: make(chan struct{}, 1),
 		reach: backends.Reachability{Since: time.Now()}}
 }
 
@@ -110,7 +110,17 @@ type flight struct {
 	err  error
 }
 
-func newFlight() *flight { return &flight{done: make(chan struct{})} }
+// joinLocked returns the flight under way in *slot, starting one that
+// runs fly when there is none (it clears *slot as it ends). The caller
+// holds s.mu and has seen s open.
+func (s *sessions) joinLocked(slot **flight, fly func(*flight)) *flight {
+	if *slot == nil {
+		f := &flight{done: make(chan struct{})}
+		*slot = f
+		s.tasks.spawn(func() { fly(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+	}
+	return *slot
+}
 
 // wait returns the flight's outcome, or ctx's error if ctx ends first.
 func (f *flight) wait(ctx context.Context, what string) error {
@@ -125,22 +135,6 @@ func (f *flight) wait(ctx context.Context, what string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the %s under way: %w", what, ctx.Err())
 	}
-}
-
-// goLocked runs fn in a goroutine that close waits for. The caller holds
-// s.mu and has seen s open.
-func (s *sessions) goLocked(fn func()) {
-	done := make(chan struct{})
-	s.tasks[done] = struct{}{}
-	go func() {
-		defer func() {
-			s.mu.Lock()
-			delete(s.tasks, done)
-			s.mu.Unlock()
-			close(done)
-		}()
-		fn()
-	}()
 }
 
 // loginKey marks the requests of a login flight: the flight records their
@@ -206,11 +200,6 @@ func (c *conn) setServed(sv credentials.Served) {
 
 func (s *sessions) requestTimeout() time.Duration { return s.opts.Config.RequestTimeout }
 
-func (s *sessions) url() *url.URL {
-	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
-	return &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
-}
-
 // insecure is whether to skip certificate verification: only when asked
 // and nothing to verify against is configured. A thumbprint or a CA file
 // always verifies: govmomi checks neither when told to skip, and the
@@ -240,12 +229,7 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 			s.mu.Unlock()
 			return c, nil
 		}
-		f := s.connecting
-		if f == nil {
-			f = newFlight()
-			s.connecting = f
-			s.goLocked(func() { s.firstLogin(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
-		}
+		f := s.joinLocked(&s.connecting, s.firstLogin)
 		s.mu.Unlock()
 		if err := f.wait(ctx, "login"); err != nil {
 			return nil, err
@@ -269,10 +253,7 @@ func (s *sessions) firstLogin(f *flight) {
 	case s.closed:
 		orphan, err = c, backends.ErrClosed
 	default:
-		s.cur = c
-		s.generation++
-		s.noteServedLocked(c.served)
-		s.armRenewalLocked(c)
+		s.swapLocked(c, 0) // no session before it: none to log out
 	}
 	f.err = err
 	s.mu.Unlock()
@@ -307,7 +288,8 @@ func withRetries(rt soap.RoundTripper, attempts uint) soap.RoundTripper {
 // idle timeout (90 s): a vCenter refusing logins, probed every second,
 // would hold about ninety.
 func (s *sessions) connect(ctx context.Context) (*conn, error) {
-	u := s.url()
+	host := net.JoinHostPort(s.opts.Config.Server, strconv.Itoa(s.opts.Config.Port))
+	u := &url.URL{Scheme: "https", Host: host, Path: vim25.Path}
 	sc := soap.NewClient(u, s.insecure())
 	if ua := s.opts.UserAgent; ua != "" {
 		sc.UserAgent = ua // the tags client derives from sc and keeps it
@@ -325,16 +307,13 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 			return nil, &connError{what: "TLS configuration", err: fmt.Errorf("caFile %s: %w", ca, err)}
 		}
 	}
-	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.peerCert.record, s.noteProgress)
+	boundTLSDial(sc.DefaultTransport(), min(s.requestTimeout(), maxHandshake), s.recordCertificate, s.noteProgress)
 	// Lookups sent to vCenter directly run concurrently (the controllers'
 	// workers, the drift pass, probes): net/http keeps 2 idle connections
 	// per host, so every burst beyond 2 closed its extra connections and
 	// dialled them again, a TLS handshake each.
 	sc.DefaultTransport().MaxIdleConnsPerHost = maxIdleConnsPerVCenter
-	sc.Client.Transport = s.reachabilityOf(drainOnClose(sc.Client.Transport))
-	if s.opts.WrapTransport != nil {
-		sc.Client.Transport = s.opts.WrapTransport(sc.Client.Transport)
-	}
+	sc.Client.Transport = s.observed(drainOnClose(sc.Client.Transport))
 	rt := withRetries(sc, s.opts.Config.RoundTripCount)
 	vc, err := vim25.NewClient(ctx, rt)
 	if err != nil {
@@ -372,6 +351,12 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	}
 	c.setServed(served) // c is not shared yet
 	return c, nil
+}
+
+// recordCertificate keeps c, the certificate a handshake just accepted.
+func (s *sessions) recordCertificate(c *x509.Certificate) {
+	s.peerCert.Store(&backends.Certificate{NotAfter: c.NotAfter.UTC(), Subject: c.Subject.String(),
+		Issuer: c.Issuer.String(), SHA256Thumbprint: soap.ThumbprintSHA256(c)})
 }
 
 // logRefusals says which credentials vCenter refused since attempt began,
@@ -470,12 +455,7 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 		s.mu.Unlock()
 		return nil
 	}
-	f := c.relogging
-	if f == nil {
-		f = newFlight()
-		c.relogging = f
-		s.goLocked(func() { s.reloginFlight(c, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
-	}
+	f := s.joinLocked(&c.relogging, func(f *flight) { s.reloginFlight(c, f) })
 	s.mu.Unlock()
 	return f.wait(ctx, "re-login")
 }
@@ -523,7 +503,7 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 			s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew", "was", changed.was, "now", changed.now)
 			s.cur = nil
 			s.generation++
-			s.goLocked(func() { _ = s.logout(c) })
+			s.tasks.spawn(func() { _ = s.logout(c) })
 		}
 	case err == nil:
 		c.setServed(served)
@@ -610,20 +590,22 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		return false, fmt.Errorf("new credentials rejected, keeping the current session: %w", err)
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
-		return false, backends.ErrClosed
-	}
-	if old := s.cur; old != nil && old.fingerprint == next.fingerprint {
+	switch old := s.cur; {
+	case s.closed:
+		err = backends.ErrClosed
+	case old != nil && old.fingerprint == next.fingerprint:
 		// vCenter refused the new credentials and the walk came back to
 		// the current ones: nothing rotated.
-		s.mu.Unlock()
-		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
-		return false, fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)", cur.Source, next.served.Source)
+		err = fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)",
+			cur.Source, next.served.Source)
+	default:
+		s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 	}
-	s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 	s.mu.Unlock()
+	if err != nil {
+		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
+		return false, err
+	}
 	return true, nil
 }
 
@@ -637,7 +619,7 @@ func (s *sessions) swapLocked(next *conn, grace time.Duration) {
 	s.noteServedLocked(next.served)
 	s.armRenewalLocked(next)
 	if old != nil {
-		s.goLocked(func() {
+		s.tasks.spawn(func() {
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			select {
@@ -668,22 +650,14 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 		}
 		if c.rest == nil {
 			c.rest = rest.NewClient(c.vim)
-			c.rest.Client.Transport = s.reachabilityOf(c.rest.Client.Transport)
-			if s.opts.WrapTransport != nil {
-				c.rest.Client.Transport = s.opts.WrapTransport(c.rest.Client.Transport)
-			}
+			c.rest.Client.Transport = s.observed(c.rest.Client.Transport)
 		}
 		rc := c.rest
 		if c.restValid {
 			s.mu.Unlock()
 			return rc, nil
 		}
-		f := c.restLogin
-		if f == nil {
-			f = newFlight()
-			c.restLogin = f
-			s.goLocked(func() { s.restLoginFlight(c, rc, f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
-		}
+		f := s.joinLocked(&c.restLogin, func(f *flight) { s.restLoginFlight(c, rc, f) })
 		s.mu.Unlock()
 		if err := f.wait(ctx, "REST login"); err != nil {
 			return nil, err
@@ -752,11 +726,11 @@ func (s *sessions) shut() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.stopOnce.Do(func() { close(s.stopped) })
+	s.tasks.stop()
 }
 
 // lifetime is the context of the sessions' own work: done once shut.
-func (s *sessions) lifetime() context.Context { return wait.ContextForChannel(s.stopped) }
+func (s *sessions) lifetime() context.Context { return s.tasks.ctx }
 
 // close shuts the sessions, logs the current ones out and waits for the
 // goroutines the sessions started (old sessions are logged out at once).
@@ -765,21 +739,13 @@ func (s *sessions) close(ctx context.Context) error {
 	s.mu.Lock()
 	c := s.cur
 	s.cur = nil
-	tasks := make([]chan struct{}, 0, len(s.tasks))
-	for done := range s.tasks {
-		tasks = append(tasks, done)
-	}
 	s.mu.Unlock()
 	var err error
 	if c != nil {
 		err = s.closeConn(ctx, c)
 	}
-	for _, done := range tasks {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return errors.Join(err, fmt.Errorf("waiting for logins and logouts under way: %w", ctx.Err()))
-		}
+	if werr := s.tasks.wait(ctx); werr != nil {
+		return errors.Join(err, fmt.Errorf("waiting for logins and logouts under way: %w", werr))
 	}
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -22,14 +21,11 @@ const tagBatch = 1000
 // re-read in the background once older than refresh.
 type attachedTagCache struct {
 	refresh time.Duration
-	stopped <-chan struct{} // the backend's: closed, it ends background refreshes
 	log     klog.Logger
 
-	mu   sync.Mutex
-	snap *tagSnapshot
-	// refreshing is closed when the background refresh under way (if
-	// any) has returned.
-	refreshing chan struct{}
+	mu         sync.Mutex
+	snap       *tagSnapshot
+	refreshing bool // a background refresh is under way
 
 	loadMu sync.Mutex // one bulk load at a time
 }
@@ -135,67 +131,29 @@ func (b *Backend) loadTags(ctx context.Context, seen *tagSnapshot) (*tagSnapshot
 	return next, nil
 }
 
-// tagsWithInventory starts the bulk read of the tags as soon as an
-// inventory load is published, unless the tags held are fresh: the first
-// Node's lookup finds them read instead of reading them itself (seconds
-// across a WAN, one vCenter after another as their first Nodes come up),
-// and every vCenter reads its own as its inventory loads.
-func (b *Backend) tagsWithInventory() {
-	if snap := b.bulkTags.get(); snap != nil && time.Since(snap.loaded) <= b.bulkTags.refresh {
-		return
-	}
-	b.refreshTagsInBackground()
-}
-
-// refreshTagsInBackground re-reads the tag cache once, off the lookup's
-// path; lookups keep the current snapshot meanwhile.
+// refreshTagsInBackground re-reads the tag cache once, unless the tags
+// held are fresh, off the lookup's path (the backend's work: Close ends
+// and waits for it); lookups keep the current snapshot meanwhile. It is
+// also called as soon as an inventory load is published: the first
+// Node's lookup finds the tags read instead of reading them itself
+// (seconds across a WAN, one vCenter after another as their first Nodes
+// come up), and every vCenter reads its own as its inventory loads.
 func (b *Backend) refreshTagsInBackground() {
 	c := b.bulkTags
 	c.mu.Lock()
-	if c.refreshing != nil || closed(c.stopped) {
-		c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.refreshing || c.snap != nil && time.Since(c.snap.loaded) <= c.refresh {
 		return
 	}
-	done := make(chan struct{})
-	c.refreshing = done
 	seen := c.snap
-	c.mu.Unlock()
-	go func() {
-		defer func() {
-			c.mu.Lock()
-			c.refreshing = nil
-			c.mu.Unlock()
-			close(done)
-		}()
-		ctx, cancel := context.WithTimeout(wait.ContextForChannel(c.stopped), b.sessions.requestTimeout())
+	c.refreshing = b.work.spawn(func() {
+		ctx, cancel := context.WithTimeout(b.work.ctx, b.sessions.requestTimeout())
 		defer cancel()
-		if _, err := b.loadTags(ctx, seen); err != nil && !closed(c.stopped) {
+		if _, err := b.loadTags(ctx, seen); err != nil && b.work.ctx.Err() == nil {
 			c.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
 		}
-	}()
-}
-
-// wait returns when the background refresh under way, if any, has
-// returned (the backend's lifetime has ended: it ends soon), or ctx ends.
-func (c *attachedTagCache) wait(ctx context.Context) {
-	c.mu.Lock()
-	done := c.refreshing
-	c.mu.Unlock()
-	if done == nil {
-		return
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-// closed reports whether c is closed.
-func closed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+		c.mu.Lock()
+		c.refreshing = false
+		c.mu.Unlock()
+	})
 }

@@ -1,17 +1,18 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
@@ -23,10 +24,9 @@ const tagTTL = 10 * time.Minute
 // in memory over tags read in bulk; a category not found there is looked
 // for again in vCenter itself, so a tag just attached is seen at once.
 func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string) (_ map[string]string, err error) {
-	const op = "vsphere.Tags"
-	defer sortFailure(&err)
+	defer sortFailure("vsphere.Tags", &err)
 	if err := b.sessions.open(); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if len(categories) == 0 {
 		return map[string]string{}, nil
@@ -38,34 +38,26 @@ func (b *Backend) Tags(ctx context.Context, vm *backends.VM, categories []string
 		}
 	}
 	// The ancestries, then the tags on them (their names are cached).
-	if err := b.budget.take(ctx, 2); err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	vc, err := b.sessions.client(ctx)
+	vc, err := b.direct(ctx, 2)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
-	s, err := retrieveWithAncestors(ctx, vc, tagRoots(vm))
+	s, err := retrieveSpec(ctx, vc, ancestrySpec(tagRoots(vm)))
 	if isNotFound(err) {
-		return nil, fmt.Errorf("%s: vm %s: %w", op, vm.Ref.ID, backends.ErrNotFound)
+		return nil, fmt.Errorf("vm %s: %w", vm.Ref.ID, backends.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	// What vCenter holds of them, complete or not: the ancestries are
 	// walked as far as they go.
 	ancestries, _ := s.tagAncestries(vm)
-	var all []types.ManagedObjectReference
-	for _, a := range ancestries {
-		for _, r := range a {
-			if !slices.Contains(all, r) {
-				all = append(all, r)
-			}
-		}
-	}
+	all := slices.Concat(ancestries...)
+	slices.SortFunc(all, compareRefs)
+	all = slices.Compact(all)
 	attached, err := b.attachedTags(ctx, all)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	if b.bulkTags != nil {
 		b.bulkTags.merge(all, attached)
@@ -141,6 +133,10 @@ type namedTag struct{ name, category string }
 // attachedTags lists the tags on objs in one REST call, resolving tag and
 // category names through the caches.
 func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectReference) (map[types.ManagedObjectReference][]namedTag, error) {
+	refs := make([]mo.Reference, len(objs))
+	for i := range objs {
+		refs[i] = objs[i]
+	}
 	var lists []tags.AttachedTags
 	var m *tags.Manager
 	for attempt := 0; ; attempt++ {
@@ -149,19 +145,13 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 			return nil, err
 		}
 		m = tags.NewManager(rc)
-		ids := make([]mo.Reference, len(objs))
-		for i := range objs {
-			ids[i] = objs[i]
+		if lists, err = m.ListAttachedTagsOnObjects(ctx, refs); err == nil {
+			break
 		}
-		lists, err = m.ListAttachedTagsOnObjects(ctx, ids)
-		if err != nil && rest.IsStatusError(err, http.StatusUnauthorized) && attempt == 0 {
-			b.sessions.restUnauthorized()
-			continue
-		}
-		if err != nil {
+		if attempt > 0 || !rest.IsStatusError(err, http.StatusUnauthorized) {
 			return nil, fmt.Errorf("list attached tags: %w", err)
 		}
-		break
+		b.sessions.restUnauthorized() // logged in again once
 	}
 	var ids []string
 	for _, l := range lists {
@@ -208,13 +198,7 @@ func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) 
 		return out
 	}
 	if err := parallel(ctx, missing(ids), func(id string) error {
-		_, err := b.name(id, func() (tagName, error) {
-			got, err := m.GetTag(ctx, id)
-			if err != nil {
-				return tagName{}, fmt.Errorf("tag %s: %w", id, err)
-			}
-			return tagName{name: got.Name, category: got.CategoryID}, nil
-		})
+		_, err := b.tagName(ctx, m, id)
 		return err
 	}); err != nil {
 		return err
@@ -226,81 +210,63 @@ func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) 
 		}
 	}
 	return parallel(ctx, missing(cats), func(id string) error {
-		_, err := b.name(id, func() (tagName, error) {
-			got, err := m.GetCategory(ctx, id)
-			if err != nil {
-				return tagName{}, fmt.Errorf("category %s: %w", id, err)
-			}
-			return tagName{name: got.Name}, nil
-		})
+		_, err := b.categoryName(ctx, m, id)
 		return err
 	})
 }
 
 // parallel runs fn on each of ids, nameReads at a time, and returns the
-// first error; after one, or once ctx ends, it starts no more.
+// first error; after one, or once ctx ends, it starts no more. Those
+// started go on under ctx: fn is given ctx, not the group's.
 func parallel(ctx context.Context, ids []string, fn func(id string) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	slots := make(chan struct{}, nameReads)
+	g, failed := errgroup.WithContext(ctx)
+	g.SetLimit(nameReads)
 	for _, id := range ids {
-		mu.Lock()
-		failed := first != nil
-		mu.Unlock()
-		if failed {
-			break
+		if failed.Err() != nil {
+			// An fn's error, else ctx ended before every one was started.
+			return cmp.Or(g.Wait(), ctx.Err())
 		}
-		if err := ctx.Err(); err != nil {
-			mu.Lock()
-			first = err
-			mu.Unlock()
-			break
-		}
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if err := fn(id); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		})
+		g.Go(func() error { return fn(id) })
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // tag names the tag id and its category, through names.
 func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	t, err := b.name(id, func() (tagName, error) {
-		got, err := m.GetTag(ctx, id)
-		if err != nil {
-			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
-		}
-		return tagName{name: got.Name, category: got.CategoryID}, nil
-	})
+	t, err := b.tagName(ctx, m, id)
 	if err != nil {
 		return namedTag{}, err
 	}
-	cat, err := b.name(t.category, func() (tagName, error) {
-		got, err := m.GetCategory(ctx, t.category)
-		if err != nil {
-			return tagName{}, fmt.Errorf("category %s: %w", t.category, err)
-		}
-		return tagName{name: got.Name}, nil
-	})
+	cat, err := b.categoryName(ctx, m, t.category)
 	if err != nil {
 		return namedTag{}, err
 	}
 	return namedTag{name: t.name, category: cat.name}, nil
 }
 
-// name is names' entry for id, read when absent or expired.
+// tagName is names' entry for the tag id, read when absent or expired.
+func (b *Backend) tagName(ctx context.Context, m *tags.Manager, id string) (tagName, error) {
+	return b.name(id, func() (tagName, error) {
+		got, err := m.GetTag(ctx, id)
+		if err != nil {
+			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
+		}
+		return tagName{name: got.Name, category: got.CategoryID}, nil
+	})
+}
+
+// categoryName is names' entry for the category id, read when absent or
+// expired.
+func (b *Backend) categoryName(ctx context.Context, m *tags.Manager, id string) (tagName, error) {
+	return b.name(id, func() (tagName, error) {
+		got, err := m.GetCategory(ctx, id)
+		if err != nil {
+			return tagName{}, fmt.Errorf("category %s: %w", id, err)
+		}
+		return tagName{name: got.Name}, nil
+	})
+}
+
 func (b *Backend) name(id string, read func() (tagName, error)) (tagName, error) {
 	if v, ok := b.names.Get(id); ok {
 		return v.(tagName), nil

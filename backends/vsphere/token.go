@@ -41,13 +41,6 @@ const DefaultTokenLifetime = time.Hour
 // into a stream of logins.
 const minTokenRenewal = time.Second
 
-func (s *sessions) tokenLifetime() time.Duration {
-	if l := s.opts.TokenLifetime; l > 0 {
-		return l
-	}
-	return DefaultTokenLifetime
-}
-
 // token is what a certificate login's token says of its session: when to
 // renew it and when it ends. Zero: a login without a token.
 type token struct {
@@ -75,7 +68,10 @@ func (s *sessions) issueToken(ctx context.Context, c *conn, cr credentials.Serve
 	// Through the transport every other request takes (observed, and
 	// wrapped like them); its TLS configuration is the vCenter's.
 	tokens.Client.Client.Transport = c.vim.Client.Client.Transport
-	lifetime := s.tokenLifetime()
+	lifetime := DefaultTokenLifetime
+	if l := s.opts.TokenLifetime; l > 0 {
+		lifetime = l
+	}
 	asked := time.Now()
 	signer, err := tokens.Issue(ctx, sts.TokenRequest{Certificate: &pair, Delegatable: true, Lifetime: lifetime})
 	if err != nil {
@@ -184,7 +180,7 @@ func (s *sessions) renewDue(c *conn) {
 		return
 	}
 	c.renewing = true
-	s.goLocked(func() { s.renewFlight(c) })
+	s.tasks.spawn(func() { s.renewFlight(c) })
 }
 
 // renewFlight replaces c by a new session logged in with a fresh token.

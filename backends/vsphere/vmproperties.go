@@ -3,7 +3,6 @@ package vsphere
 import (
 	"strings"
 
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -85,15 +84,17 @@ var vmSetters = func() map[string]func(*invState, *vmRecord, any) {
 
 // set applies one property change, as read or as watched, to a VM record.
 func (s *invState) set(r *vmRecord, c types.PropertyChange) {
-	set, ok := vmSetters[c.Name]
-	if !ok {
-		return
+	if set, ok := vmSetters[c.Name]; ok {
+		set(s, r, changeVal(c))
 	}
-	v := c.Val
+}
+
+// changeVal is c's new value: nil when the property was removed.
+func changeVal(c types.PropertyChange) any {
 	if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
-		v = nil
+		return nil
 	}
-	set(s, r, v)
+	return c.Val
 }
 
 func stringVal(v any) string {
@@ -160,18 +161,4 @@ func (s *invState) network(name string) string {
 	name = strings.Clone(name)
 	s.networks[name] = name
 	return name
-}
-
-// asUpdate is an object read directly as the watch would see it enter,
-// so that one code path (invState.apply) reads both. A property vCenter
-// could not read is an error, as govmomi's ObjectContentToType makes it.
-func asUpdate(c types.ObjectContent) (types.ObjectUpdate, error) {
-	for _, p := range c.MissingSet {
-		return types.ObjectUpdate{}, soap.WrapVimFault(p.Fault.Fault)
-	}
-	u := types.ObjectUpdate{Kind: types.ObjectUpdateKindEnter, Obj: c.Obj, ChangeSet: make([]types.PropertyChange, len(c.PropSet))}
-	for i, p := range c.PropSet {
-		u.ChangeSet[i] = types.PropertyChange{Name: p.Name, Op: types.PropertyChangeOpAssign, Val: p.Val}
-	}
-	return u, nil
 }
