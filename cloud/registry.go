@@ -157,10 +157,10 @@ func secretRefs(cfg *config.Config) []credentials.SecretRef {
 }
 
 // closeLaterLocked logs a replaced backend out once lookups that started
-// with it have had their deadline, or at once when the provider stops;
+// with it have had their deadline, or at once when the fleet closes;
 // close waits for it. It outlives ctx (the reload that replaced b),
-// keeping its values. The caller holds f.mu, so that close, which closes
-// stopping before taking it, never waits while a goroutine is added.
+// keeping its values. The caller holds f.mu, so that close, which cancels
+// f.ctx before taking it, never waits while a goroutine is added.
 func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
 	closeIt := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
@@ -169,18 +169,16 @@ func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Ba
 			klog.FromContext(ctx).Info("Closing a replaced vCenter session failed", "vcenter", name, "err", err)
 		}
 	}
-	select {
-	case <-f.stopping: // Stop may be waiting already: no new goroutine
+	if f.ctx.Err() != nil { // close may be waiting already: no new goroutine
 		closeIt()
 		return
-	default:
 	}
-	f.closing.Go(func() {
+	f.goroutines.Go(func() {
 		t := time.NewTimer(after)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-f.stopping:
+		case <-f.ctx.Done():
 		}
 		closeIt()
 	})

@@ -17,10 +17,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 )
 
 // diagnose's report, built over in-memory vCenters and a fake cluster:
@@ -45,7 +45,7 @@ func diagVM(id, name, uuid string) backends.VM {
 	}
 }
 
-// testDiagnoser is diagnose's read-only provider over fleet and client,
+// testDiagnoser is diagnose's provider over fleet and client,
 // as newDiagnoser builds it but for the backends.
 func testDiagnoser(t *testing.T, fleet map[string]*backendtest.Backend, client *fake.Clientset, tune ...func(*cloud.Options)) *diagnoser {
 	t.Helper()
@@ -59,13 +59,14 @@ func testDiagnoserOf(t *testing.T, yaml string, fleet map[string]*backendtest.Ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := cloud.Options{ReadOnly: true, NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend { return fleet[vc.Name] }}
+	opts := cloud.Options{NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend { return fleet[vc.Name] }}
 	for _, fn := range tune {
 		fn(&opts)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	d := startDiagnoser(ctx, cloud.New(cfg, opts), client)
+	provider := cloud.New(cfg, opts)
+	d := &diagnoser{provider: provider, client: client, settled: provider.Inspect(ctx, client)}
 	t.Cleanup(d.close)
 	return d
 }
