@@ -172,8 +172,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
 	}
-	c.fleet = newFleet(cfg, opts, c.events)
-	c.fleet.onCutoff = c.nodes.checks.unmanaged.setCutoff
+	c.fleet = newFleet(cfg, opts, c.events, c.nodes.checks.unmanaged.setCutoff)
 	c.nodes.discovery = c.fleet.discovery
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.nodes.config = c.fleet.config
@@ -367,10 +366,6 @@ func (c *Cloud) Stop(ctx context.Context) {
 	c.workers.Wait()
 	c.fleet.close(ctx)
 }
-
-// RequestReload asks for the config file and every vCenter's credentials
-// to be read again (fleet.RequestReload).
-func (c *Cloud) RequestReload() { c.fleet.RequestReload() }
 
 // Reload re-reads the config file and every vCenter's credentials now
 // (fleet.Reload); it reports whether the history (and the legacy label's

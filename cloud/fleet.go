@@ -4,7 +4,7 @@ package cloud
 // asks them (and the loop that keeps its twin index current), the Secrets
 // and the file watch that feed reloads, and the history of the vCenters
 // served — everything that changes when the config does (registry.go,
-// reload.go, rotation.go, history.go, filewatch.go).
+// reload.go, history.go, filewatch.go).
 
 import (
 	"context"
@@ -47,8 +47,8 @@ type fleet struct {
 
 	// backends are cfg's, by vCenter name. secrets are the Secret
 	// informers credentials are read through, watcher the file watch
-	// (both nil when there is nothing to watch: no cluster, no start, a
-	// read-only provider's file).
+	// (both nil when there is nothing to watch: no cluster, no start, the
+	// file of a provider readied by Inspect).
 	backends map[string]*builtBackend
 	secrets  *credentials.Secrets
 	// ledger keeps every vCenter's refused logins per account for all
@@ -82,14 +82,14 @@ type fleet struct {
 	historyWhy     string
 
 	// onCutoff is given the legacy unmanaged label's cutoff each time the
-	// record is read or written (unmanagedNodes.setCutoff); set by New.
+	// record is read or written (unmanagedNodes.setCutoff).
 	onCutoff func(legacyCutoff)
 }
 
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter
 // and keeps its history in memory until useCluster.
-func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
-	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
+func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(legacyCutoff)) *fleet {
+	f := &fleet{opts: opts, events: events, onCutoff: onCutoff, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
 		store: memoryHistory{}, history: &configHistory{}, historyKnown: true}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if opts.Discovery.OnIdentity == nil {

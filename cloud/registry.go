@@ -47,12 +47,15 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 	vcs := make([]discovery.Target, 0, len(cfg.VCenters))
 	next := make(map[string]*builtBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
-		key := f.connectionKey(cfg, vc)
+		// What vCenter refused is kept in the fleet's ledger, so a backend
+		// rebuilt by an edit does not send it again at once.
+		creds := credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
+		key := connectionKeyOf(vc, creds)
 		b, ok := f.backends[vc.Name]
 		if !ok || b.key != key {
 			// Backends are built by Start's first apply and later ones,
 			// so each starts at once.
-			b = &builtBackend{Backend: f.opts.NewBackend(vc, f.credentialSource(cfg, vc)), key: key}
+			b = &builtBackend{Backend: f.opts.NewBackend(vc, creds), key: key}
 			b.Start()
 		} else {
 			// Kept: an edited budget and edited datacenters apply to it
@@ -184,10 +187,10 @@ func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Ba
 	})
 }
 
-func (f *fleet) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
+func connectionKeyOf(vc config.VCenter, creds credentials.Source) connectionKey {
 	return connectionKey{
 		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: strings.Join(vc.Thumbprints, ","),
-		roundTrips: vc.RoundTripCount, credentials: credentialsKey(f.credentialSource(cfg, vc)), inventory: vc.Inventory,
+		roundTrips: vc.RoundTripCount, credentials: credentialsKey(creds), inventory: vc.Inventory,
 		hostGroups: vc.ZoneHostGroups != nil,
 	}
 }
@@ -208,13 +211,6 @@ func credentialsKey(src credentials.Source) string {
 		return strings.Join(keys, ", then ")
 	}
 	return src.String()
-}
-
-// credentialSource is vc's chain of credentials (credentials.ForVCenter),
-// built for each backend; what vCenter refused is kept in the fleet's
-// ledger, so a backend rebuilt by an edit does not send it again at once.
-func (f *fleet) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
-	return credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go
