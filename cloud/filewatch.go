@@ -5,7 +5,6 @@ package cloud
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -24,8 +23,7 @@ const debounce = 200 * time.Millisecond
 type fileWatcher struct {
 	w         *fsnotify.Watcher
 	configDir string
-
-	mu         sync.Mutex
+	// secretsDir is set by the fleet's apply, under its mu.
 	secretsDir string
 }
 
@@ -75,8 +73,6 @@ func (fw *fileWatcher) run(reload func()) {
 // setSecretsDirectory watches dir instead of the previous secrets
 // directory (none when empty).
 func (fw *fileWatcher) setSecretsDirectory(dir string) {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
 	if dir == fw.secretsDir {
 		return
 	}
