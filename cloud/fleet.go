@@ -89,8 +89,8 @@ type fleet struct {
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter
 // and keeps its history in memory until useCluster.
 func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(legacyCutoff)) *fleet {
-	f := &fleet{opts: opts, events: events, onCutoff: onCutoff, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
-		store: memoryHistory{}, history: &configHistory{}, historyKnown: true}
+	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
+		store: memoryHistory{}, history: &configHistory{}, historyKnown: true, onCutoff: onCutoff}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if opts.Discovery.OnIdentity == nil {
 		// A vCenter answering as another instance than recorded: record

@@ -59,7 +59,9 @@ func testDiagnoserOf(t *testing.T, yaml string, fleet map[string]*backendtest.Ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := cloud.Options{NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend { return fleet[vc.Name] }}
+	opts := cloud.Options{NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend {
+		return fleet[vc.Name]
+	}}
 	for _, fn := range tune {
 		fn(&opts)
 	}
