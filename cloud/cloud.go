@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
@@ -312,7 +313,11 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.client == nil || c.watching || c.ctx.Err() != nil {
+	if c.watching || c.ctx.Err() != nil {
+		return
+	}
+	if c.client == nil {
+		klog.Background().Error(nil, "Shared informers handed over before Start gave a client: the Node owner does not run")
 		return
 	}
 	c.watching = true

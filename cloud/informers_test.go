@@ -70,9 +70,13 @@ func TestNodeOwnerUsesTheSharedInformers(t *testing.T) {
 
 // startLeader starts c as the cloud-controller-manager does: Start (its
 // Initialize), then SetInformers with a factory over client, started once
-// it returns; the factory's informers end when stop closes.
+// it returns; the factory's informers end when stop closes. Without a
+// client (no cluster), Start alone.
 func startLeader(c *cloud.Cloud, client kubernetes.Interface, stop <-chan struct{}) {
 	c.Start(client, stop)
+	if client == nil {
+		return
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c.SetInformers(factory)
 	factory.Start(stop)
