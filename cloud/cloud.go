@@ -4,6 +4,7 @@
 package cloud
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -14,7 +15,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
@@ -78,19 +79,6 @@ type Options struct {
 	// SkipNodeDeletion is CPI's SKIP_NODE_DELETION switch: a VM confirmed
 	// absent is reported as an error, so no Node is ever deleted.
 	SkipNodeDeletion bool
-	// ReadOnly makes a provider that writes nothing, for `diagnose`: no
-	// Event, no Node patch (location labels are not backfilled), no write
-	// of the state ConfigMap (the record is read, and the current config
-	// folded into it in memory, as the running CCM would), no watch of
-	// the config file or of Nodes, no re-queue of Nodes. Lookups, logins
-	// and the inventories are the running CCM's own.
-	ReadOnly bool
-	// AwaitInformers: the caller hands the controllers' shared informer
-	// factory to SetInformers, and starts it after (the cloud-controller-
-	// manager does, right after Initialize), so Nodes are watched and
-	// held once; the Node owner waits for it. Otherwise it watches Nodes
-	// itself.
-	AwaitInformers bool
 	// RecoveryPoll is how often vCenters' health is checked to re-queue
 	// uninitialized Nodes when one comes back; default 1s.
 	RecoveryPoll time.Duration
@@ -123,36 +111,35 @@ const DefaultProblemCheckInterval = 10 * time.Minute
 // (cloudprovider.InstancesV2, which reads through the fleet and writes
 // nothing) and nodes (the one writer of Nodes).
 type Cloud struct {
-	readOnly bool
-	events   *eventLog
-	fleet    *fleet
+	events *eventLog
+	fleet  *fleet
 	*instances
 	nodes *nodes
 
-	// mu guards starting (prepared, started, cancels, the Node owner's
-	// pending start: informers, nodeClient, nodeCtx). workers are the
-	// goroutines Prepare and Start run (reloads, the Node writer,
-	// releasing the Secret informers and the Event broadcaster); each
-	// ends when the stop it was started with closes or Stop cancels it,
-	// and Stop waits for them.
+	// ctx is the provider's life: every goroutine Prepare, Start,
+	// SetInformers and Inspect start runs under it, and workers waits for
+	// them. Stop, or a stop channel given to Prepare or Start closing,
+	// cancels it.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+
+	// mu guards starting: nothing starts once ctx is cancelled (Stop
+	// cancels it under mu, then waits). client is the one Start was given,
+	// which the Node owner writes with; watching is set once SetInformers
+	// started the Node owner.
 	mu       sync.Mutex
 	prepared bool
 	started  bool
-	cancels  []context.CancelFunc
-	// awaitInformers is Options.AwaitInformers; informers the factory
-	// SetInformers gave. nodeClient and nodeCtx are what Start would
-	// have run the Node owner with while it waits for them.
-	awaitInformers bool
-	informers      informers.SharedInformerFactory
-	nodeClient     kubernetes.Interface
-	nodeCtx        context.Context
-	workers        sync.WaitGroup
+	watching bool
+	client   kubernetes.Interface
 	// logins is the leader's record of vCenter logins: read by a
 	// prepared standby, written once this replica leads.
 	logins *logins
 }
 
-// New returns a provider for cfg; it talks to no vCenter until Start.
+// New returns a provider for cfg; it starts nothing and talks to no
+// vCenter until Prepare, Start or Inspect.
 func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.NewBackend == nil {
 		// Which backend to build is the caller's choice (cmd builds
@@ -166,53 +153,33 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	if opts.Discovery.Observer == nil {
 		opts.Discovery.Observer = opts.Metrics
 	}
-	if opts.HistoryObject.Name == "" {
-		opts.HistoryObject.Name = DefaultHistoryObject
-	}
-	if opts.HistoryObject.Namespace == "" {
-		opts.HistoryObject.Namespace = "kube-system"
-	}
+	opts.HistoryObject.Name = cmp.Or(opts.HistoryObject.Name, DefaultHistoryObject)
+	opts.HistoryObject.Namespace = cmp.Or(opts.HistoryObject.Namespace, "kube-system")
 	if opts.LeaderLease.Name == "" {
 		opts.LeaderLease = types.NamespacedName{Namespace: "kube-system", Name: "cloud-controller-manager"}
 	}
-	if opts.RecoveryPoll == 0 {
-		opts.RecoveryPoll = time.Second
-	}
-	if opts.DuplicateScan == 0 {
-		opts.DuplicateScan = time.Second
-	}
-	if opts.NodeResync == 0 {
-		opts.NodeResync = DefaultNodeResync
-	}
-	if opts.EventObject == nil {
-		opts.EventObject = &v1.ObjectReference{
-			Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
-		}
-	}
-	if opts.ProblemCheckInterval == 0 {
-		opts.ProblemCheckInterval = DefaultProblemCheckInterval
-	}
-	if opts.UninitializedAfter == 0 {
-		opts.UninitializedAfter = DefaultUninitializedAfter
-	}
-	c := &Cloud{readOnly: opts.ReadOnly, events: &eventLog{}, awaitInformers: opts.AwaitInformers}
+	opts.RecoveryPoll = cmp.Or(opts.RecoveryPoll, time.Second)
+	opts.DuplicateScan = cmp.Or(opts.DuplicateScan, time.Second)
+	opts.NodeResync = cmp.Or(opts.NodeResync, DefaultNodeResync)
+	opts.EventObject = cmp.Or(opts.EventObject, &v1.ObjectReference{
+		Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
+	})
+	opts.ProblemCheckInterval = cmp.Or(opts.ProblemCheckInterval, DefaultProblemCheckInterval)
+	opts.UninitializedAfter = cmp.Or(opts.UninitializedAfter, DefaultUninitializedAfter)
+	c := &Cloud{events: &eventLog{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
 	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
 	if opts.Discovery.OnDuplicate == nil {
 		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
 	}
-	c.fleet = newFleet(cfg, opts, c.events)
-	c.fleet.onCutoff = c.nodes.checks.unmanaged.setCutoff
+	c.fleet = newFleet(cfg, opts, c.events, c.nodes.checks.unmanaged.setCutoff)
 	c.nodes.discovery = c.fleet.discovery
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.nodes.config = c.fleet.config
 	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
 		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks,
 		claims: newClaims(c.events, opts.Metrics.nodes, c.nodes.checks.unmanaged)}
-	if opts.ReadOnly {
-		// Nothing labels a read-only provider's Nodes: nothing to keep.
-		c.instances.located = func(*v1.Node, map[string]string) {}
-	}
 	return c
 }
 
@@ -233,7 +200,8 @@ func NewFromFile(path string, opts Options) (*Cloud, error) {
 	return c, nil
 }
 
-// Initialize implements cloudprovider.Interface.
+// Initialize implements cloudprovider.Interface: Start with the client
+// the controller manager builds for ClientName.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.Start(clientBuilder.ClientOrDie(ClientName), stop)
 }
@@ -243,130 +211,118 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 // at once: the Secrets credentials are read from, the watch of the config
 // file and its reloads, and the vCenter backends with their inventories
 // and tag caches. It writes nothing to the cluster: no Event, no Node
-// write, no write of the history (it is read, as a read-only provider
-// reads it). Start adds the writers and keeps these backends. client
-// must not be nil; a read-only provider is not prepared (its Start does
-// all it does). What Prepare starts ends when stop closes or at Stop.
+// write, no write of the history (it is read). Start adds the writers and
+// keeps these backends. client must not be nil. It runs until Stop, or
+// until stop closes.
 func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if client == nil || c.readOnly || c.prepared || c.started {
+	if client == nil || c.prepared || c.started || c.ctx.Err() != nil {
 		return
 	}
 	c.prepared = true
-	ctx := c.workerContextLocked(stop)
+	c.stopOnLocked(stop)
 	// A standby sends vCenter only credentials the leader logged in with,
 	// and retries none it was refused: together the replicas are refused
 	// no more often than the leader alone.
 	c.logins = c.fleet.newLogins(client)
 	c.fleet.ledger.Follow(c.logins)
-	c.workers.Go(func() { c.logins.follow(ctx, c.fleet.RequestReload) })
-	c.prepareLocked(ctx, client, false)
+	c.workers.Go(func() { c.logins.follow(c.ctx, c.fleet.RequestReload) })
+	c.prepareLocked(client, false)
 	// Lookups load and refresh the tag caches; a standby makes none.
-	c.workers.Go(func() { c.fleet.warmTags(ctx, warmPeriod) })
+	c.workers.Go(func() { c.fleet.warmTags(c.ctx, warmPeriod) })
 }
 
-// prepareLocked starts the reading part of the provider under ctx:
-// Secrets and the history read through client (nil: none), the history
-// written when writeHistory, the config file watched and applied (the
-// backends built and started), reloads.
-func (c *Cloud) prepareLocked(ctx context.Context, client kubernetes.Interface, writeHistory bool) {
-	c.workers.Go(func() { c.fleet.scanDuplicates(ctx) })
-	if client != nil {
-		secrets := c.fleet.useCluster(client, writeHistory)
-		c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
-	}
+// prepareLocked starts the reading part of the provider: what readLocked
+// reads, the config file watched and applied (the backends built and
+// started), reloads.
+func (c *Cloud) prepareLocked(client kubernetes.Interface, writeHistory bool) {
+	c.readLocked(client, writeHistory)
 	c.fleet.watchFile()
-	c.fleet.apply(ctx)
-	c.workers.Go(func() { c.fleet.reloadLoop(ctx) })
+	c.fleet.apply(c.ctx)
+	c.workers.Go(func() { c.fleet.reloadLoop(c.ctx) })
 	c.fleet.RequestReload() // reads the history (and records it when it writes), retried until it is known
 }
 
-// workerContextLocked is the context of workers started now: done when
-// stop closes or at Stop.
-func (c *Cloud) workerContextLocked(stop <-chan struct{}) context.Context {
-	ctx, cancel := context.WithCancel(wait.ContextForChannel(stop))
-	c.cancels = append(c.cancels, cancel)
-	return ctx
+// readLocked starts the duplicate scan and reads, through client (nil:
+// none), the Secrets and the history, written when writeHistory.
+func (c *Cloud) readLocked(client kubernetes.Interface, writeHistory bool) {
+	c.workers.Go(func() { c.fleet.scanDuplicates(c.ctx) })
+	if client != nil {
+		secrets := c.fleet.useCluster(client, writeHistory)
+		c.workers.Go(func() { <-c.ctx.Done(); secrets.Close() })
+	}
+}
+
+// stopOnLocked makes stop's closing end the provider, as Stop does but
+// for the logouts.
+func (c *Cloud) stopOnLocked(stop <-chan struct{}) {
+	c.workers.Go(func() {
+		select {
+		case <-stop:
+			c.cancel()
+		case <-c.ctx.Done():
+		}
+	})
 }
 
 // Start connects the provider to Kubernetes (Secrets, Events, the history
-// ConfigMap, Nodes; client may be nil: none) and creates the vCenter
-// backends, unless Prepare did: then it adds only the writers (Events,
-// the history written, the Node owner) and keeps Prepare's backends.
-// Sessions open lazily, in parallel, on first lookup, or as inventories
-// load. A read-only provider reads the cluster and applies the config
-// once: no Event, no Node write, no write of the history, no watch of the
-// config file or of Nodes.
+// ConfigMap; client may be nil: none) and creates the vCenter backends,
+// unless Prepare did: then it adds only the writers (Events, the history
+// written, the leader's logins published) and keeps Prepare's backends.
+// SetInformers adds the Node owner. Sessions open lazily, in parallel, on
+// first lookup, or as inventories load. It runs until Stop, or until
+// stop closes.
 func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.started {
+	if c.started || c.ctx.Err() != nil {
 		return
 	}
 	c.started = true
-	ctx := c.workerContextLocked(stop)
-	if c.readOnly {
-		c.workers.Go(func() { c.fleet.scanDuplicates(ctx) })
-		if client != nil {
-			secrets := c.fleet.useCluster(client, false)
-			c.workers.Go(func() { <-ctx.Done(); secrets.Close() })
-		}
-		c.fleet.apply(ctx)
-		return
-	}
+	c.stopOnLocked(stop)
 	if client != nil {
+		c.client = client
 		// Bound before the config is reported on (prepareLocked, lead).
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
-		c.workers.Go(func() { <-ctx.Done(); b.Shutdown() })
-	}
-	if client != nil {
+		c.workers.Go(func() { <-c.ctx.Done(); b.Shutdown() })
 		if c.logins == nil {
 			c.logins = c.fleet.newLogins(client)
 		}
 		c.fleet.ledger.Lead(c.logins.changed)
-		c.workers.Go(func() { c.logins.publish(ctx) })
+		c.workers.Go(func() { c.logins.publish(c.ctx) })
 	}
-	if c.prepared {
-		if client != nil {
-			c.fleet.lead(client)
-		}
-		c.fleet.RequestReload() // records the history
-	} else {
-		c.prepareLocked(ctx, client, true)
+	if !c.prepared {
+		c.prepareLocked(client, true)
+		return
 	}
 	if client != nil {
-		if c.informers != nil || !c.awaitInformers {
-			c.runNodesLocked(ctx, client)
-		} else {
-			c.nodeClient, c.nodeCtx = client, ctx // for SetInformers, which starts the Node owner
-		}
+		c.fleet.lead(client)
 	}
+	c.fleet.RequestReload() // records the history
 }
 
-// SetInformers implements cloudprovider.InformerUser: the Node owner
-// watches Nodes through the controllers' shared factory instead of one
-// of its own, so each Node is held once. It registers its handlers at
-// once: the caller starts the factory after this returns.
+// SetInformers implements cloudprovider.InformerUser; the controller
+// manager calls it right after Initialize and starts factory once it
+// returns. It starts the Node owner (every write to Nodes) and the
+// periodic checks over factory's Node informer, so that each Node is
+// watched and held once, with the client Start was given: before Start,
+// without a client, or a second time, it starts nothing.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.readOnly || c.informers != nil {
+	if c.watching || c.ctx.Err() != nil {
 		return
 	}
-	c.informers = factory
-	if c.nodeClient != nil {
-		c.runNodesLocked(c.nodeCtx, c.nodeClient)
-		c.nodeClient, c.nodeCtx = nil, nil
+	if c.client == nil {
+		klog.Background().Error(nil, "Shared informers handed over before Start gave a client: the Node owner does not run")
+		return
 	}
-}
-
-// runNodesLocked starts the Node owner over the shared factory, if one
-// was given, or its own.
-func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface) {
-	w := c.nodes.watch(client, c.informers)
+	c.watching = true
+	ctx, client := c.ctx, c.client
+	w := c.nodes.watch(client, factory)
 	c.instances.claims.watch(w)
 	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
 	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {
@@ -381,38 +337,45 @@ func (c *Cloud) runNodesLocked(ctx context.Context, client kubernetes.Interface)
 	}
 }
 
-// Stop ends what Prepare and Start started, logs every vCenter session
-// out, replaced ones too, and stops the background probes.
+// Inspect readies a provider that neither Prepare nor Start started for
+// `diagnose`'s lookups, as the running CCM would make them, and writes
+// nothing: the Secrets and the record of the vCenters served are read
+// through client (the current config folded into the record in memory),
+// the config applied once (no watch of the file, no reload), and every
+// vCenter's connection settled once (a login each, in parallel; none is
+// written to), so that none is "still connecting". Lookups, logins and
+// inventories are the running CCM's own. It reports whether the record
+// could be read; until it is, no VM is reported gone. Stop ends it.
+func (c *Cloud) Inspect(ctx context.Context, client kubernetes.Interface) bool {
+	c.mu.Lock()
+	if c.prepared || c.started || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.started = true
+	c.readLocked(client, false)
+	c.fleet.apply(c.ctx)
+	c.mu.Unlock()
+	read := c.fleet.recordHistory(ctx)
+	c.fleet.discovery.Connect(ctx)
+	return read
+}
+
+// Stop ends what Prepare, Start, SetInformers and Inspect started and
+// waits for it, then logs every vCenter session out, replaced ones too,
+// and stops the background probes.
 func (c *Cloud) Stop(ctx context.Context) {
 	c.mu.Lock()
-	cancels := c.cancels
-	c.cancels = nil
-	c.nodeClient, c.nodeCtx = nil, nil // a later SetInformers starts nothing
+	c.cancel()
 	c.mu.Unlock()
-	for _, cancel := range cancels {
-		cancel()
-	}
 	c.workers.Wait()
 	c.fleet.close(ctx)
 }
-
-// RequestReload asks for the config file and every vCenter's credentials
-// to be read again (fleet.RequestReload).
-func (c *Cloud) RequestReload() { c.fleet.RequestReload() }
 
 // Reload re-reads the config file and every vCenter's credentials now
 // (fleet.Reload); it reports whether the history (and the legacy label's
 // cutoff) is recorded.
 func (c *Cloud) Reload(ctx context.Context) bool { return c.fleet.Reload(ctx) }
-
-// VCenterStatuses lists every configured vCenter's status, in the config's
-// order, from memory only.
-func (c *Cloud) VCenterStatuses() []VCenterStatus { return c.fleet.vcenterStatuses() }
-
-// Settle prepares a started provider for one lookup as the running CCM
-// would make it (fleet.settle); it reports whether the record of the
-// vCenters served could be read.
-func (c *Cloud) Settle(ctx context.Context) bool { return c.fleet.settle(ctx) }
 
 // LoadBalancer implements cloudprovider.Interface: not supported.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }

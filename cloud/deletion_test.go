@@ -48,7 +48,7 @@ func TestFrozenVCenterHoldsTheNodeUntilAnEditLiftsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
-	c.Start(client, stop)
+	startLeader(c, client, stop)
 	t.Cleanup(func() {
 		close(stop)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -64,7 +64,7 @@ func newDriftWorldBase(t *testing.T, base, nodesSection string, nodes ...*v1.Nod
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
-	c.Start(w.client, stop)
+	startLeader(c, w.client, stop)
 	t.Cleanup(func() { close(stop); stopCloud(t, c) })
 	w.c = c
 	return w

@@ -5,7 +5,6 @@ package cloud
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -24,18 +23,18 @@ const debounce = 200 * time.Millisecond
 type fileWatcher struct {
 	w         *fsnotify.Watcher
 	configDir string
-	done      chan struct{}
-
-	mu         sync.Mutex
+	// secretsDir is set by the fleet's apply, under its mu.
 	secretsDir string
 }
 
-func newFileWatcher(configPath string, reload func()) (*fileWatcher, error) {
+// newFileWatcher watches configPath's directory (none when empty); its
+// owner runs run, which ends once w is closed.
+func newFileWatcher(configPath string) (*fileWatcher, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
-	fw := &fileWatcher{w: w, done: make(chan struct{})}
+	fw := &fileWatcher{w: w}
 	if configPath != "" {
 		fw.configDir = filepath.Dir(configPath)
 		if err := w.Add(fw.configDir); err != nil {
@@ -43,12 +42,11 @@ func newFileWatcher(configPath string, reload func()) (*fileWatcher, error) {
 			return nil, fmt.Errorf("watch %s: %w", fw.configDir, err)
 		}
 	}
-	go fw.run(reload)
 	return fw, nil
 }
 
+// run calls reload after each burst of events, until w is closed.
 func (fw *fileWatcher) run(reload func()) {
-	defer close(fw.done)
 	// Debounced in this goroutine (no timer callback outliving it): a
 	// burst of events is one reload, debounce after the last.
 	timer := time.NewTimer(debounce)
@@ -75,8 +73,6 @@ func (fw *fileWatcher) run(reload func()) {
 // setSecretsDirectory watches dir instead of the previous secrets
 // directory (none when empty).
 func (fw *fileWatcher) setSecretsDirectory(dir string) {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
 	if dir == fw.secretsDir {
 		return
 	}
@@ -92,10 +88,4 @@ func (fw *fileWatcher) setSecretsDirectory(dir string) {
 		return
 	}
 	fw.secretsDir = dir
-}
-
-// close stops the watch and waits for it.
-func (fw *fileWatcher) close() {
-	_ = fw.w.Close()
-	<-fw.done
 }

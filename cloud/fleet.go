@@ -4,7 +4,7 @@ package cloud
 // asks them (and the loop that keeps its twin index current), the Secrets
 // and the file watch that feed reloads, and the history of the vCenters
 // served — everything that changes when the config does (registry.go,
-// reload.go, rotation.go, history.go, filewatch.go).
+// reload.go, history.go, filewatch.go).
 
 import (
 	"context"
@@ -33,12 +33,12 @@ type fleet struct {
 
 	reloads chan struct{} // coalesced reload requests (RequestReload)
 
-	// closing are the goroutines closing replaced backends
-	// (closeLaterLocked); stopping, closed by close, makes them close at
-	// once.
-	closing  sync.WaitGroup
-	stopping chan struct{}
-	stopOnce sync.Once
+	// ctx ends at close; goroutines are the fleet's own: the file watch
+	// and the closing of replaced backends (closeLaterLocked), which
+	// close at once when ctx ends. close waits for them.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	goroutines sync.WaitGroup
 
 	// mu is held while a config is applied, and guards what applying
 	// one changes: every field below. Storing cfg happens under it too,
@@ -47,8 +47,8 @@ type fleet struct {
 
 	// backends are cfg's, by vCenter name. secrets are the Secret
 	// informers credentials are read through, watcher the file watch
-	// (both nil when there is nothing to watch: no cluster, no start, a
-	// read-only provider's file).
+	// (both nil when there is nothing to watch: no cluster, no start, the
+	// file of a provider readied by Inspect).
 	backends map[string]*builtBackend
 	secrets  *credentials.Secrets
 	// ledger keeps every vCenter's refused logins per account for all
@@ -82,15 +82,16 @@ type fleet struct {
 	historyWhy     string
 
 	// onCutoff is given the legacy unmanaged label's cutoff each time the
-	// record is read or written (unmanagedNodes.setCutoff); set by New.
+	// record is read or written (unmanagedNodes.setCutoff).
 	onCutoff func(legacyCutoff)
 }
 
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter
 // and keeps its history in memory until useCluster.
-func newFleet(cfg *config.Config, opts Options, events *eventLog) *fleet {
+func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(legacyCutoff)) *fleet {
 	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
-		stopping: make(chan struct{}), store: memoryHistory{}, history: &configHistory{}, historyKnown: true}
+		store: memoryHistory{}, history: &configHistory{}, historyKnown: true, onCutoff: onCutoff}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if opts.Discovery.OnIdentity == nil {
 		// A vCenter answering as another instance than recorded: record
 		// it, which retires the one that served before.
@@ -152,12 +153,14 @@ func (f *fleet) apply(ctx context.Context) {
 // directory changes, until close; it comes before the first apply, which
 // names the secrets directory.
 func (f *fleet) watchFile() {
-	w, err := newFileWatcher(f.opts.ConfigPath, f.RequestReload)
+	w, err := newFileWatcher(f.opts.ConfigPath)
 	if err != nil {
 		klog.Background().Error(err, "Watching the config file failed; edits will not be picked up")
+		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.goroutines.Go(func() { w.run(f.RequestReload) })
 	f.watcher = w // applyLocked points it at the secrets directory
 }
 
@@ -180,16 +183,16 @@ func (f *fleet) scanDuplicates(ctx context.Context) {
 }
 
 // close stops the file watch, makes replaced backends close at once, logs
-// every current one out and waits for the replaced ones. The caller has
-// stopped the reload loop.
+// every current one out and waits for the fleet's goroutines. The caller
+// has stopped the reload loop.
 func (f *fleet) close(ctx context.Context) {
 	f.discovery.Close()
-	f.stopOnce.Do(func() { close(f.stopping) })
-	defer f.closing.Wait()
+	f.cancel()
+	defer f.goroutines.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.watcher != nil {
-		f.watcher.close()
+		_ = f.watcher.w.Close() // ends its run
 		f.watcher = nil
 	}
 	for name, b := range f.backends {

@@ -135,7 +135,7 @@ func TestRepointedVCenterNameKeepsTheOldServersNodes(t *testing.T) {
 func startWith(t *testing.T, c *cloud.Cloud, client *fake.Clientset) {
 	t.Helper()
 	stop := make(chan struct{})
-	c.Start(client, stop)
+	startLeader(c, client, stop)
 	t.Cleanup(func() { close(stop); stopCloud(t, c) })
 }
 

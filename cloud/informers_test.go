@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
@@ -27,7 +28,6 @@ func TestNodeOwnerUsesTheSharedInformers(t *testing.T) {
 	w.writeConfig(t, "")
 	opts := w.f.options()
 	opts.RecoveryPoll = 10 * time.Millisecond
-	opts.AwaitInformers = true
 	c, err := cloud.NewFromFile(w.path, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -66,4 +66,18 @@ func TestNodeOwnerUsesTheSharedInformers(t *testing.T) {
 	if len(held.ManagedFields) != 0 {
 		t.Errorf("the shared informer holds the Node's managedFields %v", held.ManagedFields)
 	}
+}
+
+// startLeader starts c as the cloud-controller-manager does: Start (its
+// Initialize), then SetInformers with a factory over client, started once
+// it returns; the factory's informers end when stop closes. Without a
+// client (no cluster), Start alone.
+func startLeader(c *cloud.Cloud, client kubernetes.Interface, stop <-chan struct{}) {
+	c.Start(client, stop)
+	if client == nil {
+		return
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c.SetInformers(factory)
+	factory.Start(stop)
 }

@@ -321,7 +321,7 @@ func TestStandbyDoesNotWriteTheCutoff(t *testing.T) {
 	if w := writes(client); len(w) > 0 || cutoffIn(t, client) != "" {
 		t.Fatalf("a standby wrote %v", w)
 	}
-	c.Start(client, stop)
+	startLeader(c, client, stop)
 	waitCutoff(t, client)
 	existsUntil(t, c, node, "the legacy key honoured once leading", func(ok bool, err error) bool { return ok && err == nil })
 }

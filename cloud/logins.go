@@ -48,7 +48,6 @@ type logins struct {
 	object types.NamespacedName // the state ConfigMap
 	lease  types.NamespacedName // the leader-election Lease
 	ledger *credentials.Ledger
-	now    func() time.Time
 	// readEvery is loginsReadEvery (shorter in tests).
 	readEvery time.Duration
 
@@ -78,7 +77,7 @@ var _ credentials.Backing = (*logins)(nil)
 const loginsReadEvery = 2 * time.Second
 
 func newLogins(client kubernetes.Interface, object, lease types.NamespacedName, ledger *credentials.Ledger) *logins {
-	return &logins{client: client, object: object, lease: lease, ledger: ledger, now: time.Now, readEvery: loginsReadEvery,
+	return &logins{client: client, object: object, lease: lease, ledger: ledger, readEvery: loginsReadEvery,
 		seen: map[string]loginSeen{}, dirty: make(chan struct{}, 1)}
 }
 
@@ -118,11 +117,12 @@ func (l *logins) Refusal(a credentials.Account) (time.Time, int, bool) {
 }
 
 // refreshLocked reads the Lease and the record again when the last read
-// is older than loginsReadEvery.
-func (l *logins) refreshLocked(ctx context.Context) {
-	now := l.now()
+// is older than loginsReadEvery; it reports whether an account's login by
+// the leader succeeded anew since the last read.
+func (l *logins) refreshLocked(ctx context.Context) (anew bool) {
+	now := time.Now()
 	if !l.read.IsZero() && now.Sub(l.read) < l.readEvery {
-		return
+		return false
 	}
 	l.read = now
 	ctx, cancel := context.WithTimeout(ctx, loginsReadEvery)
@@ -130,24 +130,26 @@ func (l *logins) refreshLocked(ctx context.Context) {
 	holder, err := l.holderOf(ctx)
 	if err != nil {
 		l.err = err
-		return
+		return false
 	}
 	rec, _, err := l.load(ctx)
 	if err != nil {
 		l.err = err
-		return
+		return false
 	}
 	l.err, l.holder, l.rec = nil, holder, rec
 	for k, acc := range rec.Accounts {
 		s := l.seen[k]
 		if !acc.Accepted.Equal(s.accepted) {
 			s.accepted, s.acceptedSeen = acc.Accepted, now
+			anew = anew || !acc.Accepted.IsZero()
 		}
 		if !acc.Refused.Equal(s.refused) {
 			s.refused, s.refusedSeen = acc.Refused, now
 		}
 		l.seen[k] = s
 	}
+	return anew
 }
 
 // holderOf is the leader-election Lease's holder; "" when there is none.
@@ -201,17 +203,7 @@ func (l *logins) follow(ctx context.Context, backed func()) {
 			return
 		}
 		l.mu.Lock()
-		before := make(map[string]time.Time, len(l.seen))
-		for k, s := range l.seen {
-			before[k] = s.accepted
-		}
-		l.refreshLocked(ctx)
-		anew := false
-		for k, s := range l.seen {
-			if !s.accepted.IsZero() && !s.accepted.Equal(before[k]) {
-				anew = true
-			}
-		}
+		anew := l.refreshLocked(ctx)
 		l.mu.Unlock()
 		if anew {
 			backed()

@@ -145,7 +145,7 @@ func TestStartAfterPrepareKeepsTheBackends(t *testing.T) {
 		t.Fatalf("a prepared provider's lookup: %v", err)
 	}
 	built, started := s.built.Load(), s.started.Load()
-	s.c.Start(s.w.client, s.stop)
+	startLeader(s.c, s.w.client, s.stop)
 	waitHistory(t, s.w.client, `"vcB"`)
 	s.w.waitLabel(t, "node-a", cloud.LabelVCenter, "vcB")
 	eventually(t, "the notice's Event", func() bool { return eventRecorded(s.w.client, cloud.ReasonConfigUnknownKey) })

@@ -47,12 +47,15 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 	vcs := make([]discovery.Target, 0, len(cfg.VCenters))
 	next := make(map[string]*builtBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
-		key := f.connectionKey(cfg, vc)
+		// What vCenter refused is kept in the fleet's ledger, so a backend
+		// rebuilt by an edit does not send it again at once.
+		creds := credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
+		key := connectionKeyOf(vc, creds)
 		b, ok := f.backends[vc.Name]
 		if !ok || b.key != key {
 			// Backends are built by Start's first apply and later ones,
 			// so each starts at once.
-			b = &builtBackend{Backend: f.opts.NewBackend(vc, f.credentialSource(cfg, vc)), key: key}
+			b = &builtBackend{Backend: f.opts.NewBackend(vc, creds), key: key}
 			b.Start()
 		} else {
 			// Kept: an edited budget and edited datacenters apply to it
@@ -157,10 +160,10 @@ func secretRefs(cfg *config.Config) []credentials.SecretRef {
 }
 
 // closeLaterLocked logs a replaced backend out once lookups that started
-// with it have had their deadline, or at once when the provider stops;
+// with it have had their deadline, or at once when the fleet closes;
 // close waits for it. It outlives ctx (the reload that replaced b),
-// keeping its values. The caller holds f.mu, so that close, which closes
-// stopping before taking it, never waits while a goroutine is added.
+// keeping its values. The caller holds f.mu, so that close, which cancels
+// f.ctx before taking it, never waits while a goroutine is added.
 func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Backend, after, deadline time.Duration) {
 	closeIt := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deadline)
@@ -169,27 +172,25 @@ func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Ba
 			klog.FromContext(ctx).Info("Closing a replaced vCenter session failed", "vcenter", name, "err", err)
 		}
 	}
-	select {
-	case <-f.stopping: // Stop may be waiting already: no new goroutine
+	if f.ctx.Err() != nil { // close may be waiting already: no new goroutine
 		closeIt()
 		return
-	default:
 	}
-	f.closing.Go(func() {
+	f.goroutines.Go(func() {
 		t := time.NewTimer(after)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-f.stopping:
+		case <-f.ctx.Done():
 		}
 		closeIt()
 	})
 }
 
-func (f *fleet) connectionKey(cfg *config.Config, vc config.VCenter) connectionKey {
+func connectionKeyOf(vc config.VCenter, creds credentials.Source) connectionKey {
 	return connectionKey{
 		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: strings.Join(vc.Thumbprints, ","),
-		roundTrips: vc.RoundTripCount, credentials: credentialsKey(f.credentialSource(cfg, vc)), inventory: vc.Inventory,
+		roundTrips: vc.RoundTripCount, credentials: credentialsKey(creds), inventory: vc.Inventory,
 		hostGroups: vc.ZoneHostGroups != nil,
 	}
 }
@@ -210,13 +211,6 @@ func credentialsKey(src credentials.Source) string {
 		return strings.Join(keys, ", then ")
 	}
 	return src.String()
-}
-
-// credentialSource is vc's chain of credentials (credentials.ForVCenter),
-// built for each backend; what vCenter refused is kept in the fleet's
-// ledger, so a backend rebuilt by an edit does not send it again at once.
-func (f *fleet) credentialSource(cfg *config.Config, vc config.VCenter) credentials.Source {
-	return credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
 }
 
 // credentialsObject is the object Events about a vCenter's credentials go

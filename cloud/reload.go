@@ -1,10 +1,15 @@
 package cloud
 
+// Reloads: the config file, the record of the vCenters served, and every
+// vCenter's credentials, read again at each reload (a new session logged
+// in before the old one is logged out).
+
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -55,7 +60,7 @@ func (f *fleet) Reload(ctx context.Context) bool {
 	if path := f.opts.ConfigPath; path != "" {
 		if fresh, err := f.reloadConfig(ctx, path); err != nil {
 			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
-			f.observeReload("error")
+			f.opts.Metrics.configReloads.WithLabelValues("error").Inc()
 			if fresh {
 				f.events.record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
 					fmt.Sprintf("%s rejected, the last good config keeps serving: %v", path, err))
@@ -88,12 +93,12 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 			f.historyWhy = err.Error()
 			f.publishHistoryLocked()
 		}
-		f.publishCutoff(legacyCutoff{why: err.Error()}) // a cutoff known stays so
+		f.onCutoff(legacyCutoff{why: err.Error()}) // a cutoff known stays so
 		return false
 	}
 	// The cutoff is the ConfigMap's, whatever the config: known as soon
 	// as read or written.
-	f.publishCutoff(h.cutoff)
+	f.onCutoff(h.cutoff)
 	if f.cfg.Load() != cfg {
 		// A newer config was applied meanwhile: it is in memory, and its
 		// own reload records it.
@@ -105,13 +110,6 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 	// retries until the cutoff is written too (or readable: one that does
 	// not parse is an operator's to correct, read again at each retry).
 	return !store.writes() || saved && !h.cutoff.at.IsZero()
-}
-
-// publishCutoff hands c to what judges the legacy unmanaged label.
-func (f *fleet) publishCutoff(c legacyCutoff) {
-	if f.onCutoff != nil {
-		f.onCutoff(c)
-	}
 }
 
 // reloadConfig applies the file at path unless its content is the one
@@ -142,7 +140,7 @@ func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err 
 	f.rejected.sum = [32]byte{}
 	old := f.cfg.Load()
 	f.applyLocked(ctx, cfg)
-	f.observeReload("success")
+	f.opts.Metrics.configReloads.WithLabelValues("success").Inc()
 	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
 	f.events.record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
@@ -172,10 +170,6 @@ func describeChange(old, cur *config.Config) string {
 	return fmt.Sprintf("vCenters added %v, removed %v, changed %v", added, removed, changed)
 }
 
-func (f *fleet) observeReload(result string) {
-	f.opts.Metrics.configReloads.WithLabelValues(result).Inc()
-}
-
 // reportNoticesLocked logs, once per applied config, the keys that have no
 // effect (or not the one they seem to have) and the environment's
 // overrides; each unknown key is also an Event, naming it by path, so a
@@ -195,4 +189,37 @@ func (f *fleet) reportNoticesLocked(cfg *config.Config) {
 			log.Info("Config notice", "kind", n.Kind.String(), "key", n.Path, "line", n.Line, "reason", n.Reason)
 		}
 	}
+}
+
+// refreshCredentials lets every vCenter's backend pick up changed
+// credentials, in parallel, each under its request deadline.
+func (f *fleet) refreshCredentials(ctx context.Context) {
+	cfg := f.cfg.Load()
+	current := f.builtBackends()
+	var wg sync.WaitGroup
+	for _, vc := range cfg.VCenters {
+		b, ok := current[vc.Name]
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			log := klog.FromContext(ctx).WithValues("vcenter", vc.Name)
+			rctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
+			defer cancel()
+			rotated, err := b.RefreshCredentials(rctx, vc.RequestTimeout)
+			switch {
+			case err != nil:
+				log.Error(err, "Credentials could not be refreshed; the current session keeps serving")
+				f.opts.Metrics.credentials.WithLabelValues(vc.Name, "error").Inc()
+				f.events.record(f.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
+					fmt.Sprintf("vcenter %s: %v; the current session keeps serving", vc.Name, err))
+			case rotated:
+				log.Info("Credentials rotated: new session in use, the old one is logged out")
+				f.opts.Metrics.credentials.WithLabelValues(vc.Name, "rotated").Inc()
+				f.events.record(f.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
+					fmt.Sprintf("vcenter %s: logged in with the new credentials", vc.Name))
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/component-base/metrics"
 
@@ -351,7 +352,7 @@ func TestUnknownConfigKeysAreEventsNotRejections(t *testing.T) {
 	client := stateClient()
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	c.Start(client, stop)
+	startLeader(c, client, stop)
 	unknownEvents := func() []string {
 		evs, err := client.CoreV1().Events("").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
@@ -476,13 +477,21 @@ func TestStopLeavesNoGoroutine(t *testing.T) {
 	}
 	client := fake.NewClientset()
 	watches := countSecretWatches(client)
+	// As the controller manager runs it, the Node owner on a shared
+	// factory included; the factory is the caller's to stop.
 	c.Start(client, wait.NeverStop)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c.SetInformers(factory)
+	factoryStop := make(chan struct{})
+	factory.Start(factoryStop)
 	c.Reload(t.Context())
 	eventually(t, "the informer of the config's Secret", func() bool { return watches.open("kube-system/creds") == 1 })
 	running := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	c.Stop(ctx)
+	close(factoryStop)
+	factory.Shutdown()
 	// Stop waited for its own; the HTTP-free fake client's watchers end
 	// with their informers, a moment later at most.
 	var after int

@@ -526,7 +526,7 @@ func (m *rule1Model) startCloud(t rapid.TB) {
 		t.Fatalf("start: %v", err)
 	}
 	m.stop = make(chan struct{})
-	c.Start(m.client, m.stop)
+	startLeader(c, m.client, m.stop)
 	m.cloud = c
 	m.applied = map[*appliance]bool{}
 	m.markConfigured()
@@ -938,7 +938,7 @@ func (m *rule1Model) leaderChange(t *rapid.T) {
 	}
 	m.stopCloud()
 	m.stop = stop
-	standby.Start(m.client, stop)
+	startLeader(standby, m.client, stop)
 	m.cloud = standby
 	m.applied = map[*appliance]bool{}
 	m.markConfigured()

@@ -286,7 +286,7 @@ func (m *simModel) startCloud(t rapid.TB) {
 		t.Fatalf("start: %v", err)
 	}
 	m.stop = make(chan struct{})
-	c.Start(m.client, m.stop)
+	startLeader(c, m.client, m.stop)
 	m.cloud = c
 	m.markConfigured()
 	c.Reload(m.ctx)

@@ -71,7 +71,7 @@ func (f fakeFleet) start(t *testing.T, cfg string, client kubernetes.Interface, 
 	}
 	c := cloud.New(parsed, opts)
 	stop := make(chan struct{})
-	c.Start(client, stop)
+	startLeader(c, client, stop)
 	t.Cleanup(func() {
 		close(stop)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -442,7 +442,7 @@ func TestConfigEditsMoveWatches(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); stopCloud(t, c) })
-	c.Start(client, stop)
+	startLeader(c, client, stop)
 	ctx := t.Context()
 	// A lookup reads the credentials through the Secret's informer.
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)

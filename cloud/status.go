@@ -1,7 +1,6 @@
 package cloud
 
 import (
-	"context"
 	"slices"
 	"time"
 
@@ -50,9 +49,10 @@ type NodeDeletionStatus struct {
 	HeldNodes int    `json:"heldNodes"`
 }
 
-// vcenterStatuses lists every configured vCenter's status, in the
+// VCenterStatuses lists every configured vCenter's status, in the
 // config's order. It reads memory only: never a call to vCenter.
-func (f *fleet) vcenterStatuses() []VCenterStatus {
+func (c *Cloud) VCenterStatuses() []VCenterStatus {
+	f := c.fleet
 	cfg := f.cfg.Load()
 	health := f.discovery.Health()
 	held := f.discovery.Held()
@@ -77,18 +77,6 @@ func (f *fleet) vcenterStatuses() []VCenterStatus {
 		out = append(out, st)
 	}
 	return out
-}
-
-// settle prepares a started provider for one lookup as the running CCM
-// would make it: the record of the vCenters served is read (written too,
-// unless ReadOnly), and every vCenter's connection is settled once (a
-// login each, in parallel; none is written to), so that no vCenter is
-// "still connecting". It reports whether the record could be read; until
-// it is, no VM is reported gone.
-func (f *fleet) settle(ctx context.Context) bool {
-	ok := f.recordHistory(ctx)
-	f.discovery.Connect(ctx)
-	return ok
 }
 
 // Searches names the searches Locate makes for node, in the order it

@@ -11,24 +11,32 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// A ReadOnly provider (diagnose's) answers as the CCM does and writes
-// nothing: no Node patch (the location labels a CCM would backfill), no
-// Event (a lookup that fails), no state ConfigMap; it reads the record
-// the running CCM wrote.
-func TestReadOnlyProviderWritesNothing(t *testing.T) {
+// A provider readied by Inspect (diagnose's) answers as the CCM does and
+// writes nothing: no Node patch (the location labels a CCM would
+// backfill), no Event (a lookup that fails), no state ConfigMap; it reads
+// the record the running CCM wrote.
+func TestInspectedProviderWritesNothing(t *testing.T) {
 	f := newFakeFleet("vcA", "vcB")
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
 	initialized := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 	missing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-x"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidC}}
 	client := stateClient(initialized, missing)
-	c := f.start(t, f.yaml("", "vcA", "vcB"), client, func(o *cloud.Options) {
-		o.ReadOnly = true
-		o.DuplicateScan = 10 * time.Millisecond
-	})
+	cfg, err := config.Parse([]byte(f.yaml("", "vcA", "vcB")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := f.options()
+	opts.DuplicateScan = 10 * time.Millisecond
+	c := cloud.New(cfg, opts)
+	t.Cleanup(func() { stopCloud(t, c) })
 	ctx := t.Context()
+	if !c.Inspect(ctx, client) {
+		t.Fatal("Inspect: the (absent) record could not be read")
+	}
 	// vcB goes down once the duplicate index holds its UUIDs: a VM found
 	// in vcA is served meanwhile.
 	eventually(t, "every vCenter indexed", func() bool {
@@ -36,9 +44,6 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 	})
 	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
 	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
-	if !c.Settle(ctx) {
-		t.Fatal("Settle: the (absent) record could not be read")
-	}
 
 	var tr discovery.Trace
 	res, err := c.Locate(discovery.WithTrace(ctx, &tr), initialized)
@@ -57,7 +62,7 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 	}
 	for _, a := range client.Actions() {
 		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
-			t.Errorf("a read-only provider wrote: %s %s", a.GetVerb(), a.GetResource().Resource)
+			t.Errorf("an inspected provider wrote: %s %s", a.GetVerb(), a.GetResource().Resource)
 		}
 	}
 

@@ -160,12 +160,12 @@ func orDash(s string) string {
 	return s
 }
 
-// diagnoser is a read-only provider built as the CCM builds its own
-// (providerOptions, cloud.NewFromFile), started with the cluster's client.
+// diagnoser is a provider built as the CCM builds its own
+// (providerOptions, cloud.NewFromFile), readied with the cluster's client
+// by Cloud.Inspect, which writes nothing.
 type diagnoser struct {
 	provider *cloud.Cloud
 	client   kubernetes.Interface
-	stop     chan struct{}
 	settled  bool // the record of vCenters served was read
 }
 
@@ -176,22 +176,12 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
 	}
 	opts := providerOptions(build)
-	opts.ReadOnly = true
 	opts.UnmanagedNodeSelector = unmanaged
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
 	}
-	return startDiagnoser(ctx, provider, client), nil
-}
-
-// startDiagnoser starts the read-only provider with the cluster's client
-// and settles it for one lookup (Cloud.Settle).
-func startDiagnoser(ctx context.Context, provider *cloud.Cloud, client kubernetes.Interface) *diagnoser {
-	d := &diagnoser{provider: provider, client: client, stop: make(chan struct{})}
-	provider.Start(client, d.stop) //nolint:contextcheck // the provider lives until close (d.stop), not for ctx
-	d.settled = provider.Settle(ctx)
-	return d
+	return &diagnoser{provider: provider, client: client, settled: provider.Inspect(ctx, client)}, nil
 }
 
 // close logs the sessions out and stops the provider's informers.
@@ -199,7 +189,6 @@ func (d *diagnoser) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	d.provider.Stop(ctx)
-	close(d.stop)
 }
 
 // nodeReport is `diagnose node NAME`'s answer.

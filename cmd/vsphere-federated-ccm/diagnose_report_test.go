@@ -45,7 +45,7 @@ func diagVM(id, name, uuid string) backends.VM {
 	}
 }
 
-// testDiagnoser is diagnose's read-only provider over fleet and client,
+// testDiagnoser is diagnose's provider over fleet and client,
 // as newDiagnoser builds it but for the backends.
 func testDiagnoser(t *testing.T, fleet map[string]*backendtest.Backend, client *fake.Clientset, tune ...func(*cloud.Options)) *diagnoser {
 	t.Helper()
@@ -59,13 +59,16 @@ func testDiagnoserOf(t *testing.T, yaml string, fleet map[string]*backendtest.Ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := cloud.Options{ReadOnly: true, NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend { return fleet[vc.Name] }}
+	opts := cloud.Options{NewBackend: func(vc config.VCenter, _ credentials.Source) backends.Backend {
+		return fleet[vc.Name]
+	}}
 	for _, fn := range tune {
 		fn(&opts)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	d := startDiagnoser(ctx, cloud.New(cfg, opts), client)
+	provider := cloud.New(cfg, opts)
+	d := &diagnoser{provider: provider, client: client, settled: provider.Inspect(ctx, client)}
 	t.Cleanup(d.close)
 	return d
 }

@@ -211,9 +211,6 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 	// controllers elect their leader with.
 	le := c.ComponentConfig.Generic.LeaderElection
 	opts.LeaderLease = types.NamespacedName{Namespace: le.ResourceNamespace, Name: le.ResourceName}
-	// The controller manager hands its shared informers over
-	// (cloudprovider.InformerUser): Nodes are watched once.
-	opts.AwaitInformers = true
 	opts.NewBackend = vsphereBackends(build.UserAgent(), &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {

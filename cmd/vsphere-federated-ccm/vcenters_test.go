@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -43,7 +45,16 @@ func TestVCentersShowsRefusedCredentials(t *testing.T) {
 	}
 	client := fake.NewClientset()
 	before, _ := vc.SOAPCalls()
-	c := cloud.New(cfg, cloud.Options{NewBackend: vsphereBackends("", nil)})
+	var mu sync.Mutex
+	var built []backends.Backend
+	newBackend := vsphereBackends("", nil)
+	c := cloud.New(cfg, cloud.Options{NewBackend: func(vc config.VCenter, creds credentials.Source) backends.Backend {
+		b := newBackend(vc, creds)
+		mu.Lock()
+		defer mu.Unlock()
+		built = append(built, b)
+		return b
+	}})
 	stop := make(chan struct{})
 	c.Start(client, stop)
 	t.Cleanup(func() {
@@ -53,6 +64,18 @@ func TestVCentersShowsRefusedCredentials(t *testing.T) {
 		c.Stop(ctx)
 	})
 	ctx := t.Context()
+	// connect probes each vCenter once (a login when it has none), as
+	// lookups would, and as diagnose does (discovery.Connect).
+	connect := func() {
+		mu.Lock()
+		bs := slices.Clone(built)
+		mu.Unlock()
+		for _, b := range bs {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = b.Probe(pctx)
+			cancel()
+		}
+	}
 	loginsSince := func() int64 {
 		after, _ := vc.SOAPCalls()
 		return after["Login"] - before["Login"]
@@ -61,7 +84,7 @@ func TestVCentersShowsRefusedCredentials(t *testing.T) {
 	const reloads = 12
 	for range reloads {
 		c.Reload(ctx)
-		c.Settle(ctx) // connects each vCenter once, as lookups would
+		connect()
 	}
 	if n := loginsSince(); n != 1 {
 		t.Fatalf("%d reloads and connection attempts: %d Login calls, want 1 (the config's, refused once)", reloads, n)
@@ -82,7 +105,7 @@ func TestVCentersShowsRefusedCredentials(t *testing.T) {
 		if st = getVCenters(t, c, refused); st.Session != nil {
 			return true
 		}
-		c.Settle(ctx)
+		connect()
 		return false
 	}) {
 		t.Fatalf("no session with the Secret's login: %+v", st)
