@@ -11,7 +11,6 @@ package cloud
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,9 +18,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -125,22 +121,19 @@ func settingsOf(cfg *config.Config) passSettings {
 }
 
 // followVMs is the pass, run by run every poll: every initialized Node
-// when the inventories or the config changed or every resync, else only
-// the Nodes the informer saw change.
-func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, now time.Time) {
+// (all, the tick's list) when the inventories or the config changed or
+// every resync, else only the Nodes the informer saw change.
+func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister,
+	all []*v1.Node, now time.Time) {
 	cfg := n.config()
 	version := n.discovery.InventoryVersion()
 	full := cfg != n.passConfig || version != n.passVersion || now.Sub(n.lastFull) >= n.resync
 	changed := n.takeChanged()
-	var list []*v1.Node
+	list := all
 	if full {
 		n.passConfig, n.passVersion, n.lastFull = cfg, version, now
-		all, err := lister.List(labels.Everything())
-		if err != nil {
-			return
-		}
-		list = all
 	} else {
+		list = nil
 		for name := range changed {
 			if node, err := lister.Get(name); err == nil {
 				list = append(list, node)
@@ -315,7 +308,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 
 	written := true
 	if len(patch) > 0 {
-		if err := patchNodeLabels(ctx, client, node.Name, patch); err != nil {
+		if err := patchNode(ctx, client, node.Name, "labels", patch); err != nil {
 			// Retried at the next pass, which sees the same differences.
 			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", patchKeys(patch))
 			written = false
@@ -463,18 +456,6 @@ func (n *nodes) setGauges() {
 	for reason, c := range groups {
 		n.metrics.hostGroupZone.WithLabelValues(reason).Set(float64(c))
 	}
-}
-
-// patchNodeLabels sets each label of labels, or removes it (nil).
-func patchNodeLabels(ctx context.Context, client kubernetes.Interface, name string, labels map[string]*string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
 }
 
 func patchKeys(patch map[string]*string) []string {

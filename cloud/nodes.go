@@ -1,18 +1,26 @@
 package cloud
 
 // The nodes owner: the one Node informer, and the only writer of Nodes
-// (location labels, duplicate-UUID Events, the recovery re-queue).
+// (the location labels here, the labels that follow VMs in drift.go, the
+// re-queue in recovery.go; its Events in reports.go).
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -65,7 +73,7 @@ func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nod
 // controller applies a provider's labels only at initialization. Only a
 // lookup relabels: an edit of the labels stands until the next one.
 func (n *nodes) located(node *v1.Node, location map[string]string) {
-	if uninitialized(node) || hasLabels(node, location) {
+	if uninitialized(node) || len(missingLabels(node, location)) == 0 {
 		return
 	}
 	n.mu.Lock()
@@ -120,6 +128,70 @@ func (n *nodes) relabelling() map[string]map[string]string {
 	out := n.relabel
 	n.relabel = map[string]map[string]string{}
 	return out
+}
+
+// labelNodes adds the location labels to each initialized Node that lacks
+// them or whose VM moved: the cloud-node controller applies a provider's
+// labels only at initialization, so Nodes initialized by CPI, or before
+// these labels existed, would never get them. Best effort: a failure is
+// logged and retried at the Node's next lookup.
+func (n *nodes) labelNodes(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister) {
+	for name, want := range n.relabelling() {
+		node, err := lister.Get(name)
+		if apierrors.IsNotFound(err) {
+			n.waitForCache(name, want)
+			continue
+		}
+		if err != nil || uninitialized(node) {
+			continue
+		}
+		missing := missingLabels(node, want)
+		if len(missing) == 0 {
+			continue // labelled since
+		}
+		if err := patchNode(ctx, client, name, "labels", missing); err != nil {
+			klog.FromContext(ctx).Error(err, "Adding the location labels failed; retried at the next status pass", "node", name, "labels", missing)
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Location labels added", "node", name, "labels", missing)
+	}
+}
+
+// missingLabels are the labels of want that node does not carry with
+// their value (nil: none).
+func missingLabels(node *v1.Node, want map[string]string) map[string]string {
+	var missing map[string]string
+	for k, v := range want {
+		if node.Labels[k] != v {
+			if missing == nil {
+				missing = map[string]string{}
+			}
+			missing[k] = v
+		}
+	}
+	return missing
+}
+
+// patchNode merge-patches the Node name's metadata field (labels,
+// annotations) with values: every write this owner makes. A nil value
+// removes its key.
+func patchNode(ctx context.Context, client kubernetes.Interface, name, field string, values any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{field: values}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// uninitialized reports whether n still carries the taint the cloud-node
+// controller removes once it has initialized it.
+func uninitialized(n *v1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == cloudproviderapi.TaintExternalCloudProvider
+	})
 }
 
 // waitForCache puts back a Node to label that the informer's cache does
@@ -203,12 +275,14 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatc
 		case <-n.wake:
 			n.labelNodes(ctx, client, lister)
 		case now := <-tick.C:
-			n.reportDuplicates(lister)
+			// One list for the tick: the informer's cache fails no list.
+			all, _ := lister.List(labels.Everything())
+			n.reportDuplicates(all)
 			changes := vcenters.next(n.discovery.Health())
-			n.requeueOnRecovery(ctx, client, lister, changes)
-			n.checks.tick(lister, changes, time.Now())
+			n.requeueOnRecovery(ctx, client, all, changes)
+			n.checks.tick(all, changes, time.Now())
 			if informer.HasSynced() {
-				n.followVMs(ctx, client, lister, now)
+				n.followVMs(ctx, client, lister, all, now)
 			}
 		}
 	}
