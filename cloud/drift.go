@@ -10,6 +10,7 @@ package cloud
 // scheduler need that the VM lacks (disk.EnableUUID, a zone tag).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -48,20 +49,14 @@ const DefaultNodeResync = 30 * time.Second
 // value: they are ours).
 func placementLabels(vm *backends.VM, asked []config.PlacementLabel) map[string]string {
 	out := map[string]string{LabelHost: "", LabelCluster: "", LabelResourcePool: ""}
-	value := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return discovery.LabelValue(s)
-	}
 	for _, l := range asked {
 		switch l {
 		case config.PlacementHost:
-			out[LabelHost] = value(vm.HostName)
+			out[LabelHost] = labelValue(vm.HostName)
 		case config.PlacementCluster:
-			out[LabelCluster] = value(vm.Cluster)
+			out[LabelCluster] = labelValue(vm.Cluster)
 		case config.PlacementResourcePool:
-			out[LabelResourcePool] = value(vm.ResourcePoolPath)
+			out[LabelResourcePool] = labelValue(vm.ResourcePoolPath)
 		}
 	}
 	return out
@@ -106,15 +101,14 @@ type passSettings struct {
 	// categories: zone and region, when both are configured; else the
 	// region alone, when some vCenter's zones come from host groups.
 	categories []string
-	// hostGroups: some vCenter's zones come from host groups.
-	hostGroups bool
 }
 
 func settingsOf(cfg *config.Config) passSettings {
-	s := passSettings{cfg: cfg, hostGroups: anyHostGroups(cfg)}
+	s := passSettings{cfg: cfg}
+	hostGroups := slices.ContainsFunc(cfg.VCenters, func(vc config.VCenter) bool { return vc.ZoneHostGroups != nil })
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
 		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
-	} else if cfg.Labels.Region != "" && s.hostGroups {
+	} else if cfg.Labels.Region != "" && hostGroups {
 		s.categories = []string{cfg.Labels.Region}
 	}
 	return s
@@ -185,16 +179,19 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	prev := n.report(node.Name)
 	next := &nodeReport{drift: map[string]string{}, diskUUIDOff: !placed.VM.DiskUUIDEnabled()}
 	patch := map[string]*string{}
-	set := func(k, v string) {
-		if v == "" {
-			if _, ok := node.Labels[k]; ok {
-				patch[k] = nil
-			}
-			return
-		}
-		if cur, ok := node.Labels[k]; !ok || cur != v {
+	// set patches label k to v ("" removes it), and reports whether that
+	// changes the Node.
+	set := func(k, v string) bool {
+		cur, ok := node.Labels[k]
+		switch {
+		case v == "" && ok:
+			patch[k] = nil
+		case v != "" && (!ok || cur != v):
 			patch[k] = &v
+		default:
+			return false
 		}
+		return true
 	}
 
 	// Where the VM is: our location labels always follow it.
@@ -202,7 +199,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	var moves []string
 	var moved []string
 	if old := node.Labels[LabelServer]; old != "" && !strings.EqualFold(old, location[LabelServer]) {
-		moves = append(moves, fmt.Sprintf("vcenter %s → %s", or(node.Labels[LabelVCenter], old), location[LabelVCenter]))
+		from := cmp.Or(node.Labels[LabelVCenter], old)
+		moves = append(moves, fmt.Sprintf("vcenter %s → %s", from, location[LabelVCenter]))
 		moved = append(moved, "vcenter")
 	}
 	if old, now := node.Labels[LabelDatacenter], location[LabelDatacenter]; old != "" && now != "" && old != now {
@@ -218,11 +216,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	var placement []string
 	below := placementLabels(&placed.VM, s.cfg.PlacementLabels)
 	for _, k := range []string{LabelHost, LabelCluster, LabelResourcePool} {
-		v := below[k]
-		before := len(patch)
-		set(k, v)
-		if len(patch) > before {
-			placement = append(placement, fmt.Sprintf("%s %s → %s", k, orNone(node.Labels[k]), orNone(v)))
+		if set(k, below[k]) {
+			placement = append(placement, labelChange(k, node.Labels[k], below[k]))
 		}
 	}
 
@@ -234,11 +229,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if !ok || !p.TagsKnown {
 			continue
 		}
-		v := tagLabelValue(p.Tags[t.Category])
-		before := len(patch)
-		set(t.Key, v)
-		if len(patch) > before {
-			tagged = append(tagged, fmt.Sprintf("%s %s → %s", t.Key, orNone(node.Labels[t.Key]), orNone(v)))
+		if v := labelValue(p.Tags[t.Category]); set(t.Key, v) {
+			tagged = append(tagged, labelChange(t.Key, node.Labels[t.Key], v))
 		}
 	}
 
@@ -293,7 +285,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			if have == want {
 				continue
 			}
-			change := fmt.Sprintf("%s %s → %s", t.kind, orNone(have), want)
+			change := labelChange(t.kind, have, want)
 			if !s.cfg.ReconcileTopology {
 				next.drift[t.kind] = change
 				continue
@@ -310,7 +302,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	if len(patch) > 0 {
 		if err := patchNode(ctx, client, node.Name, "labels", patch); err != nil {
 			// Retried at the next pass, which sees the same differences.
-			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", patchKeys(patch))
+			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", slices.Collect(maps.Keys(patch)))
 			written = false
 			for _, c := range reconciled {
 				kind, _, _ := strings.Cut(c, " ")
@@ -369,7 +361,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			msg += "; the location labels follow"
 		}
 		if _, ok := next.drift["zone"]; ok && zoneGroup != "" {
-			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", or(placed.VM.HostName, placed.VM.Host), zoneGroup, src.hostGroups)
+			host := cmp.Or(placed.VM.HostName, placed.VM.Host)
+			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", host, zoneGroup, src.hostGroups)
 		}
 		if len(next.drift) > 0 {
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
@@ -400,8 +393,9 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
 	}
 	if v := klog.FromContext(ctx).V(5); v.Enabled() {
-		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch),
-			"drift", next.drift, "missing", next.missing, "diskUUIDOff", next.diskUUIDOff)
+		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown,
+			"patched", slices.Collect(maps.Keys(patch)), "drift", next.drift, "missing", next.missing,
+			"diskUUIDOff", next.diskUUIDOff)
 	}
 	n.setReport(node.Name, next)
 }
@@ -458,24 +452,8 @@ func (n *nodes) setGauges() {
 	}
 }
 
-func patchKeys(patch map[string]*string) []string {
-	out := make([]string, 0, len(patch))
-	for k := range patch {
-		out = append(out, k)
-	}
-	return out
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+// labelChange says how a label changes, "key old → new", (none) for no
+// value.
+func labelChange(key, from, to string) string {
+	return fmt.Sprintf("%s %s → %s", key, cmp.Or(from, "(none)"), cmp.Or(to, "(none)"))
 }

@@ -6,6 +6,7 @@ package cloud
 // no request per Node; the region is still its tag's.
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -110,8 +111,8 @@ func hostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones)
 			return zone, group, nil
 		}
 	}
-	e := &ZoneHostGroupError{VM: what.String(), Host: or(vm.HostName, vm.Host), Cluster: vm.Cluster, Groups: vm.HostGroups,
-		Zones: map[string]string{}, Setting: z.String(), Unknown: !vm.HostGroupsKnown}
+	e := &ZoneHostGroupError{VM: what.String(), Host: cmp.Or(vm.HostName, vm.Host), Cluster: vm.Cluster,
+		Groups: vm.HostGroups, Zones: map[string]string{}, Setting: z.String(), Unknown: !vm.HostGroupsKnown}
 	if e.Unknown {
 		return "", "", e
 	}
@@ -162,10 +163,4 @@ func (s topologySource) category(kind string) string {
 		return s.region
 	}
 	return ""
-}
-
-// anyHostGroups reports whether some vCenter of cfg reads zones from host
-// groups.
-func anyHostGroups(cfg *config.Config) bool {
-	return slices.ContainsFunc(cfg.VCenters, func(vc config.VCenter) bool { return vc.ZoneHostGroups != nil })
 }

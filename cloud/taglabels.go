@@ -42,15 +42,15 @@ func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked
 		if err != nil {
 			return nil, err
 		}
-		out[t.Key] = tagLabelValue(tags[t.Category])
+		out[t.Key] = labelValue(tags[t.Category])
 	}
 	return out, nil
 }
 
-// tagLabelValue is a tag's name as a label value, encoded as the location
-// labels are (a name that is no label value becomes its digest); "" for
-// no tag (the label is then absent).
-func tagLabelValue(name string) string {
+// labelValue is a name (a tag's, a host's…) as a label value, encoded as
+// the location labels are (a name that is no label value becomes its
+// digest); "" for none (the label is then absent).
+func labelValue(name string) string {
 	if name == "" {
 		return ""
 	}
