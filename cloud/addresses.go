@@ -20,7 +20,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Errors of nodeAddresses, in CPI's words (the texts its users search for).
+// Errors of selectAddresses, in CPI's words (the texts its users search for).
 // Each is returned where CPI's DiscoverNode fails, so the Node stays tainted,
 // or keeps the addresses it has, as under CPI.
 var (
@@ -50,26 +50,15 @@ func (l *addressList) add(t v1.NodeAddressType, c *candidate) {
 	}
 }
 
-// nodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
-func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
-	return selectAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
-}
-
-// nodeAddressesFor is nodeAddresses honouring the kubelet's node IPs
-// (selectForNodeIPs): nodeAddresses when there are none.
-func nodeAddressesFor(vm *backends.VM, families []string, rules config.AddressRules, nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
-	return selectForNodeIPs(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding, nodeIPs)
-}
-
-// selectAddresses is CPI's selection. The guest host name comes first; then,
+// selectAddresses selects a VM's addresses as CPI's DiscoverNode does. The guest host name comes first; then,
 // for each IP family in order, an InternalIP and an ExternalIP, each chosen
 // among the family's IPs outside its own exclude list: by subnet (in the
 // order of the list), else by VM network name; if neither finds either
 // address, the first IP outside each exclude list. IPs statically
-// configured in the cloud-init metadata (guestinfo.metadata, encoded as
-// encoding says) are tried first. The checks before any selection, and
+// configured in the cloud-init metadata (guestinfo.metadata, decoded as
+// guestinfo.metadata.encoding says) are tried first. The checks before any selection, and
 // their order, are CPI's: each is an error.
-func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string) ([]v1.NodeAddress, error) {
+func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
 	if err := guestReported(vm); err != nil {
 		return nil, err
 	}
@@ -81,7 +70,7 @@ func selectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 	if len(cands) == 0 {
 		return nil, errNoUsableIP(vm)
 	}
-	static, err := staticAddresses(metadata, encoding)
+	static, err := staticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}

@@ -224,7 +224,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := nodeAddressesFor(vm, families, cfg.Nodes, nodeIPs)
+	addrs, err := selectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
 		reason := ReasonNoNodeAddress
 		if errors.As(err, new(*NodeIPError)) {

@@ -145,14 +145,15 @@ func ipFamily(a netip.Addr) string {
 //   - A node IP the VM does not report is a *NodeIPError naming it and the
 //     VM's IPs: a list without it would be refused by the library, with
 //     nothing but its log to say why.
-func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string, nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
+func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules,
+	nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
 	if len(nodeIPs) == 0 {
-		return selectAddresses(vm, families, rules, metadata, encoding)
+		return selectAddresses(vm, families, rules)
 	}
 	if err := guestReported(vm); err != nil {
 		return nil, err
 	}
-	static, err := staticAddresses(metadata, encoding)
+	static, err := staticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}
