@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -240,12 +241,8 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
 	}
-	for k, v := range in.nodeLabels {
-		meta.AdditionalLabels[k] = v
-	}
-	for k, v := range location {
-		meta.AdditionalLabels[k] = v
-	}
+	maps.Copy(meta.AdditionalLabels, in.nodeLabels)
+	maps.Copy(meta.AdditionalLabels, location)
 	// The labels below the zone asked for (nodes.placementLabels); the
 	// nodes owner keeps them current (drift.go).
 	for k, v := range placementLabels(vm, cfg.PlacementLabels) {

@@ -8,6 +8,7 @@ package cloud
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -162,16 +163,8 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 			warnings = append(warnings, warning{node, f.reason, f.message})
 		}
 	}
-	for name := range c.failures {
-		if !present[name] {
-			delete(c.failures, name)
-		}
-	}
-	for name := range c.warned {
-		if !present[name] {
-			delete(c.warned, name)
-		}
-	}
+	maps.DeleteFunc(c.failures, func(name string, _ lookupFailure) bool { return !present[name] })
+	maps.DeleteFunc(c.warned, func(name, _ string) bool { return !present[name] })
 	c.mu.Unlock()
 	c.metrics.health.setNodes(unmanaged, byReason)
 	for _, w := range warnings {
