@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -263,10 +264,7 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 // uninitialized reports whether node still carries the taint the cloud-node
 // controller removes once it filled the Node in.
 func uninitialized(node *v1.Node) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == cloudproviderapi.TaintExternalCloudProvider
+	})
 }
