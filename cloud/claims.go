@@ -25,6 +25,7 @@ package cloud
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -136,29 +137,20 @@ func (c *claims) watch(w nodeWatch) {
 			return
 		}
 	}
-	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.gone}); err != nil {
+	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: onDelete(c.gone)}); err != nil {
 		log.Error(err, "Watching Node deletions failed: what is kept of deleted Nodes is bounded only by its cap")
 	}
 	c.view.Store(&claimView{indexer: w.informer.GetIndexer(), synced: w.informer.HasSynced})
 }
 
 // gone forgets a deleted Node.
-func (c *claims) gone(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	node, ok := obj.(*v1.Node)
-	if !ok {
-		return
-	}
+func (c *claims) gone(node *v1.Node) {
 	c.unmanaged.forget(node.Name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.counted {
-		if k.claimant == node.Name || k.holder == node.Name {
-			delete(c.counted, k)
-		}
-	}
+	maps.DeleteFunc(c.counted, func(k conflictKey, _ bool) bool {
+		return k.claimant == node.Name || k.holder == node.Name
+	})
 }
 
 // claimedUUIDs indexes a Node under the BIOS UUIDs its providerID and

@@ -122,7 +122,7 @@ func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, list
 	cfg := n.config()
 	version := n.discovery.InventoryVersion()
 	full := cfg != n.passConfig || version != n.passVersion || now.Sub(n.lastFull) >= n.resync
-	changed := n.takeChanged()
+	changed := take(&n.mu, &n.changed)
 	list := all
 	if full {
 		n.passConfig, n.passVersion, n.lastFull = cfg, version, now
@@ -144,15 +144,6 @@ func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, list
 	}
 	n.setGauges()
 	klog.FromContext(ctx).V(4).Info("Nodes compared with their VMs", "full", full, "nodes", len(list), "took", time.Since(start))
-}
-
-// takeChanged takes the names of the Nodes the informer saw change.
-func (n *nodes) takeChanged() map[string]bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := n.changed
-	n.changed = map[string]bool{}
-	return out
 }
 
 // follow brings one Node's labels after its VM and reports what changed.

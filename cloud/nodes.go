@@ -31,7 +31,7 @@ type nodes struct {
 	events    *eventLog
 	discovery *discovery.Discoverer // for its vCenters' health
 	poll      time.Duration         // Options.RecoveryPoll
-	checks    *nodeChecks           // unmanaged.go, uninitialized.go
+	checks    *nodeChecks           // unmanaged.go, reports.go
 	// config is the config served now (fleet.config), read at each pass
 	// of followVMs (drift.go); resync is Options.NodeResync.
 	config  func() *config.Config
@@ -64,8 +64,9 @@ type nodes struct {
 }
 
 func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nodes {
-	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1), relabel: map[string]map[string]string{},
-		changed: map[string]bool{}, reports: map[string]*nodeReport{}}
+	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1),
+		relabel: map[string]map[string]string{}, pendingDuplicates: map[string][]string{}, changed: map[string]bool{},
+		reports: map[string]*nodeReport{}}
 }
 
 // located is told where a lookup found node's VM: an initialized Node
@@ -98,14 +99,7 @@ func (n *nodes) seen(obj any) {
 }
 
 // gone forgets a deleted Node.
-func (n *nodes) gone(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	node, ok := obj.(*v1.Node)
-	if !ok {
-		return
-	}
+func (n *nodes) gone(node *v1.Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.relabel, node.Name)
@@ -121,22 +115,13 @@ func (n *nodes) wakeUp() {
 	}
 }
 
-// relabelling takes the Nodes to label and their location labels.
-func (n *nodes) relabelling() map[string]map[string]string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := n.relabel
-	n.relabel = map[string]map[string]string{}
-	return out
-}
-
 // labelNodes adds the location labels to each initialized Node that lacks
 // them or whose VM moved: the cloud-node controller applies a provider's
 // labels only at initialization, so Nodes initialized by CPI, or before
 // these labels existed, would never get them. Best effort: a failure is
 // logged and retried at the Node's next lookup.
 func (n *nodes) labelNodes(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister) {
-	for name, want := range n.relabelling() {
+	for name, want := range take(&n.mu, &n.relabel) {
 		node, err := lister.Get(name)
 		if apierrors.IsNotFound(err) {
 			n.waitForCache(name, want)
@@ -233,9 +218,31 @@ func (n *nodes) watch(client kubernetes.Interface, factory informers.SharedInfor
 	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    n.seen,
 		UpdateFunc: func(_, obj any) { n.seen(obj) },
-		DeleteFunc: n.gone,
+		DeleteFunc: onDelete(n.gone),
 	})
 	return w
+}
+
+// onDelete is an informer's DeleteFunc that gives gone the Node deleted,
+// from its tombstone when the informer missed the deletion.
+func onDelete(gone func(*v1.Node)) func(any) {
+	return func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if node, ok := obj.(*v1.Node); ok {
+			gone(node)
+		}
+	}
+}
+
+// take empties *m under mu and returns what it held.
+func take[K comparable, V any](mu *sync.Mutex, m *map[K]V) map[K]V {
+	mu.Lock()
+	defer mu.Unlock()
+	out := *m
+	*m = map[K]V{}
+	return out
 }
 
 // dropManagedFields is the Node informer's transform. It changes a copy:

@@ -196,18 +196,12 @@ func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
 	klog.Background().Info("A BIOS UUID is held by VMs in several vCenters; lookups of its Nodes fail until one is changed", "uuid", uuid, "vcenters", vcenters)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.pendingDuplicates == nil {
-		n.pendingDuplicates = map[string][]string{}
-	}
 	n.pendingDuplicates[uuid] = vcenters
 }
 
 // reportDuplicates records an Event on every Node of each UUID noted.
 func (n *nodes) reportDuplicates(all []*v1.Node) {
-	n.mu.Lock()
-	pending := n.pendingDuplicates
-	n.pendingDuplicates = nil
-	n.mu.Unlock()
+	pending := take(&n.mu, &n.pendingDuplicates)
 	if len(pending) == 0 {
 		return
 	}
