@@ -81,9 +81,6 @@ type nodeReport struct {
 // carry keeps in r what prev reported of kind (zone, region): what is
 // not in memory yet concludes nothing.
 func (r *nodeReport) carry(prev *nodeReport, kind string) {
-	if prev == nil {
-		return
-	}
 	if c, ok := prev.drift[kind]; ok {
 		r.drift[kind] = c
 	}
@@ -335,11 +332,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	}
 
 	// Drift: once per change.
-	var prevDrift map[string]string
-	if prev != nil {
-		prevDrift = prev.drift
-	}
-	driftChanged := len(next.drift) > 0 && !maps.Equal(prevDrift, next.drift)
+	driftChanged := len(next.drift) > 0 && !maps.Equal(prev.drift, next.drift)
 	if len(moves) > 0 || driftChanged {
 		parts := moves
 		for _, kind := range []string{"region", "zone"} {
@@ -361,15 +354,15 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		log().Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
 		n.events.record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
 	}
-	if len(prevDrift) > 0 && len(next.drift) == 0 {
+	if len(prev.drift) > 0 && len(next.drift) == 0 {
 		n.events.record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
 			fmt.Sprintf("Zone and region labels match %s again", placed.String()))
 	}
-	if next.diskUUIDOff && (prev == nil || !prev.diskUUIDOff) {
+	if next.diskUUIDOff && !prev.diskUUIDOff {
 		n.events.record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
 			fmt.Sprintf("%s has no disk.EnableUUID=TRUE: vSphere CSI cannot see its disks' UUIDs", placed.String()))
 	}
-	if len(next.missing) > 0 && (prev == nil || !slices.Equal(prev.missing, next.missing)) {
+	if len(next.missing) > 0 && !slices.Equal(prev.missing, next.missing) {
 		var cats []string
 		for _, kind := range next.missing {
 			cat := s.cfg.Labels.Zone
@@ -380,7 +373,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
-	if next.groupErr != "" && (prev == nil || prev.groupErr != next.groupErr) {
+	if next.groupErr != "" && prev.groupErr != next.groupErr {
 		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
 	}
 	if v := klog.FromContext(ctx).V(5); v.Enabled() {
@@ -391,11 +384,14 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	n.setReport(node.Name, next)
 }
 
-// report is what was last reported of the Node name (nil: nothing).
+// report is what was last reported of the Node name (empty: nothing).
 func (n *nodes) report(name string) *nodeReport {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.reports[name]
+	if r, ok := n.reports[name]; ok {
+		return r
+	}
+	return &nodeReport{}
 }
 
 // setReport keeps r as what is reported of the Node name; nil forgets it.

@@ -1,6 +1,7 @@
 package servingcert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,15 +84,9 @@ type Approver struct {
 func New(client kubernetes.Interface, csrs certinformers.CertificateSigningRequestInformer, nodes coreinformers.NodeInformer,
 	vms VMs, recorder record.EventRecorder, m *Metrics, opts Options) (*Approver, error) {
 	const op = "servingcert.New"
-	if opts.NodeGrace == 0 {
-		opts.NodeGrace = 5 * time.Minute
-	}
-	if opts.Recheck == 0 {
-		opts.Recheck = 10 * time.Second
-	}
-	if opts.LookupTimeout == 0 {
-		opts.LookupTimeout = 30 * time.Second
-	}
+	opts.NodeGrace = cmp.Or(opts.NodeGrace, 5*time.Minute)
+	opts.Recheck = cmp.Or(opts.Recheck, 10*time.Second)
+	opts.LookupTimeout = cmp.Or(opts.LookupTimeout, 30*time.Second)
 	a := &Approver{client: client, csrs: csrs.Lister(), nodes: nodes.Lister(), vms: vms, recorder: recorder, metrics: m, opts: opts,
 		synced: []cache.InformerSynced{csrs.Informer().HasSynced, nodes.Informer().HasSynced}, now: time.Now,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
