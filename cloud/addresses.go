@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -108,13 +109,8 @@ func guestReported(vm *backends.VM) error {
 // deviceNICs are the NICs CPI chooses among: those backed by a virtual
 // device.
 func deviceNICs(all []backends.NIC) []backends.NIC {
-	var nics []backends.NIC
-	for _, n := range all {
-		if n.DeviceConfigID != -1 { // -1: not a virtual device (docker0, a VPN…)
-			nics = append(nics, n)
-		}
-	}
-	return nics
+	// -1: not a virtual device (docker0, a VPN…)
+	return slices.DeleteFunc(slices.Clone(all), func(n backends.NIC) bool { return n.DeviceConfigID == -1 })
 }
 
 // offNamedNetworks is CPI's check that a VM is on the VM networks named
@@ -165,12 +161,9 @@ func usableIPs(nics []backends.NIC) []candidate {
 
 // pickAddresses is one IP family's choice; n counts the family's IPs.
 func pickAddresses(cands []candidate, family string, r config.AddressRules) (internal, external *candidate, n int) {
-	var ofFamily []candidate
-	for _, c := range cands {
-		if (family == config.IPv4 && c.ip.Is4()) || (family == config.IPv6 && c.ip.Is6()) {
-			ofFamily = append(ofFamily, c)
-		}
-	}
+	ofFamily := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool {
+		return !(family == config.IPv4 && c.ip.Is4()) && !(family == config.IPv6 && c.ip.Is6())
+	})
 	// Each address has its own exclude list: an IP excluded from one may
 	// still be the other.
 	in := outside(ofFamily, r.ExcludeInternalSubnets)
@@ -197,13 +190,9 @@ func pickAddresses(cands []candidate, family string, r config.AddressRules) (int
 }
 
 func outside(cands []candidate, exclude []netip.Prefix) []candidate {
-	var out []candidate
-	for _, c := range cands {
-		if !slices.ContainsFunc(exclude, func(p netip.Prefix) bool { return p.Contains(c.ip) }) {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool {
+		return slices.ContainsFunc(exclude, func(p netip.Prefix) bool { return p.Contains(c.ip) })
+	})
 }
 
 // bySubnet tries the subnets in their configured order: the first subnet
@@ -241,19 +230,13 @@ func preferStatic(cands []candidate, static map[string]int) {
 	if len(static) == 0 {
 		return
 	}
-	slices.SortStableFunc(cands, func(a, b candidate) int {
-		ai, aok := static[a.raw]
-		bi, bok := static[b.raw]
-		switch {
-		case aok && bok:
-			return cmp.Compare(ai, bi)
-		case aok:
-			return -1
-		case bok:
-			return 1
+	rank := func(c candidate) int {
+		if i, ok := static[c.raw]; ok {
+			return i
 		}
-		return 0
-	})
+		return math.MaxInt // after every static IP
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(rank(a), rank(b)) })
 }
 
 // maxNetworkConfig bounds a gunzipped network config: a real one is a few
