@@ -59,8 +59,7 @@ func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Resu
 // recordLookupError records why a lookup of node's VM failed: once per
 // cause, however many passes of the controllers meet it (recordCause).
 func (in *instances) recordLookupError(node *v1.Node, err error) {
-	var dup *discovery.DuplicateError
-	if errors.As(err, &dup) {
+	if errors.As(err, new(*discovery.DuplicateError)) {
 		in.events.recordCause(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error(), err.Error())
 		return
 	}

@@ -100,15 +100,13 @@ func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
 // failureReason is the reason value of an InstanceMetadata error: the Event
 // reason its lookup recorded, by the error's kind, never its text.
 func failureReason(err error) string {
-	var dup *discovery.DuplicateError
-	var zone *ZoneTagError
 	var groups *ZoneHostGroupError
 	switch {
 	case errors.As(err, &groups):
 		return groups.Reason()
-	case errors.As(err, &dup):
+	case errors.As(err, new(*discovery.DuplicateError)):
 		return ReasonDuplicateUUID
-	case errors.As(err, &zone):
+	case errors.As(err, new(*ZoneTagError)):
 		return ReasonZoneTagMissing
 	case errors.As(err, new(*IdentityConflictError)):
 		return ReasonNodeIdentityConflict
