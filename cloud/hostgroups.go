@@ -50,14 +50,10 @@ type ZoneHostGroupError struct {
 
 // Reason is the Event reason of e.
 func (e *ZoneHostGroupError) Reason() string {
-	if !e.Unknown && e.Invalid == "" && len(e.zones()) > 1 {
+	if !e.Unknown && e.Invalid == "" && len(slices.Compact(slices.Sorted(maps.Values(e.Zones)))) > 1 {
 		return ReasonZoneHostGroupAmbiguous
 	}
 	return ReasonZoneHostGroupMissing
-}
-
-func (e *ZoneHostGroupError) zones() []string {
-	return slices.Compact(slices.Sorted(maps.Values(e.Zones)))
 }
 
 func (e *ZoneHostGroupError) Error() string {

@@ -131,14 +131,6 @@ func (u *unmanagedNodes) setCutoff(c legacyCutoff) {
 	u.cutoff.Store(&c)
 }
 
-// currentCutoff is the cutoff known now.
-func (u *unmanagedNodes) currentCutoff() legacyCutoff {
-	if c := u.cutoff.Load(); c != nil {
-		return *c
-	}
-	return legacyCutoff{why: "the state ConfigMap has not been read yet", pending: true}
-}
-
 // verdict is what this CCM makes of a Node: why it is unmanaged ("" when
 // it is this CCM's), and what the legacy key alone does on it, judged by
 // cutoff (one read of it for the whole verdict).
@@ -155,10 +147,15 @@ func (u *unmanagedNodes) judge(node *v1.Node) verdict {
 	if u.selector != nil && u.selector.Matches(labels.Set(node.Labels)) {
 		return verdict{why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())}
 	}
-	if !legacyOnly(node) {
+	// The legacy key alone (LabelUnmanaged is not "true"): a label its
+	// kubelet may have set, which counts only by the cutoff.
+	if node.Labels[LabelUnmanagedLegacy] != "true" {
 		return verdict{}
 	}
-	c := u.currentCutoff()
+	c := legacyCutoff{why: "the state ConfigMap has not been read yet", pending: true}
+	if known := u.cutoff.Load(); known != nil {
+		c = *known
+	}
 	created := node.CreationTimestamp.Time
 	switch {
 	case c.at.IsZero():
@@ -178,13 +175,6 @@ func (u *unmanagedNodes) judge(node *v1.Node) verdict {
 // unmanaged reports whether node is not this CCM's (a label change is
 // followed at the next ask).
 func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.judge(node).why != "" }
-
-// legacyOnly reports whether node carries LabelUnmanagedLegacy=true but
-// not LabelUnmanaged=true: a label its kubelet may have set, which counts
-// only by the cutoff.
-func legacyOnly(node *v1.Node) bool {
-	return node.Labels[LabelUnmanagedLegacy] == "true" && node.Labels[LabelUnmanaged] != "true"
-}
 
 // ask is unmanaged, and records the Events of what was found the first
 // time it is found (see announced).
