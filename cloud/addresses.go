@@ -259,6 +259,11 @@ type (
 	}
 )
 
+// metadataNetwork is the metadata document read for its network key.
+type metadataNetwork[T any] struct {
+	Network T `yaml:"network"`
+}
+
 // staticAddresses reads the static IPs of a VM's cloud-init metadata
 // (extraConfig guestinfo.metadata, with guestinfo.metadata.encoding) and
 // returns each IP's rank, as CPI does. CPI's rules: the metadata is read
@@ -296,9 +301,7 @@ func staticAddresses(metadata, encoding string) (map[string]int, error) {
 	)
 	switch head.Encoding {
 	case "base64", "b64", "gzip+base64", "gz+b64":
-		var enc struct {
-			Network string `yaml:"network"`
-		}
+		var enc metadataNetwork[string]
 		if err := yaml.Unmarshal(doc, &enc); err != nil {
 			return nil, err
 		}
@@ -316,18 +319,13 @@ func staticAddresses(metadata, encoding string) (map[string]int, error) {
 		}
 		_ = yaml.Unmarshal(raw, &order) // order only: on error, sorted
 	default: // the network config as it is
-		var plain struct {
-			Network networkConfig `yaml:"network"`
-		}
+		var plain metadataNetwork[networkConfig]
 		if err := yaml.Unmarshal(doc, &plain); err != nil {
 			return nil, err
 		}
-		cfg = plain.Network
-		var plainOrder struct {
-			Network ethernetOrder `yaml:"network"`
-		}
+		var plainOrder metadataNetwork[ethernetOrder]
 		_ = yaml.Unmarshal(doc, &plainOrder) // order only: on error, sorted
-		order = plainOrder.Network
+		cfg, order = plain.Network, plainOrder.Network
 	}
 	rank := map[string]int{}
 	for _, name := range ethernetNames(cfg.Ethernets, order.Ethernets) {

@@ -254,14 +254,8 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	// nodes.tagLabels: the Node writer keeps them current (drift.go).
-	fromTags, err := in.tagLabels(ctx, res, cfg.TagLabels)
-	if err != nil {
+	if err := in.tagLabels(ctx, res, cfg.TagLabels, meta.AdditionalLabels); err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
-	}
-	for k, v := range fromTags {
-		if v != "" {
-			meta.AdditionalLabels[k] = v
-		}
 	}
 	in.located(node, location)
 	return meta, nil

@@ -28,23 +28,25 @@ func tagCategories(cfg *config.Config) []string {
 	return out
 }
 
-// tagLabels are the Node labels nodes.tagLabels asks for (by key) for
-// res's VM. Each category is walked on its own, as CPI walks zone and
+// tagLabels adds to labels the Node labels nodes.tagLabels asks for (by
+// key) for res's VM, but for a category it has no tag of. Each category is walked on its own, as CPI walks zone and
 // region together: the first of the VM's ancestries (its host's, its
 // resource pool's, its own) holding a tag of it, nearest first. Read
 // together with the zone, a category the VM has no tag of would make the
 // walk pass over the ancestry the zone is on. From the tag cache: no
 // request per Node.
-func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel) (map[string]string, error) {
-	out := make(map[string]string, len(asked))
+func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel,
+	labels map[string]string) error {
 	for _, t := range asked {
 		tags, err := in.fleet.discovery.Tags(ctx, res, []string{t.Category})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out[t.Key] = labelValue(tags[t.Category])
+		if v := labelValue(tags[t.Category]); v != "" {
+			labels[t.Key] = v
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // labelValue is a name (a tag's, a host's…) as a label value, encoded as
