@@ -185,15 +185,12 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	// Where the VM is: our location labels always follow it.
 	location := locationLabels(&placed.Result)
 	var moves []string
-	var moved []string
 	if old := node.Labels[LabelServer]; old != "" && !strings.EqualFold(old, location[LabelServer]) {
 		from := cmp.Or(node.Labels[LabelVCenter], old)
 		moves = append(moves, fmt.Sprintf("vcenter %s → %s", from, location[LabelVCenter]))
-		moved = append(moved, "vcenter")
 	}
 	if old, now := node.Labels[LabelDatacenter], location[LabelDatacenter]; old != "" && now != "" && old != now {
 		moves = append(moves, fmt.Sprintf("datacenter %s → %s", old, now))
-		moved = append(moved, "datacenter")
 	}
 	for k, v := range location {
 		set(k, v)
@@ -302,7 +299,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if locationPatched {
 			n.metrics.labelUpdates.WithLabelValues("location").Inc()
 		}
-		for _, kind := range moved {
+		for _, m := range moves {
+			kind, _, _ := strings.Cut(m, " ") // vcenter, datacenter
 			n.metrics.moves.WithLabelValues(kind).Inc()
 		}
 		for _, c := range reconciled {

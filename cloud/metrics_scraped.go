@@ -25,7 +25,7 @@ type scrapedMetrics struct {
 	metrics.BaseStableCollector
 	build  BuildInfo
 	health *nodeHealth
-	// Their descriptions, in the order DescribeWithStability gives them.
+	descs  []*metrics.Desc // each of the below
 	buildInfo, up, synced, vms, updates, budgetWaits, budgetRejections, certificateExpiry,
 	deletionHeld, unmanaged, uninitialized, duplicates *metrics.Desc
 
@@ -69,51 +69,50 @@ func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) {
 func (m *Metrics) setDeletionHeldSource(f func() []discovery.HeldNodes) { m.scraped.held.Store(&f) }
 
 func newScrapedMetrics(build BuildInfo, health *nodeHealth) *scrapedMetrics {
+	c := &scrapedMetrics{build: build, health: health}
 	desc := func(name, help string, labels ...string) *metrics.Desc {
-		return metrics.NewDesc(metricsNamespace+"_"+name, help, labels, nil, metrics.ALPHA, "")
+		d := metrics.NewDesc(metricsNamespace+"_"+name, help, labels, nil, metrics.ALPHA, "")
+		c.descs = append(c.descs, d)
+		return d
 	}
-	return &scrapedMetrics{
-		build:  build,
-		health: health,
-		buildInfo: desc("build_info",
-			"1, labelled with the running binary's version, commit and Go version.", "version", "commit", "go_version"),
-		synced: desc("inventory_synced",
-			"1 while the vCenter's watch-fed inventory answers lookups (loaded, and its vCenter heard from within heartbeat + requestTimeout); 0 while lookups go to vCenter directly.",
-			"vcenter"),
-		vms: desc("inventory_vms",
-			"VMs held in the vCenter's inventory while it is in sync.", "vcenter"),
-		up: desc("vcenter_up",
-			"1 while the vCenter's last connection-level event (connect, TLS, login, keep-alive, the inventory watch's poll) succeeded; 0 while it is down or not yet connected (lookups then answer at once for it).",
-			"vcenter"),
-		updates: desc("inventory_updates_total",
-			"Object updates the vCenter's inventory watch has applied, initial loads included, since this backend started.", "vcenter"),
-		budgetWaits: desc("vcenter_request_budget_waits_total",
-			"Calls sent to the vCenter directly (not answered from its inventory) that waited for their turn in its request budget (requestsPerSecond, requestBurst), since its backend was built.",
-			"vcenter"),
-		budgetRejections: desc("vcenter_request_budget_rejections_total",
-			"Calls refused before being sent because their turn in the vCenter's request budget came after their deadline (an error, never an answer about a VM; not a breaker failure).",
-			"vcenter"),
-		certificateExpiry: desc("vcenter_certificate_expiry_seconds",
-			"When the certificate the vCenter presented at the last TLS handshake expires (its NotAfter), in Unix seconds; alert on it - time() < 30*86400.",
-			"vcenter"),
-		// 0 included for every configured vCenter and reason, so a
-		// freeze's end shows as a drop.
-		deletionHeld: desc("nodes_deletion_held",
-			"Nodes whose VM was confirmed absent that the vCenter's deletion policy (nodeDeletion) keeps now, by reason: grace (minAbsence not yet spanned) or frozen.",
-			"vcenter", "reason"),
-		unmanaged: desc("nodes_unmanaged",
-			"Nodes this CCM leaves alone: label node-restriction.kubernetes.io/vsphere-federated-ccm-unmanaged=true or --unmanaged-node-selector."),
-		uninitialized: desc("nodes_uninitialized",
-			"Nodes of this CCM still carrying node.cloudprovider.kubernetes.io/uninitialized, by reason: why their last InstanceMetadata failed (VMLookupFailed, VMNotFound, DuplicateVMUUID, ZoneTagMissing, NoSuitableNodeAddress, NodeIPNotOnVM, InvalidNodeIP, NodeIdentityConflict, ZoneHostGroupMissing, ZoneHostGroupAmbiguous), or Pending.",
-			"reason"),
-		duplicates: desc("duplicate_uuids",
-			"BIOS UUIDs held by VMs in more than one vCenter, as the inventories show them; their Nodes' lookups fail until one is changed."),
-	}
+	c.buildInfo = desc("build_info",
+		"1, labelled with the running binary's version, commit and Go version.", "version", "commit", "go_version")
+	c.synced = desc("inventory_synced",
+		"1 while the vCenter's watch-fed inventory answers lookups (loaded, and its vCenter heard from within heartbeat + requestTimeout); 0 while lookups go to vCenter directly.",
+		"vcenter")
+	c.vms = desc("inventory_vms",
+		"VMs held in the vCenter's inventory while it is in sync.", "vcenter")
+	c.up = desc("vcenter_up",
+		"1 while the vCenter's last connection-level event (connect, TLS, login, keep-alive, the inventory watch's poll) succeeded; 0 while it is down or not yet connected (lookups then answer at once for it).",
+		"vcenter")
+	c.updates = desc("inventory_updates_total",
+		"Object updates the vCenter's inventory watch has applied, initial loads included, since this backend started.", "vcenter")
+	c.budgetWaits = desc("vcenter_request_budget_waits_total",
+		"Calls sent to the vCenter directly (not answered from its inventory) that waited for their turn in its request budget (requestsPerSecond, requestBurst), since its backend was built.",
+		"vcenter")
+	c.budgetRejections = desc("vcenter_request_budget_rejections_total",
+		"Calls refused before being sent because their turn in the vCenter's request budget came after their deadline (an error, never an answer about a VM; not a breaker failure).",
+		"vcenter")
+	c.certificateExpiry = desc("vcenter_certificate_expiry_seconds",
+		"When the certificate the vCenter presented at the last TLS handshake expires (its NotAfter), in Unix seconds; alert on it - time() < 30*86400.",
+		"vcenter")
+	// 0 included for every configured vCenter and reason, so a
+	// freeze's end shows as a drop.
+	c.deletionHeld = desc("nodes_deletion_held",
+		"Nodes whose VM was confirmed absent that the vCenter's deletion policy (nodeDeletion) keeps now, by reason: grace (minAbsence not yet spanned) or frozen.",
+		"vcenter", "reason")
+	c.unmanaged = desc("nodes_unmanaged",
+		"Nodes this CCM leaves alone: label node-restriction.kubernetes.io/vsphere-federated-ccm-unmanaged=true or --unmanaged-node-selector.")
+	c.uninitialized = desc("nodes_uninitialized",
+		"Nodes of this CCM still carrying node.cloudprovider.kubernetes.io/uninitialized, by reason: why their last InstanceMetadata failed (VMLookupFailed, VMNotFound, DuplicateVMUUID, ZoneTagMissing, NoSuitableNodeAddress, NodeIPNotOnVM, InvalidNodeIP, NodeIdentityConflict, ZoneHostGroupMissing, ZoneHostGroupAmbiguous), or Pending.",
+		"reason")
+	c.duplicates = desc("duplicate_uuids",
+		"BIOS UUIDs held by VMs in more than one vCenter, as the inventories show them; their Nodes' lookups fail until one is changed.")
+	return c
 }
 
 func (c *scrapedMetrics) DescribeWithStability(ch chan<- *metrics.Desc) {
-	for _, d := range []*metrics.Desc{c.buildInfo, c.up, c.synced, c.vms, c.updates, c.budgetWaits, c.budgetRejections,
-		c.certificateExpiry, c.deletionHeld, c.unmanaged, c.uninitialized, c.duplicates} {
+	for _, d := range c.descs {
 		ch <- d
 	}
 }
