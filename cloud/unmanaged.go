@@ -176,12 +176,8 @@ func (u *unmanagedNodes) judge(node *v1.Node) verdict {
 // followed at the next ask).
 func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.judge(node).why != "" }
 
-// ask is unmanaged, and records the Events of what was found the first
-// time it is found (see announced).
-func (u *unmanagedNodes) ask(node *v1.Node) bool { return u.decide(node).why != "" }
-
-// decide is ask's verdict on node, for a caller that needs more than
-// whether it is unmanaged (InstanceExists: undecided).
+// decide is judge's verdict on node, and records the Events of what was
+// found the first time it is found (see announced).
 func (u *unmanagedNodes) decide(node *v1.Node) verdict {
 	v := u.judge(node)
 	if v.legacy == legacyUndecided && v.cutoff.pending {

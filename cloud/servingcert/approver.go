@@ -127,10 +127,7 @@ func (a *Approver) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	log := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, log)
-	go func() {
-		<-ctx.Done()
-		a.queue.ShutDown()
-	}()
+	context.AfterFunc(ctx, a.queue.ShutDown)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, a.synced...) {
 		return
 	}
