@@ -124,7 +124,13 @@ func (n *nodes) labelNodes(ctx context.Context, client kubernetes.Interface, lis
 	for name, want := range take(&n.mu, &n.relabel) {
 		node, err := lister.Get(name)
 		if apierrors.IsNotFound(err) {
-			n.waitForCache(name, want)
+			// Not in the informer's cache yet (seen wakes run when it is):
+			// put back, unless a newer lookup has.
+			n.mu.Lock()
+			if _, ok := n.relabel[name]; !ok {
+				n.relabel[name] = want
+			}
+			n.mu.Unlock()
 			continue
 		}
 		if err != nil || uninitialized(node) {
@@ -177,16 +183,6 @@ func uninitialized(n *v1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
 		return t.Key == cloudproviderapi.TaintExternalCloudProvider
 	})
-}
-
-// waitForCache puts back a Node to label that the informer's cache does
-// not hold yet (seen wakes run when it does), unless a newer lookup has.
-func (n *nodes) waitForCache(name string, location map[string]string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if _, ok := n.relabel[name]; !ok {
-		n.relabel[name] = location
-	}
 }
 
 // nodeWatch is the Node informer the owner reads: the controllers' shared

@@ -43,17 +43,12 @@ func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interfa
 		if !uninitialized(node) || n.unmanaged(node) {
 			continue
 		}
-		if err := touch(ctx, client, node.Name); err != nil {
+		retry := map[string]string{AnnotationLookupRetry: time.Now().UTC().Format(time.RFC3339Nano)}
+		if err := patchNode(ctx, client, node.Name, "annotations", retry); err != nil {
 			log.Error(err, "Re-queueing an uninitialized Node failed; the controller retries it with backoff", "node", node.Name)
 			continue
 		}
 		touched++
 	}
 	log.Info("vCenters back: uninitialized Nodes re-queued", "nodes", touched)
-}
-
-// touch sets AnnotationLookupRetry on a Node.
-func touch(ctx context.Context, client kubernetes.Interface, name string) error {
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	return patchNode(ctx, client, name, "annotations", map[string]string{AnnotationLookupRetry: now})
 }
