@@ -37,9 +37,6 @@ type vcenterChange struct {
 // next records health as the last and returns each configured vCenter's
 // change; a vCenter no longer configured is forgotten.
 func (t *vcenterTransitions) next(health []discovery.VCenterHealth) []vcenterChange {
-	if t.last == nil {
-		t.last = map[string]lastHealth{}
-	}
 	out := make([]vcenterChange, 0, len(health))
 	now := make(map[string]lastHealth, len(health))
 	for _, h := range health {
