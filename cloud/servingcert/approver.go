@@ -87,9 +87,15 @@ func New(client kubernetes.Interface, csrs certinformers.CertificateSigningReque
 	opts.NodeGrace = cmp.Or(opts.NodeGrace, 5*time.Minute)
 	opts.Recheck = cmp.Or(opts.Recheck, 10*time.Second)
 	opts.LookupTimeout = cmp.Or(opts.LookupTimeout, 30*time.Second)
+	// The library's controller limiter, its per-item backoff capped at
+	// maxRetry.
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, maxRetry),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 	a := &Approver{client: client, csrs: csrs.Lister(), nodes: nodes.Lister(), vms: vms, recorder: recorder, metrics: m, opts: opts,
 		synced: []cache.InformerSynced{csrs.Informer().HasSynced, nodes.Informer().HasSynced}, now: time.Now,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
@@ -111,15 +117,6 @@ func New(client kubernetes.Interface, csrs certinformers.CertificateSigningReque
 // 1000 s) would then keep it waiting about as long again as the outage
 // lasted.
 const maxRetry = 30 * time.Second
-
-// retryLimiter is the library's controller limiter with its per-item
-// backoff capped at maxRetry.
-func retryLimiter() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, maxRetry),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-	)
-}
 
 // Run decides requests with workers goroutines until ctx ends, and waits
 // for them.
