@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 )
 
 // indexed answers Placement from a map by UUID, as backends/vsphere's
