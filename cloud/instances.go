@@ -39,7 +39,7 @@ type instances struct {
 	skipNodeDeletion bool
 	located          func(node *v1.Node, location map[string]string)
 	// checks know the unmanaged Nodes and keep why InstanceMetadata
-	// failed (unmanaged.go, uninitialized.go).
+	// failed (unmanaged.go, reports.go).
 	checks *nodeChecks
 	// claims refuse a Node the identity of a VM another Node holds
 	// (claims.go).
