@@ -279,12 +279,15 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatc
 			n.labelNodes(ctx, client, lister)
 		case now := <-tick.C:
 			// One list for the tick: the informer's cache fails no list.
+			// Synced before the list, or the list may be partial, and
+			// followVMs would count it as its pass over every Node.
+			synced := informer.HasSynced()
 			all, _ := lister.List(labels.Everything())
 			n.reportDuplicates(all)
 			changes := vcenters.next(n.discovery.Health())
 			n.requeueOnRecovery(ctx, client, all, changes)
 			n.checks.tick(all, changes, time.Now())
-			if informer.HasSynced() {
+			if synced {
 				n.followVMs(ctx, client, lister, all, now)
 			}
 		}
