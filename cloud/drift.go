@@ -164,7 +164,13 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		return // nothing concluded: the report stands
 	}
-	prev := n.report(node.Name)
+	// What was last reported of the Node: empty when nothing was.
+	n.mu.Lock()
+	prev, reported := n.reports[node.Name]
+	n.mu.Unlock()
+	if !reported {
+		prev = &nodeReport{}
+	}
 	next := &nodeReport{drift: map[string]string{}, diskUUIDOff: !placed.VM.DiskUUIDEnabled()}
 	patch := map[string]*string{}
 	// set patches label k to v ("" removes it), and reports whether that
@@ -380,16 +386,6 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			"diskUUIDOff", next.diskUUIDOff)
 	}
 	n.setReport(node.Name, next)
-}
-
-// report is what was last reported of the Node name (empty: nothing).
-func (n *nodes) report(name string) *nodeReport {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if r, ok := n.reports[name]; ok {
-		return r
-	}
-	return &nodeReport{}
 }
 
 // setReport keeps r as what is reported of the Node name; nil forgets it.
