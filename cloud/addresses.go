@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -20,7 +21,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Errors of nodeAddresses, in CPI's words (the texts its users search for).
+// Errors of selectAddresses, in CPI's words (the texts its users search for).
 // Each is returned where CPI's DiscoverNode fails, so the Node stays tainted,
 // or keeps the addresses it has, as under CPI.
 var (
@@ -50,26 +51,15 @@ func (l *addressList) add(t v1.NodeAddressType, c *candidate) {
 	}
 }
 
-// nodeAddresses selects a VM's addresses as CPI's DiscoverNode does.
-func nodeAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
-	return selectAddresses(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
-}
-
-// nodeAddressesFor is nodeAddresses honouring the kubelet's node IPs
-// (selectForNodeIPs): nodeAddresses when there are none.
-func nodeAddressesFor(vm *backends.VM, families []string, rules config.AddressRules, nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
-	return selectForNodeIPs(vm, families, rules, vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding, nodeIPs)
-}
-
-// selectAddresses is CPI's selection. The guest host name comes first; then,
+// selectAddresses selects a VM's addresses as CPI's DiscoverNode does. The guest host name comes first; then,
 // for each IP family in order, an InternalIP and an ExternalIP, each chosen
 // among the family's IPs outside its own exclude list: by subnet (in the
 // order of the list), else by VM network name; if neither finds either
 // address, the first IP outside each exclude list. IPs statically
-// configured in the cloud-init metadata (guestinfo.metadata, encoded as
-// encoding says) are tried first. The checks before any selection, and
+// configured in the cloud-init metadata (guestinfo.metadata, decoded as
+// guestinfo.metadata.encoding says) are tried first. The checks before any selection, and
 // their order, are CPI's: each is an error.
-func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string) ([]v1.NodeAddress, error) {
+func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
 	if err := guestReported(vm); err != nil {
 		return nil, err
 	}
@@ -81,7 +71,7 @@ func selectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 	if len(cands) == 0 {
 		return nil, errNoUsableIP(vm)
 	}
-	static, err := staticAddresses(metadata, encoding)
+	static, err := staticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}
@@ -119,13 +109,8 @@ func guestReported(vm *backends.VM) error {
 // deviceNICs are the NICs CPI chooses among: those backed by a virtual
 // device.
 func deviceNICs(all []backends.NIC) []backends.NIC {
-	var nics []backends.NIC
-	for _, n := range all {
-		if n.DeviceConfigID != -1 { // -1: not a virtual device (docker0, a VPN…)
-			nics = append(nics, n)
-		}
-	}
-	return nics
+	// -1: not a virtual device (docker0, a VPN…)
+	return slices.DeleteFunc(slices.Clone(all), func(n backends.NIC) bool { return n.DeviceConfigID == -1 })
 }
 
 // offNamedNetworks is CPI's check that a VM is on the VM networks named
@@ -176,12 +161,9 @@ func usableIPs(nics []backends.NIC) []candidate {
 
 // pickAddresses is one IP family's choice; n counts the family's IPs.
 func pickAddresses(cands []candidate, family string, r config.AddressRules) (internal, external *candidate, n int) {
-	var ofFamily []candidate
-	for _, c := range cands {
-		if (family == config.IPv4 && c.ip.Is4()) || (family == config.IPv6 && c.ip.Is6()) {
-			ofFamily = append(ofFamily, c)
-		}
-	}
+	ofFamily := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool {
+		return !(family == config.IPv4 && c.ip.Is4()) && !(family == config.IPv6 && c.ip.Is6())
+	})
 	// Each address has its own exclude list: an IP excluded from one may
 	// still be the other.
 	in := outside(ofFamily, r.ExcludeInternalSubnets)
@@ -208,13 +190,9 @@ func pickAddresses(cands []candidate, family string, r config.AddressRules) (int
 }
 
 func outside(cands []candidate, exclude []netip.Prefix) []candidate {
-	var out []candidate
-	for _, c := range cands {
-		if !slices.ContainsFunc(exclude, func(p netip.Prefix) bool { return p.Contains(c.ip) }) {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool {
+		return slices.ContainsFunc(exclude, func(p netip.Prefix) bool { return p.Contains(c.ip) })
+	})
 }
 
 // bySubnet tries the subnets in their configured order: the first subnet
@@ -252,19 +230,13 @@ func preferStatic(cands []candidate, static map[string]int) {
 	if len(static) == 0 {
 		return
 	}
-	slices.SortStableFunc(cands, func(a, b candidate) int {
-		ai, aok := static[a.raw]
-		bi, bok := static[b.raw]
-		switch {
-		case aok && bok:
-			return cmp.Compare(ai, bi)
-		case aok:
-			return -1
-		case bok:
-			return 1
+	rank := func(c candidate) int {
+		if i, ok := static[c.raw]; ok {
+			return i
 		}
-		return 0
-	})
+		return math.MaxInt // after every static IP
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(rank(a), rank(b)) })
 }
 
 // maxNetworkConfig bounds a gunzipped network config: a real one is a few
@@ -286,6 +258,11 @@ type (
 		Ethernets yaml.MapSlice `yaml:"ethernets"`
 	}
 )
+
+// metadataNetwork is the metadata document read for its network key.
+type metadataNetwork[T any] struct {
+	Network T `yaml:"network"`
+}
 
 // staticAddresses reads the static IPs of a VM's cloud-init metadata
 // (extraConfig guestinfo.metadata, with guestinfo.metadata.encoding) and
@@ -324,9 +301,7 @@ func staticAddresses(metadata, encoding string) (map[string]int, error) {
 	)
 	switch head.Encoding {
 	case "base64", "b64", "gzip+base64", "gz+b64":
-		var enc struct {
-			Network string `yaml:"network"`
-		}
+		var enc metadataNetwork[string]
 		if err := yaml.Unmarshal(doc, &enc); err != nil {
 			return nil, err
 		}
@@ -344,18 +319,13 @@ func staticAddresses(metadata, encoding string) (map[string]int, error) {
 		}
 		_ = yaml.Unmarshal(raw, &order) // order only: on error, sorted
 	default: // the network config as it is
-		var plain struct {
-			Network networkConfig `yaml:"network"`
-		}
+		var plain metadataNetwork[networkConfig]
 		if err := yaml.Unmarshal(doc, &plain); err != nil {
 			return nil, err
 		}
-		cfg = plain.Network
-		var plainOrder struct {
-			Network ethernetOrder `yaml:"network"`
-		}
+		var plainOrder metadataNetwork[ethernetOrder]
 		_ = yaml.Unmarshal(doc, &plainOrder) // order only: on error, sorted
-		order = plainOrder.Network
+		cfg, order = plain.Network, plainOrder.Network
 	}
 	rank := map[string]int{}
 	for _, name := range ethernetNames(cfg.Ethernets, order.Ethernets) {

@@ -732,7 +732,7 @@ func TestNodeAddressesCPIDiscoverNodeIPs(t *testing.T) {
 			if tc.guestinfo != "" {
 				metadata, encoding = base64.StdEncoding.EncodeToString([]byte(tc.guestinfo)), "base64"
 			}
-			got, err := selectAddresses(vm, families, rules, metadata, encoding)
+			got, err := selectAddresses(withMetadata(vm, metadata, encoding), families, rules)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q (addresses %v)", err, tc.wantErr, got)
@@ -760,7 +760,7 @@ func TestNodeAddressesCPIMultiIF(t *testing.T) {
 		cpiNIC("test_k8s_tenant_c123", "fe80::250:56ff:fe89:d2c7"),
 		cpiNIC("test_k8s_tenant_c123", "10.10.108.12", "10.10.108.10", "fe80::250:56ff:fe89:d2c7"),
 	}}
-	got, err := selectAddresses(vm, []string{config.IPv4}, config.AddressRules{}, "", "")
+	got, err := selectAddresses(vm, []string{config.IPv4}, config.AddressRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +837,7 @@ func TestNodeAddressesCPIErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := selectAddresses(&tt.vm, []string{config.IPv4}, tt.rules, tt.metadata, "base64")
+			got, err := selectAddresses(withMetadata(&tt.vm, tt.metadata, "base64"), []string{config.IPv4}, tt.rules)
 			if err == nil {
 				t.Fatalf("addresses %v, want an error", got)
 			}
@@ -1049,7 +1049,7 @@ func TestNodeAddressesPreferStatic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := selectAddresses(vm, tt.families, tt.rules, metadata, "base64")
+			got, err := selectAddresses(withMetadata(vm, metadata, "base64"), tt.families, tt.rules)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1062,4 +1062,11 @@ func TestNodeAddressesPreferStatic(t *testing.T) {
 	if ips := vm.NICs[0].IPs; ips[0] != "10.0.0.1" || ips[3] != "10.0.0.3" {
 		t.Errorf("NICs reordered: %v", vm.NICs)
 	}
+}
+
+// withMetadata is a copy of vm with guestinfo.metadata and its encoding set.
+func withMetadata(vm *backends.VM, metadata, encoding string) *backends.VM {
+	c := *vm
+	c.GuestInfoMetadata, c.GuestInfoMetadataEncoding = metadata, encoding
+	return &c
 }

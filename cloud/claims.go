@@ -25,6 +25,7 @@ package cloud
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -92,20 +93,15 @@ type claims struct {
 	events    *eventLog
 	metrics   *nodeMetrics
 	unmanaged *unmanagedNodes
-	// view is the Node informer's, once the nodes owner watches Nodes;
-	// nil without one (diagnose, or no cluster): then no Node is known to
+	// view is the Node informer, once the nodes owner watches Nodes; nil
+	// without one (diagnose, or no cluster): then no Node is known to
 	// hold anything, and no claim is refused.
-	view atomic.Pointer[claimView]
+	view atomic.Pointer[nodeWatch]
 
 	mu sync.Mutex
 	// counted are the conflicts the metric counted, once each however
 	// often the controller retries; a Node deleted is forgotten.
 	counted map[conflictKey]bool
-}
-
-type claimView struct {
-	indexer cache.Indexer
-	synced  func() bool
 }
 
 type conflictKey struct {
@@ -136,29 +132,20 @@ func (c *claims) watch(w nodeWatch) {
 			return
 		}
 	}
-	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.gone}); err != nil {
+	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: onDelete(c.gone)}); err != nil {
 		log.Error(err, "Watching Node deletions failed: what is kept of deleted Nodes is bounded only by its cap")
 	}
-	c.view.Store(&claimView{indexer: w.informer.GetIndexer(), synced: w.informer.HasSynced})
+	c.view.Store(&w)
 }
 
 // gone forgets a deleted Node.
-func (c *claims) gone(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	node, ok := obj.(*v1.Node)
-	if !ok {
-		return
-	}
+func (c *claims) gone(node *v1.Node) {
 	c.unmanaged.forget(node.Name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.counted {
-		if k.claimant == node.Name || k.holder == node.Name {
-			delete(c.counted, k)
-		}
-	}
+	maps.DeleteFunc(c.counted, func(k conflictKey, _ bool) bool {
+		return k.claimant == node.Name || k.holder == node.Name
+	})
 }
 
 // claimedUUIDs indexes a Node under the BIOS UUIDs its providerID and
@@ -201,11 +188,11 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 	if v == nil {
 		return nil
 	}
-	if !v.synced() {
+	if !v.informer.HasSynced() {
 		// The controllers wait for this same informer before they ask:
 		// only a provider watching Nodes on its own gets here, at start.
 		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, claimSyncWait, true, func(context.Context) (bool, error) {
-			return v.synced(), nil
+			return v.informer.HasSynced(), nil
 		}); err != nil {
 			return fmt.Errorf("%s: the Node cache is not synced: cannot tell whether another Node holds %s: %w", op, res, err)
 		}
@@ -214,7 +201,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", op, res, err)
 	}
-	objs, err := v.indexer.ByIndex(claimIndex, u)
+	objs, err := v.informer.GetIndexer().ByIndex(claimIndex, u)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

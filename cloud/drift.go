@@ -10,8 +10,8 @@ package cloud
 // scheduler need that the VM lacks (disk.EnableUUID, a zone tag).
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,9 +19,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -52,20 +49,14 @@ const DefaultNodeResync = 30 * time.Second
 // value: they are ours).
 func placementLabels(vm *backends.VM, asked []config.PlacementLabel) map[string]string {
 	out := map[string]string{LabelHost: "", LabelCluster: "", LabelResourcePool: ""}
-	value := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return discovery.LabelValue(s)
-	}
 	for _, l := range asked {
 		switch l {
 		case config.PlacementHost:
-			out[LabelHost] = value(vm.HostName)
+			out[LabelHost] = labelValue(vm.HostName)
 		case config.PlacementCluster:
-			out[LabelCluster] = value(vm.Cluster)
+			out[LabelCluster] = labelValue(vm.Cluster)
 		case config.PlacementResourcePool:
-			out[LabelResourcePool] = value(vm.ResourcePoolPath)
+			out[LabelResourcePool] = labelValue(vm.ResourcePoolPath)
 		}
 	}
 	return out
@@ -90,9 +81,6 @@ type nodeReport struct {
 // carry keeps in r what prev reported of kind (zone, region): what is
 // not in memory yet concludes nothing.
 func (r *nodeReport) carry(prev *nodeReport, kind string) {
-	if prev == nil {
-		return
-	}
 	if c, ok := prev.drift[kind]; ok {
 		r.drift[kind] = c
 	}
@@ -110,37 +98,33 @@ type passSettings struct {
 	// categories: zone and region, when both are configured; else the
 	// region alone, when some vCenter's zones come from host groups.
 	categories []string
-	// hostGroups: some vCenter's zones come from host groups.
-	hostGroups bool
 }
 
 func settingsOf(cfg *config.Config) passSettings {
-	s := passSettings{cfg: cfg, hostGroups: anyHostGroups(cfg)}
+	s := passSettings{cfg: cfg}
+	hostGroups := slices.ContainsFunc(cfg.VCenters, func(vc config.VCenter) bool { return vc.ZoneHostGroups != nil })
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
 		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
-	} else if cfg.Labels.Region != "" && s.hostGroups {
+	} else if cfg.Labels.Region != "" && hostGroups {
 		s.categories = []string{cfg.Labels.Region}
 	}
 	return s
 }
 
 // followVMs is the pass, run by run every poll: every initialized Node
-// when the inventories or the config changed or every resync, else only
-// the Nodes the informer saw change.
-func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister, now time.Time) {
+// (all, the tick's list) when the inventories or the config changed or
+// every resync, else only the Nodes the informer saw change.
+func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister,
+	all []*v1.Node, now time.Time) {
 	cfg := n.config()
 	version := n.discovery.InventoryVersion()
 	full := cfg != n.passConfig || version != n.passVersion || now.Sub(n.lastFull) >= n.resync
-	changed := n.takeChanged()
-	var list []*v1.Node
+	changed := take(&n.mu, &n.changed)
+	list := all
 	if full {
 		n.passConfig, n.passVersion, n.lastFull = cfg, version, now
-		all, err := lister.List(labels.Everything())
-		if err != nil {
-			return
-		}
-		list = all
 	} else {
+		list = nil
 		for name := range changed {
 			if node, err := lister.Get(name); err == nil {
 				list = append(list, node)
@@ -157,15 +141,6 @@ func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, list
 	}
 	n.setGauges()
 	klog.FromContext(ctx).V(4).Info("Nodes compared with their VMs", "full", full, "nodes", len(list), "took", time.Since(start))
-}
-
-// takeChanged takes the names of the Nodes the informer saw change.
-func (n *nodes) takeChanged() map[string]bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := n.changed
-	n.changed = map[string]bool{}
-	return out
 }
 
 // follow brings one Node's labels after its VM and reports what changed.
@@ -189,32 +164,39 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		return // nothing concluded: the report stands
 	}
-	prev := n.report(node.Name)
+	// What was last reported of the Node: empty when nothing was.
+	n.mu.Lock()
+	prev, reported := n.reports[node.Name]
+	n.mu.Unlock()
+	if !reported {
+		prev = &nodeReport{}
+	}
 	next := &nodeReport{drift: map[string]string{}, diskUUIDOff: !placed.VM.DiskUUIDEnabled()}
 	patch := map[string]*string{}
-	set := func(k, v string) {
-		if v == "" {
-			if _, ok := node.Labels[k]; ok {
-				patch[k] = nil
-			}
-			return
-		}
-		if cur, ok := node.Labels[k]; !ok || cur != v {
+	// set patches label k to v ("" removes it), and reports whether that
+	// changes the Node.
+	set := func(k, v string) bool {
+		cur, ok := node.Labels[k]
+		switch {
+		case v == "" && ok:
+			patch[k] = nil
+		case v != "" && (!ok || cur != v):
 			patch[k] = &v
+		default:
+			return false
 		}
+		return true
 	}
 
 	// Where the VM is: our location labels always follow it.
 	location := locationLabels(&placed.Result)
 	var moves []string
-	var moved []string
 	if old := node.Labels[LabelServer]; old != "" && !strings.EqualFold(old, location[LabelServer]) {
-		moves = append(moves, fmt.Sprintf("vcenter %s → %s", or(node.Labels[LabelVCenter], old), location[LabelVCenter]))
-		moved = append(moved, "vcenter")
+		from := cmp.Or(node.Labels[LabelVCenter], old)
+		moves = append(moves, fmt.Sprintf("vcenter %s → %s", from, location[LabelVCenter]))
 	}
 	if old, now := node.Labels[LabelDatacenter], location[LabelDatacenter]; old != "" && now != "" && old != now {
 		moves = append(moves, fmt.Sprintf("datacenter %s → %s", old, now))
-		moved = append(moved, "datacenter")
 	}
 	for k, v := range location {
 		set(k, v)
@@ -225,11 +207,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	var placement []string
 	below := placementLabels(&placed.VM, s.cfg.PlacementLabels)
 	for _, k := range []string{LabelHost, LabelCluster, LabelResourcePool} {
-		v := below[k]
-		before := len(patch)
-		set(k, v)
-		if len(patch) > before {
-			placement = append(placement, fmt.Sprintf("%s %s → %s", k, orNone(node.Labels[k]), orNone(v)))
+		if set(k, below[k]) {
+			placement = append(placement, labelChange(k, node.Labels[k], below[k]))
 		}
 	}
 
@@ -241,11 +220,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if !ok || !p.TagsKnown {
 			continue
 		}
-		v := tagLabelValue(p.Tags[t.Category])
-		before := len(patch)
-		set(t.Key, v)
-		if len(patch) > before {
-			tagged = append(tagged, fmt.Sprintf("%s %s → %s", t.Key, orNone(node.Labels[t.Key]), orNone(v)))
+		if v := labelValue(p.Tags[t.Category]); set(t.Key, v) {
+			tagged = append(tagged, labelChange(t.Key, node.Labels[t.Key], v))
 		}
 	}
 
@@ -300,7 +276,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			if have == want {
 				continue
 			}
-			change := fmt.Sprintf("%s %s → %s", t.kind, orNone(have), want)
+			change := labelChange(t.kind, have, want)
 			if !s.cfg.ReconcileTopology {
 				next.drift[t.kind] = change
 				continue
@@ -315,9 +291,9 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 
 	written := true
 	if len(patch) > 0 {
-		if err := patchNodeLabels(ctx, client, node.Name, patch); err != nil {
+		if err := patchNode(ctx, client, node.Name, "labels", patch); err != nil {
 			// Retried at the next pass, which sees the same differences.
-			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", patchKeys(patch))
+			log().Error(err, "Rewriting the labels of a Node whose VM moved failed; retried at the next pass", "labels", slices.Collect(maps.Keys(patch)))
 			written = false
 			for _, c := range reconciled {
 				kind, _, _ := strings.Cut(c, " ")
@@ -329,7 +305,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if locationPatched {
 			n.metrics.labelUpdates.WithLabelValues("location").Inc()
 		}
-		for _, kind := range moved {
+		for _, m := range moves {
+			kind, _, _ := strings.Cut(m, " ") // vcenter, datacenter
 			n.metrics.moves.WithLabelValues(kind).Inc()
 		}
 		for _, c := range reconciled {
@@ -359,11 +336,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	}
 
 	// Drift: once per change.
-	var prevDrift map[string]string
-	if prev != nil {
-		prevDrift = prev.drift
-	}
-	driftChanged := len(next.drift) > 0 && !maps.Equal(prevDrift, next.drift)
+	driftChanged := len(next.drift) > 0 && !maps.Equal(prev.drift, next.drift)
 	if len(moves) > 0 || driftChanged {
 		parts := moves
 		for _, kind := range []string{"region", "zone"} {
@@ -376,7 +349,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			msg += "; the location labels follow"
 		}
 		if _, ok := next.drift["zone"]; ok && zoneGroup != "" {
-			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", or(placed.VM.HostName, placed.VM.Host), zoneGroup, src.hostGroups)
+			host := cmp.Or(placed.VM.HostName, placed.VM.Host)
+			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", host, zoneGroup, src.hostGroups)
 		}
 		if len(next.drift) > 0 {
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
@@ -384,15 +358,15 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		log().Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
 		n.events.record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
 	}
-	if len(prevDrift) > 0 && len(next.drift) == 0 {
+	if len(prev.drift) > 0 && len(next.drift) == 0 {
 		n.events.record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
 			fmt.Sprintf("Zone and region labels match %s again", placed.String()))
 	}
-	if next.diskUUIDOff && (prev == nil || !prev.diskUUIDOff) {
+	if next.diskUUIDOff && !prev.diskUUIDOff {
 		n.events.record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
 			fmt.Sprintf("%s has no disk.EnableUUID=TRUE: vSphere CSI cannot see its disks' UUIDs", placed.String()))
 	}
-	if len(next.missing) > 0 && (prev == nil || !slices.Equal(prev.missing, next.missing)) {
+	if len(next.missing) > 0 && !slices.Equal(prev.missing, next.missing) {
 		var cats []string
 		for _, kind := range next.missing {
 			cat := s.cfg.Labels.Zone
@@ -403,21 +377,15 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
-	if next.groupErr != "" && (prev == nil || prev.groupErr != next.groupErr) {
+	if next.groupErr != "" && prev.groupErr != next.groupErr {
 		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
 	}
 	if v := klog.FromContext(ctx).V(5); v.Enabled() {
-		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown, "patched", patchKeys(patch),
-			"drift", next.drift, "missing", next.missing, "diskUUIDOff", next.diskUUIDOff)
+		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown,
+			"patched", slices.Collect(maps.Keys(patch)), "drift", next.drift, "missing", next.missing,
+			"diskUUIDOff", next.diskUUIDOff)
 	}
 	n.setReport(node.Name, next)
-}
-
-// report is what was last reported of the Node name (nil: nothing).
-func (n *nodes) report(name string) *nodeReport {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.reports[name]
 }
 
 // setReport keeps r as what is reported of the Node name; nil forgets it.
@@ -465,36 +433,8 @@ func (n *nodes) setGauges() {
 	}
 }
 
-// patchNodeLabels sets each label of labels, or removes it (nil).
-func patchNodeLabels(ctx context.Context, client kubernetes.Interface, name string, labels map[string]*string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
-}
-
-func patchKeys(patch map[string]*string) []string {
-	out := make([]string, 0, len(patch))
-	for k := range patch {
-		out = append(out, k)
-	}
-	return out
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+// labelChange says how a label changes, "key old → new", (none) for no
+// value.
+func labelChange(key, from, to string) string {
+	return fmt.Sprintf("%s %s → %s", key, cmp.Or(from, "(none)"), cmp.Or(to, "(none)"))
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -118,7 +119,8 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 	b.ResetTimer()
 	for i := range b.N {
 		n.lastFull = time.Time{} // every pass a full one
-		n.followVMs(ctx, client, lister, time.Now().Add(time.Duration(i)))
+		all, _ := lister.List(labels.Everything())
+		n.followVMs(ctx, client, lister, all, time.Now().Add(time.Duration(i)))
 	}
 	b.StopTimer()
 	if w := len(client.Actions()); w != 0 {

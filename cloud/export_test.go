@@ -3,6 +3,6 @@ package cloud
 // What the external tests (package cloud_test) call that nothing outside
 // the package does.
 var (
-	NodeAddresses    = nodeAddresses
+	NodeAddresses    = selectAddresses
 	GuestOSShortName = guestOSShortName
 )

@@ -6,6 +6,7 @@ package cloud
 // no request per Node; the region is still its tag's.
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -49,14 +50,10 @@ type ZoneHostGroupError struct {
 
 // Reason is the Event reason of e.
 func (e *ZoneHostGroupError) Reason() string {
-	if !e.Unknown && e.Invalid == "" && len(e.zones()) > 1 {
+	if !e.Unknown && e.Invalid == "" && len(slices.Compact(slices.Sorted(maps.Values(e.Zones)))) > 1 {
 		return ReasonZoneHostGroupAmbiguous
 	}
 	return ReasonZoneHostGroupMissing
-}
-
-func (e *ZoneHostGroupError) zones() []string {
-	return slices.Compact(slices.Sorted(maps.Values(e.Zones)))
 }
 
 func (e *ZoneHostGroupError) Error() string {
@@ -110,8 +107,8 @@ func hostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones)
 			return zone, group, nil
 		}
 	}
-	e := &ZoneHostGroupError{VM: what.String(), Host: or(vm.HostName, vm.Host), Cluster: vm.Cluster, Groups: vm.HostGroups,
-		Zones: map[string]string{}, Setting: z.String(), Unknown: !vm.HostGroupsKnown}
+	e := &ZoneHostGroupError{VM: what.String(), Host: cmp.Or(vm.HostName, vm.Host), Cluster: vm.Cluster,
+		Groups: vm.HostGroups, Zones: map[string]string{}, Setting: z.String(), Unknown: !vm.HostGroupsKnown}
 	if e.Unknown {
 		return "", "", e
 	}
@@ -162,10 +159,4 @@ func (s topologySource) category(kind string) string {
 		return s.region
 	}
 	return ""
-}
-
-// anyHostGroups reports whether some vCenter of cfg reads zones from host
-// groups.
-func anyHostGroups(cfg *config.Config) bool {
-	return slices.ContainsFunc(cfg.VCenters, func(vc config.VCenter) bool { return vc.ZoneHostGroups != nil })
 }

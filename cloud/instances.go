@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ type instances struct {
 	skipNodeDeletion bool
 	located          func(node *v1.Node, location map[string]string)
 	// checks know the unmanaged Nodes and keep why InstanceMetadata
-	// failed (unmanaged.go, uninitialized.go).
+	// failed (unmanaged.go, reports.go).
 	checks *nodeChecks
 	// claims refuse a Node the identity of a VM another Node holds
 	// (claims.go).
@@ -58,21 +59,20 @@ func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Resu
 // recordLookupError records why a lookup of node's VM failed: once per
 // cause, however many passes of the controllers meet it (recordCause).
 func (in *instances) recordLookupError(node *v1.Node, err error) {
-	var dup *discovery.DuplicateError
-	if errors.As(err, &dup) {
-		in.events.recordCause(node, v1.EventTypeWarning, ReasonDuplicateUUID, err.Error(), err.Error())
-		return
-	}
-	var held *discovery.DeletionHeldError
-	if errors.As(err, &held) {
-		msg := heldMessage(held)
-		in.events.recordCause(node, v1.EventTypeWarning, ReasonNodeDeletionHeld, msg, msg)
-		return
-	}
-	// Vcenters that could not answer, a VM outside the configured
+	// VMLookupFailed but for a duplicate UUID or a deletion held back:
+	// vCenters that could not answer, a VM outside the configured
 	// datacenters or last seen in a removed vCenter: the Node is kept and
 	// the Event says why.
-	in.events.recordCause(node, v1.EventTypeWarning, ReasonLookupFailed, lookupCause(err), err.Error())
+	reason, cause, msg := ReasonLookupFailed, lookupCause(err), err.Error()
+	var held *discovery.DeletionHeldError
+	switch {
+	case errors.As(err, new(*discovery.DuplicateError)):
+		reason, cause = ReasonDuplicateUUID, msg
+	case errors.As(err, &held):
+		reason, msg = ReasonNodeDeletionHeld, heldMessage(held)
+		cause = msg
+	}
+	in.events.recordCause(node, v1.EventTypeWarning, reason, cause, msg)
 }
 
 // heldMessage says why a deletion is held back in words that stay the same
@@ -174,7 +174,7 @@ func locationLabels(res *discovery.Result) map[string]string {
 // found in any power state but poweredOn (suspended too), as CPI answers.
 func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
-	if in.checks.unmanaged.ask(node) {
+	if in.checks.unmanaged.decide(node).why != "" {
 		return false, nil
 	}
 	res, err := in.Locate(ctx, node)
@@ -187,7 +187,7 @@ func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool,
 // InstanceMetadata implements cloudprovider.InstancesV2.
 func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cloudprovider.InstanceMetadata, err error) {
 	const op = "cloud.InstanceMetadata"
-	if in.checks.unmanaged.ask(node) {
+	if in.checks.unmanaged.decide(node).why != "" {
 		return unmanagedMetadata(node), nil
 	}
 	defer func() { in.checks.metadataAnswered(node, err) }()
@@ -224,7 +224,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := nodeAddressesFor(vm, families, cfg.Nodes, nodeIPs)
+	addrs, err := selectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
 		reason := ReasonNoNodeAddress
 		if errors.As(err, new(*NodeIPError)) {
@@ -240,12 +240,8 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
 	}
-	for k, v := range in.nodeLabels {
-		meta.AdditionalLabels[k] = v
-	}
-	for k, v := range location {
-		meta.AdditionalLabels[k] = v
-	}
+	maps.Copy(meta.AdditionalLabels, in.nodeLabels)
+	maps.Copy(meta.AdditionalLabels, location)
 	// The labels below the zone asked for (nodes.placementLabels); the
 	// nodes owner keeps them current (drift.go).
 	for k, v := range placementLabels(vm, cfg.PlacementLabels) {
@@ -258,14 +254,8 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	// nodes.tagLabels: the Node writer keeps them current (drift.go).
-	fromTags, err := in.tagLabels(ctx, res, cfg.TagLabels)
-	if err != nil {
+	if err := in.tagLabels(ctx, res, cfg.TagLabels, meta.AdditionalLabels); err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
-	}
-	for k, v := range fromTags {
-		if v != "" {
-			meta.AdditionalLabels[k] = v
-		}
 	}
 	in.located(node, location)
 	return meta, nil

@@ -17,26 +17,20 @@ func InstanceType(vm *backends.VM) string {
 // instance type; "unknown" for ids CPI does not list, so the label a Node
 // gets is the same under either CCM.
 func guestOSShortName(guestID string) string {
-	if s, ok := guestOSShort[guestID]; ok {
-		return s
+	for _, g := range guestOSGroups {
+		for id := range strings.FieldsSeq(g[1]) {
+			if id == guestID {
+				return g[0]
+			}
+		}
 	}
 	return "unknown"
 }
 
-// guestOSShort is built from guestOSGroups: short name, then the guestIds
-// that map to it (space-separated). It is CPI's GuestOSLookup
+// guestOSGroups are each short name, then the guestIds that map to it
+// (space-separated). It is CPI's GuestOSLookup
 // (pkg/cloudprovider/vsphere/types.go), no more and no less: an id CPI does
 // not know is "unknown" there, so it must be here.
-var guestOSShort = func() map[string]string {
-	m := map[string]string{}
-	for _, g := range guestOSGroups {
-		for _, id := range strings.Fields(g[1]) {
-			m[id] = g[0]
-		}
-	}
-	return m
-}()
-
 var guestOSGroups = [][2]string{
 	{"asianux3", "asianux3_64Guest asianux3Guest"},
 	{"asianux4", "asianux4_64Guest asianux4Guest"},

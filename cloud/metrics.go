@@ -3,7 +3,6 @@ package cloud
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -21,33 +20,16 @@ var _ discovery.Observer = (*Metrics)(nil)
 // component-base's legacyregistry, which the CCM's /metrics serves).
 type Metrics struct {
 	requestDuration *metrics.HistogramVec
-	requestErrors   *metrics.CounterVec
 	breakerState    *metrics.GaugeVec
+	requestErrors   *metrics.CounterVec
 	discoveries     *metrics.CounterVec
 	cache           *metrics.CounterVec
 	configReloads   *metrics.CounterVec
 	credentials     *metrics.CounterVec
-	buildInfo       *buildInfoCollector
-	inventory       *inventoryCollector
-	health          *healthCollector  // metrics_health.go
-	vcenters        *vcenterCollector // metrics_vcenter.go
-	deletionHeld    *deletionHeldCollector
+	scraped         *scrapedMetrics // metrics_scraped.go
+	health          *nodeHealth     // the periodic checks' counts, which scraped reads
 	nodes           *nodeMetrics
 	problems        *problems.Metrics
-}
-
-// buildInfoCollector is the build-info gauge, a constant read at scrape
-// time (so it needs no registration order).
-type buildInfoCollector struct {
-	metrics.BaseStableCollector
-	desc  *metrics.Desc
-	build BuildInfo
-}
-
-func (c *buildInfoCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- c.desc }
-
-func (c *buildInfoCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	ch <- metrics.NewLazyConstMetric(c.desc, metrics.GaugeValue, 1, c.build.Version, c.build.Commit, c.build.GoVersion)
 }
 
 // BuildInfo names the running binary: its version, the commit it was
@@ -61,131 +43,109 @@ func (b BuildInfo) UserAgent() string {
 	return "vsphere-federated-ccm/" + b.Version
 }
 
-// inventoryCollector reads each vCenter's inventory at scrape time.
-type inventoryCollector struct {
-	metrics.BaseStableCollector
-	synced, vms, updates, up *metrics.Desc
-	source                   atomic.Pointer[func() []vcenterStatus]
-	health                   atomic.Pointer[func() []discovery.VCenterHealth]
+// metricsNamespace prefixes every metric of this package's.
+const metricsNamespace = "cloudprovider_vsphere"
+
+// counterVec and gaugeVec build an ALPHA vector named metricsNamespace_name.
+func counterVec(name, help string, labels ...string) *metrics.CounterVec {
+	opts := metrics.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}
+	return metrics.NewCounterVec(&opts, labels)
 }
 
-func (c *inventoryCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	ch <- c.synced
-	ch <- c.vms
-	ch <- c.updates
-	ch <- c.up
-}
-
-func (c *inventoryCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	if health := c.health.Load(); health != nil {
-		for _, h := range (*health)() {
-			v := 0.0
-			if h.Reachability.State == backends.ConnUp {
-				v = 1
-			}
-			ch <- metrics.NewLazyConstMetric(c.up, metrics.GaugeValue, v, h.Name)
-		}
-	}
-	src := c.source.Load()
-	if src == nil {
-		return
-	}
-	for _, s := range (*src)() {
-		inv := s.Inventory
-		if inv == nil {
-			continue
-		}
-		v := 0.0
-		if inv.InService {
-			v = 1
-		}
-		ch <- metrics.NewLazyConstMetric(c.synced, metrics.GaugeValue, v, s.VCenter)
-		ch <- metrics.NewLazyConstMetric(c.vms, metrics.GaugeValue, float64(inv.VMs), s.VCenter)
-		ch <- metrics.NewLazyConstMetric(c.updates, metrics.CounterValue, float64(inv.Updates), s.VCenter)
-	}
+func gaugeVec(name, help string, labels ...string) *metrics.GaugeVec {
+	opts := metrics.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}
+	return metrics.NewGaugeVec(&opts, labels)
 }
 
 // NewMetrics builds the metrics, unregistered; the build-info gauge
 // carries build's labels.
 func NewMetrics(build BuildInfo) *Metrics {
-	const ns = "cloudprovider_vsphere"
-	m := &Metrics{
-		health: newHealthCollector(ns),
-		buildInfo: &buildInfoCollector{build: build, desc: metrics.NewDesc(ns+"_build_info",
-			"1, labelled with the running binary's version, commit and Go version.",
-			[]string{"version", "commit", "go_version"}, nil, metrics.ALPHA, "")},
+	health := &nodeHealth{}
+	return &Metrics{
 		requestDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
-			Namespace: ns, Name: "api_request_duration_seconds",
+			Namespace: metricsNamespace, Name: "api_request_duration_seconds",
 			Help:           "Duration of vCenter calls, by vCenter and operation (find, get, tags).",
 			Buckets:        []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"vcenter", "operation"}),
-		requestErrors: metrics.NewCounterVec(&metrics.CounterOpts{
-			Namespace: ns, Name: "api_request_errors_total",
-			Help:           "Failed vCenter calls, by vCenter, operation and reason (vcenter_down, connecting, deadline, breaker_open, auth, connection, other).",
-			StabilityLevel: metrics.ALPHA,
-		}, []string{"vcenter", "operation", "reason"}),
-		breakerState: metrics.NewGaugeVec(&metrics.GaugeOpts{
-			Namespace: ns, Name: "breaker_state",
-			Help:           "Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.",
-			StabilityLevel: metrics.ALPHA,
-		}, []string{"vcenter"}),
-		discoveries: metrics.NewCounterVec(&metrics.CounterOpts{
-			Namespace: ns, Name: "discovery_total",
-			Help:           "VM lookups by result: found, not_found, duplicate, error.",
-			StabilityLevel: metrics.ALPHA,
-		}, []string{"result"}),
-		cache: metrics.NewCounterVec(&metrics.CounterOpts{
-			Namespace: ns, Name: "discovery_cache_total",
-			Help:           "Location cache lookups by result: hit (re-read and confirmed) or miss (searched every vCenter).",
-			StabilityLevel: metrics.ALPHA,
-		}, []string{"result"}),
-		configReloads: metrics.NewCounterVec(&metrics.CounterOpts{
-			Namespace: ns, Name: "config_reload_total",
-			Help:           "Configuration reloads by result: success, error (the last good configuration keeps serving).",
-			StabilityLevel: metrics.ALPHA,
-		}, []string{"result"}),
-		inventory: &inventoryCollector{
-			synced: metrics.NewDesc(ns+"_inventory_synced",
-				"1 while the vCenter's watch-fed inventory answers lookups (loaded, and its vCenter heard from within heartbeat + requestTimeout); 0 while lookups go to vCenter directly.",
-				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
-			vms: metrics.NewDesc(ns+"_inventory_vms",
-				"VMs held in the vCenter's inventory while it is in sync.",
-				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
-			up: metrics.NewDesc(ns+"_vcenter_up",
-				"1 while the vCenter's last connection-level event (connect, TLS, login, keep-alive, the inventory watch's poll) succeeded; 0 while it is down or not yet connected (lookups then answer at once for it).",
-				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
-			updates: metrics.NewDesc(ns+"_inventory_updates_total",
-				"Object updates the vCenter's inventory watch has applied, initial loads included, since this backend started.",
-				[]string{"vcenter"}, nil, metrics.ALPHA, ""),
-		},
-		credentials: metrics.NewCounterVec(&metrics.CounterOpts{
-			Namespace: ns, Name: "credential_rotation_total",
-			Help:           "Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
-			StabilityLevel: metrics.ALPHA,
-		}, []string{"vcenter", "result"}),
-		deletionHeld: newDeletionHeldCollector(ns),
-		nodes:        newNodeMetrics(ns),
-		problems:     problems.NewMetrics(),
+		requestErrors: counterVec("api_request_errors_total",
+			"Failed vCenter calls, by vCenter, operation and reason (vcenter_down, connecting, deadline, breaker_open, auth, connection, other).",
+			"vcenter", "operation", "reason"),
+		breakerState: gaugeVec("breaker_state",
+			"Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.", "vcenter"),
+		discoveries: counterVec("discovery_total",
+			"VM lookups by result: found, not_found, duplicate, error.", "result"),
+		cache: counterVec("discovery_cache_total",
+			"Location cache lookups by result: hit (re-read and confirmed) or miss (searched every vCenter).", "result"),
+		configReloads: counterVec("config_reload_total",
+			"Configuration reloads by result: success, error (the last good configuration keeps serving).", "result"),
+		credentials: counterVec("credential_rotation_total",
+			"Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
+			"vcenter", "result"),
+		scraped:  newScrapedMetrics(build, health),
+		health:   health,
+		nodes:    newNodeMetrics(),
+		problems: problems.NewMetrics(),
 	}
-	m.vcenters = newVCenterCollector(ns)
-	return m
 }
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	out := append([]metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache, m.configReloads, m.credentials}, m.nodes.collectors()...)
+	n := m.nodes
+	out := []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache,
+		m.configReloads, m.credentials, n.drift, n.moves, n.labelUpdates, n.diskUUID, n.tagMissing, n.hostGroupZone,
+		n.identityConflicts}
 	return append(out, m.problems.Collectors()...)
 }
 
 // CustomCollectors lists the metrics computed at scrape time, for
 // registration with CustomMustRegister.
 func (m *Metrics) CustomCollectors() []metrics.StableCollector {
-	return []metrics.StableCollector{m.inventory, m.buildInfo, m.health, m.vcenters, m.deletionHeld}
+	return []metrics.StableCollector{m.scraped}
 }
 
-// setHealthSource tells the vcenter_up metric where to read from.
-func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) { m.inventory.health.Store(&f) }
+// nodeMetrics are what the nodes owner's pass sees of the Nodes and their
+// VMs (drift.go): all from the inventories, no vCenter request.
+type nodeMetrics struct {
+	drift        *metrics.GaugeVec
+	moves        *metrics.CounterVec
+	labelUpdates *metrics.CounterVec
+	diskUUID     *metrics.Gauge
+	tagMissing   *metrics.GaugeVec
+	// hostGroupZone counts the Nodes whose VM's host groups give no zone
+	// (labels.zoneHostGroups), by Event reason.
+	hostGroupZone *metrics.GaugeVec
+	// identityConflicts counts the claims on a VM another Node holds
+	// (claims.go), once each.
+	identityConflicts *metrics.CounterVec
+}
+
+func newNodeMetrics() *nodeMetrics {
+	return &nodeMetrics{
+		drift: gaugeVec("nodes_topology_drift",
+			"Initialized Nodes whose zone or region label differs from their VM's tag now, by kind (zone, region); 0 again once they match (the VM back, or the labels rewritten: nodes.reconcileTopology).",
+			"kind"),
+		moves: counterVec("nodes_moves_total",
+			"Moves of Nodes' VMs to another vCenter or datacenter seen in the inventories, by kind (vcenter, datacenter); the location labels follow at once.",
+			"kind"),
+		labelUpdates: counterVec("node_label_updates_total",
+			"Node labels rewritten to follow their VMs, by label (location, zone, region, host, cluster, resource-pool).", "label"),
+		diskUUID: metrics.NewGauge(&metrics.GaugeOpts{
+			Namespace: metricsNamespace, Name: "nodes_disk_uuid_disabled",
+			Help:           "Initialized Nodes whose VM has no disk.EnableUUID=TRUE (vSphere CSI needs it).",
+			StabilityLevel: metrics.ALPHA,
+		}),
+		tagMissing: gaugeVec("nodes_zone_tag_missing",
+			"Initialized Nodes whose VM has no tag of the configured zone or region category on its ancestries, by category (zone, region).",
+			"category"),
+		hostGroupZone: gaugeVec("nodes_zone_host_group_unresolved",
+			"Initialized Nodes whose VM's host is in no DRS host group that labels.zoneHostGroups maps (ZoneHostGroupMissing) or in groups of different zones (ZoneHostGroupAmbiguous), by reason.",
+			"reason"),
+		identityConflicts: counterVec("node_identity_conflicts_total",
+			"Nodes claiming (by providerID, system UUID or name) the VM another Node holds, once per pair of Nodes, by outcome: refused (the claimant stays uninitialized while the holder lives), replaced (the holder NotReady for 5m and the VM's guest host name the claimant's: the claimant initialized, the holder kept).",
+			"outcome"),
+	}
+}
 
 // Call implements discovery.Observer.
 func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {

@@ -13,8 +13,10 @@ package cloud
 // naming it and the VM's IPs, and an Event on the Node says so.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -51,18 +53,11 @@ func (e *NodeIPError) Error() string {
 		ips = "IPs " + strings.Join(e.Missing, ", ")
 	}
 	msg := fmt.Sprintf("vm %q: the kubelet's node %s (annotation %s, its --node-ip) not reported by the VM, which reports %s on its network adapters",
-		e.VM, ips, cloudproviderapi.AnnotationAlphaProvidedIPAddr, listOrNone(e.Reported))
+		e.VM, ips, cloudproviderapi.AnnotationAlphaProvidedIPAddr, cmp.Or(strings.Join(e.Reported, ", "), "no IP"))
 	if len(e.Static) > 0 {
 		msg += " and " + strings.Join(e.Static, ", ") + " in guestinfo.metadata"
 	}
 	return msg + "; the Node is not initialized until its kubelet's --node-ip is one of them"
-}
-
-func listOrNone(ips []string) string {
-	if len(ips) == 0 {
-		return "no IP"
-	}
-	return strings.Join(ips, ", ")
 }
 
 // providedNodeIPs reads node's provided-node-ip annotation: none when
@@ -145,14 +140,15 @@ func ipFamily(a netip.Addr) string {
 //   - A node IP the VM does not report is a *NodeIPError naming it and the
 //     VM's IPs: a list without it would be refused by the library, with
 //     nothing but its log to say why.
-func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules, metadata, encoding string, nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
+func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules,
+	nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
 	if len(nodeIPs) == 0 {
-		return selectAddresses(vm, families, rules, metadata, encoding)
+		return selectAddresses(vm, families, rules)
 	}
 	if err := guestReported(vm); err != nil {
 		return nil, err
 	}
-	static, err := staticAddresses(metadata, encoding)
+	static, err := staticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}
@@ -248,15 +244,7 @@ func reportedNodeIPs(vm *backends.VM, static map[string]int, nodeIPs []netip.Add
 // sortedStatic lists static's IPs by rank (ties by text, so the list is
 // the same at every call).
 func sortedStatic(static map[string]int) []string {
-	ips := make([]string, 0, len(static))
-	for s := range static {
-		ips = append(ips, s)
-	}
-	slices.SortFunc(ips, func(a, b string) int {
-		if static[a] != static[b] {
-			return static[a] - static[b]
-		}
-		return strings.Compare(a, b)
+	return slices.SortedFunc(maps.Keys(static), func(a, b string) int {
+		return cmp.Or(cmp.Compare(static[a], static[b]), strings.Compare(a, b))
 	})
-	return ips
 }

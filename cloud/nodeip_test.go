@@ -188,7 +188,7 @@ func (c nodeIPCase) run(t *testing.T) ([]v1.NodeAddress, error) {
 	if err != nil {
 		t.Fatalf("annotation %q: %v", c.annotation, err)
 	}
-	return selectForNodeIPs(vm, c.families, c.rules, md, enc, ips)
+	return selectForNodeIPs(withMetadata(vm, md, enc), c.families, c.rules, ips)
 }
 
 // Each node IP the VM reports is the InternalIP of its family, and the
@@ -268,8 +268,9 @@ func TestSelectForNodeIPsWithoutAnnotationIsCPIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, gotErr := selectForNodeIPs(vm, families, rules, md, enc, ips)
-		want, wantErr := selectAddresses(vm, families, rules, md, enc)
+		vm = withMetadata(vm, md, enc)
+		got, gotErr := selectForNodeIPs(vm, families, rules, ips)
+		want, wantErr := selectAddresses(vm, families, rules)
 		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 			t.Errorf("%s: got %v, %v; CPI's %v, %v", c.name, got, gotErr, want, wantErr)
 		}
@@ -289,12 +290,13 @@ func TestEveryReportedIPJoinsOnCPICases(t *testing.T) {
 		if c.guestinfo != "" {
 			md, enc = b64(c.guestinfo), "base64"
 		}
-		_, cpiErr := selectAddresses(vm, families, rules, md, enc)
+		vm = withMetadata(vm, md, enc)
+		_, cpiErr := selectAddresses(vm, families, rules)
 		for _, cand := range usableIPs(c.nics) {
 			if cand.ip.IsMulticast() {
 				continue // kept by CPI's filter, refused by the kubelet
 			}
-			got, err := selectForNodeIPs(vm, families, rules, md, enc, []netip.Addr{cand.ip})
+			got, err := selectForNodeIPs(vm, families, rules, []netip.Addr{cand.ip})
 			if err != nil {
 				if cpiErr == nil {
 					t.Errorf("%s, --node-ip=%s: %v; CPI answers", c.name, cand.raw, err)

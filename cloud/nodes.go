@@ -1,18 +1,26 @@
 package cloud
 
 // The nodes owner: the one Node informer, and the only writer of Nodes
-// (location labels, duplicate-UUID Events, the recovery re-queue).
+// (the location labels here, the labels that follow VMs in drift.go, the
+// re-queue in recovery.go; its Events in reports.go).
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -23,7 +31,7 @@ type nodes struct {
 	events    *eventLog
 	discovery *discovery.Discoverer // for its vCenters' health
 	poll      time.Duration         // Options.RecoveryPoll
-	checks    *nodeChecks           // unmanaged.go, uninitialized.go
+	checks    *nodeChecks           // unmanaged.go, reports.go
 	// config is the config served now (fleet.config), read at each pass
 	// of followVMs (drift.go); resync is Options.NodeResync.
 	config  func() *config.Config
@@ -56,8 +64,9 @@ type nodes struct {
 }
 
 func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nodes {
-	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1), relabel: map[string]map[string]string{},
-		changed: map[string]bool{}, reports: map[string]*nodeReport{}}
+	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1),
+		relabel: map[string]map[string]string{}, pendingDuplicates: map[string][]string{}, changed: map[string]bool{},
+		reports: map[string]*nodeReport{}}
 }
 
 // located is told where a lookup found node's VM: an initialized Node
@@ -65,7 +74,7 @@ func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nod
 // controller applies a provider's labels only at initialization. Only a
 // lookup relabels: an edit of the labels stands until the next one.
 func (n *nodes) located(node *v1.Node, location map[string]string) {
-	if uninitialized(node) || hasLabels(node, location) {
+	if uninitialized(node) || len(missingLabels(node, location)) == 0 {
 		return
 	}
 	n.mu.Lock()
@@ -90,14 +99,7 @@ func (n *nodes) seen(obj any) {
 }
 
 // gone forgets a deleted Node.
-func (n *nodes) gone(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	node, ok := obj.(*v1.Node)
-	if !ok {
-		return
-	}
+func (n *nodes) gone(node *v1.Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.relabel, node.Name)
@@ -113,23 +115,74 @@ func (n *nodes) wakeUp() {
 	}
 }
 
-// relabelling takes the Nodes to label and their location labels.
-func (n *nodes) relabelling() map[string]map[string]string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := n.relabel
-	n.relabel = map[string]map[string]string{}
-	return out
+// labelNodes adds the location labels to each initialized Node that lacks
+// them or whose VM moved: the cloud-node controller applies a provider's
+// labels only at initialization, so Nodes initialized by CPI, or before
+// these labels existed, would never get them. Best effort: a failure is
+// logged and retried at the Node's next lookup.
+func (n *nodes) labelNodes(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister) {
+	for name, want := range take(&n.mu, &n.relabel) {
+		node, err := lister.Get(name)
+		if apierrors.IsNotFound(err) {
+			// Not in the informer's cache yet (seen wakes run when it is):
+			// put back, unless a newer lookup has.
+			n.mu.Lock()
+			if _, ok := n.relabel[name]; !ok {
+				n.relabel[name] = want
+			}
+			n.mu.Unlock()
+			continue
+		}
+		if err != nil || uninitialized(node) {
+			continue
+		}
+		missing := missingLabels(node, want)
+		if len(missing) == 0 {
+			continue // labelled since
+		}
+		if err := patchNode(ctx, client, name, "labels", missing); err != nil {
+			klog.FromContext(ctx).Error(err, "Adding the location labels failed; retried at the next status pass", "node", name, "labels", missing)
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Location labels added", "node", name, "labels", missing)
+	}
 }
 
-// waitForCache puts back a Node to label that the informer's cache does
-// not hold yet (seen wakes run when it does), unless a newer lookup has.
-func (n *nodes) waitForCache(name string, location map[string]string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if _, ok := n.relabel[name]; !ok {
-		n.relabel[name] = location
+// missingLabels are the labels of want that node does not carry with
+// their value (nil: none).
+func missingLabels(node *v1.Node, want map[string]string) map[string]string {
+	var missing map[string]string
+	for k, v := range want {
+		if node.Labels[k] != v {
+			if missing == nil {
+				missing = map[string]string{}
+			}
+			missing[k] = v
+		}
 	}
+	return missing
+}
+
+// patchNode merge-patches the Node name's metadata field (labels,
+// annotations) with values: every write this owner makes. A nil value
+// removes its key.
+func patchNode(ctx context.Context, client kubernetes.Interface, name, field string, values any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{field: values}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// uninitialized reports whether n still carries the taint the cloud-node
+// controller removes once it has initialized it.
+func uninitialized(n *v1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == cloudproviderapi.TaintExternalCloudProvider
+	})
 }
 
 // nodeWatch is the Node informer the owner reads: the controllers' shared
@@ -161,9 +214,31 @@ func (n *nodes) watch(client kubernetes.Interface, factory informers.SharedInfor
 	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    n.seen,
 		UpdateFunc: func(_, obj any) { n.seen(obj) },
-		DeleteFunc: n.gone,
+		DeleteFunc: onDelete(n.gone),
 	})
 	return w
+}
+
+// onDelete is an informer's DeleteFunc that gives gone the Node deleted,
+// from its tombstone when the informer missed the deletion.
+func onDelete(gone func(*v1.Node)) func(any) {
+	return func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if node, ok := obj.(*v1.Node); ok {
+			gone(node)
+		}
+	}
+}
+
+// take empties *m under mu and returns what it held.
+func take[K comparable, V any](mu *sync.Mutex, m *map[K]V) map[K]V {
+	mu.Lock()
+	defer mu.Unlock()
+	out := *m
+	*m = map[K]V{}
+	return out
 }
 
 // dropManagedFields is the Node informer's transform. It changes a copy:
@@ -203,12 +278,17 @@ func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatc
 		case <-n.wake:
 			n.labelNodes(ctx, client, lister)
 		case now := <-tick.C:
-			n.reportDuplicates(lister)
+			// One list for the tick: the informer's cache fails no list.
+			// Synced before the list, or the list may be partial, and
+			// followVMs would count it as its pass over every Node.
+			synced := informer.HasSynced()
+			all, _ := lister.List(labels.Everything())
+			n.reportDuplicates(all)
 			changes := vcenters.next(n.discovery.Health())
-			n.requeueOnRecovery(ctx, client, lister, changes)
-			n.checks.tick(lister, changes, time.Now())
-			if informer.HasSynced() {
-				n.followVMs(ctx, client, lister, now)
+			n.requeueOnRecovery(ctx, client, all, changes)
+			n.checks.tick(all, changes, time.Now())
+			if synced {
+				n.followVMs(ctx, client, lister, all, now)
 			}
 		}
 	}

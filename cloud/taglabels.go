@@ -28,29 +28,31 @@ func tagCategories(cfg *config.Config) []string {
 	return out
 }
 
-// tagLabels are the Node labels nodes.tagLabels asks for (by key) for
-// res's VM. Each category is walked on its own, as CPI walks zone and
+// tagLabels adds to labels the Node labels nodes.tagLabels asks for (by
+// key) for res's VM, but for a category it has no tag of. Each category is walked on its own, as CPI walks zone and
 // region together: the first of the VM's ancestries (its host's, its
 // resource pool's, its own) holding a tag of it, nearest first. Read
 // together with the zone, a category the VM has no tag of would make the
 // walk pass over the ancestry the zone is on. From the tag cache: no
 // request per Node.
-func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel) (map[string]string, error) {
-	out := make(map[string]string, len(asked))
+func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel,
+	labels map[string]string) error {
 	for _, t := range asked {
 		tags, err := in.fleet.discovery.Tags(ctx, res, []string{t.Category})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out[t.Key] = tagLabelValue(tags[t.Category])
+		if v := labelValue(tags[t.Category]); v != "" {
+			labels[t.Key] = v
+		}
 	}
-	return out, nil
+	return nil
 }
 
-// tagLabelValue is a tag's name as a label value, encoded as the location
-// labels are (a name that is no label value becomes its digest); "" for
-// no tag (the label is then absent).
-func tagLabelValue(name string) string {
+// labelValue is a name (a tag's, a host's…) as a label value, encoded as
+// the location labels are (a name that is no label value becomes its
+// digest); "" for none (the label is then absent).
+func labelValue(name string) string {
 	if name == "" {
 		return ""
 	}

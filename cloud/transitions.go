@@ -37,9 +37,6 @@ type vcenterChange struct {
 // next records health as the last and returns each configured vCenter's
 // change; a vCenter no longer configured is forgotten.
 func (t *vcenterTransitions) next(health []discovery.VCenterHealth) []vcenterChange {
-	if t.last == nil {
-		t.last = map[string]lastHealth{}
-	}
 	out := make([]vcenterChange, 0, len(health))
 	now := make(map[string]lastHealth, len(health))
 	for _, h := range health {
@@ -47,7 +44,9 @@ func (t *vcenterTransitions) next(health []discovery.VCenterHealth) []vcenterCha
 		c, is := vcenterChange{health: h}, was
 		is.healthy = h.Healthy()
 		c.recovered = seen && !was.healthy && is.healthy
-		if up, known := connState(h); known {
+		// A vCenter still connecting keeps its last known state.
+		if st := h.Reachability.State; st == backends.ConnUp || st == backends.ConnDown {
+			up := st == backends.ConnUp
 			is.up, is.known = up, true
 			c.down = !up && (!was.known || was.up)
 			c.up = up && was.known && !was.up
@@ -57,16 +56,4 @@ func (t *vcenterTransitions) next(health []discovery.VCenterHealth) []vcenterCha
 	}
 	t.last = now
 	return out
-}
-
-// connState is h's connection state, up or down; not known while it is
-// still connecting.
-func connState(h discovery.VCenterHealth) (up, known bool) {
-	switch h.Reachability.State {
-	case backends.ConnUp:
-		return true, true
-	case backends.ConnDown:
-		return false, true
-	}
-	return false, false
 }

@@ -96,24 +96,16 @@ type unmanagedNodes struct {
 	cutoff atomic.Pointer[legacyCutoff]
 
 	mu sync.Mutex
-	// announced is what was announced of each Node, by name: unmanaged
+	// announced is what was announced of each Node, by name, as the
+	// legacy key's verdict: legacyNone for a Node unmanaged otherwise
 	// (its NodeUnmanaged Event), or with the legacy key alone honoured
 	// (NodeUnmanaged and UnmanagedLabelLegacy), ignored
 	// (UnmanagedLabelIgnored) or undecided (UnmanagedLabelUndecided). A
 	// Node that becomes managed again is forgotten, so a later return is
 	// announced again; one deleted is forgotten (claims.gone,
 	// from the Node informer), and past maxAnnounced all are.
-	announced map[string]announcement
+	announced map[string]legacyVerdict
 }
-
-type announcement int
-
-const (
-	announcedUnmanaged announcement = iota + 1
-	announcedLegacyHonoured
-	announcedLegacyOnly
-	announcedLegacyUndecided
-)
 
 // maxAnnounced bounds announced without a Node informer to prune it (a
 // provider without a cluster): the cost of forgetting is one Event again.
@@ -124,7 +116,7 @@ func newUnmanagedNodes(events *eventLog, selector labels.Selector) *unmanagedNod
 		// An empty selector matches every Node: surely not what was meant.
 		selector = nil
 	}
-	return &unmanagedNodes{events: events, selector: selector, announced: map[string]announcement{}}
+	return &unmanagedNodes{events: events, selector: selector, announced: map[string]legacyVerdict{}}
 }
 
 // setCutoff makes c the cutoff the legacy key is judged by. A cutoff
@@ -137,14 +129,6 @@ func (u *unmanagedNodes) setCutoff(c legacyCutoff) {
 		}
 	}
 	u.cutoff.Store(&c)
-}
-
-// currentCutoff is the cutoff known now.
-func (u *unmanagedNodes) currentCutoff() legacyCutoff {
-	if c := u.cutoff.Load(); c != nil {
-		return *c
-	}
-	return legacyCutoff{why: "the state ConfigMap has not been read yet", pending: true}
 }
 
 // verdict is what this CCM makes of a Node: why it is unmanaged ("" when
@@ -163,10 +147,15 @@ func (u *unmanagedNodes) judge(node *v1.Node) verdict {
 	if u.selector != nil && u.selector.Matches(labels.Set(node.Labels)) {
 		return verdict{why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())}
 	}
-	if !legacyOnly(node) {
+	// The legacy key alone (LabelUnmanaged is not "true"): a label its
+	// kubelet may have set, which counts only by the cutoff.
+	if node.Labels[LabelUnmanagedLegacy] != "true" {
 		return verdict{}
 	}
-	c := u.currentCutoff()
+	c := legacyCutoff{why: "the state ConfigMap has not been read yet", pending: true}
+	if known := u.cutoff.Load(); known != nil {
+		c = *known
+	}
 	created := node.CreationTimestamp.Time
 	switch {
 	case c.at.IsZero():
@@ -183,75 +172,52 @@ func (u *unmanagedNodes) judge(node *v1.Node) verdict {
 	return verdict{legacy: legacyIgnored, cutoff: c}
 }
 
-// why says why node is unmanaged, or "" when it is this CCM's.
-func (u *unmanagedNodes) why(node *v1.Node) string { return u.judge(node).why }
-
 // unmanaged reports whether node is not this CCM's (a label change is
 // followed at the next ask).
-func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.why(node) != "" }
+func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.judge(node).why != "" }
 
-// legacyOnly reports whether node carries LabelUnmanagedLegacy=true but
-// not LabelUnmanaged=true: a label its kubelet may have set, which counts
-// only by the cutoff.
-func legacyOnly(node *v1.Node) bool {
-	return node.Labels[LabelUnmanagedLegacy] == "true" && node.Labels[LabelUnmanaged] != "true"
-}
-
-// ask is unmanaged, and records the Events of what was found the first
-// time it is found (see announced).
-func (u *unmanagedNodes) ask(node *v1.Node) bool { return u.decide(node).why != "" }
-
-// decide is ask's verdict on node, for a caller that needs more than
-// whether it is unmanaged (InstanceExists: undecided).
+// decide is judge's verdict on node, and records the Events of what was
+// found the first time it is found (see announced).
 func (u *unmanagedNodes) decide(node *v1.Node) verdict {
 	v := u.judge(node)
-	var now announcement
-	switch {
-	case v.legacy == legacyHonoured:
-		now = announcedLegacyHonoured
-	case v.why != "":
-		now = announcedUnmanaged
-	case v.legacy == legacyIgnored:
-		now = announcedLegacyOnly
-	case v.legacy == legacyUndecided && !v.cutoff.pending:
-		now = announcedLegacyUndecided
-	case v.legacy == legacyUndecided:
+	if v.legacy == legacyUndecided && v.cutoff.pending {
 		return v // announced once read, whatever it says
 	}
+	announce := v.why != "" || v.legacy != legacyNone
 	u.mu.Lock()
-	first := now != 0 && u.announced[node.Name] != now
-	if now == 0 {
+	was, known := u.announced[node.Name]
+	first := announce && (!known || was != v.legacy)
+	if !announce {
 		delete(u.announced, node.Name)
 	} else {
-		if _, ok := u.announced[node.Name]; !ok && len(u.announced) >= maxAnnounced {
-			u.announced = map[string]announcement{}
+		if !known && len(u.announced) >= maxAnnounced {
+			u.announced = map[string]legacyVerdict{}
 		}
-		u.announced[node.Name] = now
+		u.announced[node.Name] = v.legacy
 	}
 	u.mu.Unlock()
 	if !first {
 		return v
 	}
 	setNew := fmt.Sprintf("kubectl label node %s %s=true", node.Name, LabelUnmanaged)
-	switch now {
-	case announcedUnmanaged, announcedLegacyHonoured:
+	if v.why != "" {
 		u.events.record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
 			"unmanaged (%s): this CCM leaves it alone: no vCenter lookup, no write; it is reported present and running, never deleted. "+
 				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", v.why))
 	}
-	switch now {
-	case announcedLegacyHonoured:
+	switch v.legacy {
+	case legacyHonoured:
 		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
 			"label %s=true alone still opts this Node out: it was created before this version of the CCM first ran (%s), when that key was the opt-out. "+
 				"A kubelet can set that key (--node-labels), so on Nodes created since it is ignored. Set the key kubelets cannot set: %s",
 			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), setNew))
-	case announcedLegacyOnly:
+	case legacyIgnored:
 		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
 			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it opts out only Nodes created before this version of the CCM first ran (%s), "+
 				"and this one was created %s; it is looked up as a VM and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
 				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels): %s",
 			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), node.CreationTimestamp.UTC().Format(time.RFC3339), LabelUnmanaged, setNew))
-	case announcedLegacyUndecided:
+	case legacyUndecided:
 		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
 			"label %s=true alone opts out only Nodes created before this version of the CCM first ran, and that cannot be told now (%s): "+
 				"until it is, this Node is looked up as a VM, but never reported deleted (InstanceExists answers an error instead of absence). "+
@@ -298,4 +264,4 @@ func (n *nodes) unmanaged(node *v1.Node) bool { return n.checks.unmanaged.unmana
 
 // Unmanaged says why node is not this CCM's ("" when it is), for
 // `diagnose`; it records nothing.
-func (c *Cloud) Unmanaged(node *v1.Node) string { return c.instances.checks.unmanaged.why(node) }
+func (c *Cloud) Unmanaged(node *v1.Node) string { return c.instances.checks.unmanaged.judge(node).why }

@@ -101,13 +101,8 @@ type NodeVM struct {
 
 // Detect runs every check over in.
 func Detect(in Inputs) []Finding {
-	var out []Finding
-	out = append(out, missingDatacenters(in.Config, in.Datacenters)...)
-	out = append(out, csiTopology(in.Config, in.Nodes)...)
-	out = append(out, csiVCenterLimit(in.Config)...)
-	out = append(out, hardwareVersions(in.Nodes, in.VMs)...)
-	out = append(out, missingPrivileges(in.Config, in.Privileges)...)
-	return out
+	return slices.Concat(missingDatacenters(in.Config, in.Datacenters), csiTopology(in.Config, in.Nodes),
+		csiVCenterLimit(in.Config), hardwareVersions(in.Nodes, in.VMs), missingPrivileges(in.Config, in.Privileges))
 }
 
 // unjudged reports whether in leaves f's subject unknown: a Node still

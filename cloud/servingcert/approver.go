@@ -1,9 +1,11 @@
 package servingcert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,18 +84,18 @@ type Approver struct {
 func New(client kubernetes.Interface, csrs certinformers.CertificateSigningRequestInformer, nodes coreinformers.NodeInformer,
 	vms VMs, recorder record.EventRecorder, m *Metrics, opts Options) (*Approver, error) {
 	const op = "servingcert.New"
-	if opts.NodeGrace == 0 {
-		opts.NodeGrace = 5 * time.Minute
-	}
-	if opts.Recheck == 0 {
-		opts.Recheck = 10 * time.Second
-	}
-	if opts.LookupTimeout == 0 {
-		opts.LookupTimeout = 30 * time.Second
-	}
+	opts.NodeGrace = cmp.Or(opts.NodeGrace, 5*time.Minute)
+	opts.Recheck = cmp.Or(opts.Recheck, 10*time.Second)
+	opts.LookupTimeout = cmp.Or(opts.LookupTimeout, 30*time.Second)
+	// The library's controller limiter, its per-item backoff capped at
+	// maxRetry.
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, maxRetry),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 	a := &Approver{client: client, csrs: csrs.Lister(), nodes: nodes.Lister(), vms: vms, recorder: recorder, metrics: m, opts: opts,
 		synced: []cache.InformerSynced{csrs.Informer().HasSynced, nodes.Informer().HasSynced}, now: time.Now,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && csr.Spec.SignerName == certificatesv1.KubeletServingSignerName {
@@ -116,25 +118,13 @@ func New(client kubernetes.Interface, csrs certinformers.CertificateSigningReque
 // lasted.
 const maxRetry = 30 * time.Second
 
-// retryLimiter is the library's controller limiter with its per-item
-// backoff capped at maxRetry.
-func retryLimiter() workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, maxRetry),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-	)
-}
-
 // Run decides requests with workers goroutines until ctx ends, and waits
 // for them.
 func (a *Approver) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	log := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, log)
-	go func() {
-		<-ctx.Done()
-		a.queue.ShutDown()
-	}()
+	context.AfterFunc(ctx, a.queue.ShutDown)
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, a.synced...) {
 		return
 	}
@@ -263,10 +253,7 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 // uninitialized reports whether node still carries the taint the cloud-node
 // controller removes once it filled the Node in.
 func uninitialized(node *v1.Node) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == cloudproviderapi.TaintExternalCloudProvider
+	})
 }

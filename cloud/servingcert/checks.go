@@ -50,8 +50,6 @@ type denial struct {
 	reason, message string
 }
 
-func (d *denial) Error() string { return d.reason + ": " + d.message }
-
 func deny(reason, format string, args ...any) *denial {
 	return &denial{reason: reason, message: fmt.Sprintf(format, args...)}
 }

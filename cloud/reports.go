@@ -2,24 +2,24 @@ package cloud
 
 // What the CCM already knows, shown all the time rather than when asked
 // (`diagnose`): Nodes stuck uninitialized and why, vCenters going down and
-// coming back. Computed from memory — the informer's Nodes, the reasons
+// coming back, BIOS UUIDs held in several vCenters. Computed from memory — the informer's Nodes, the reasons
 // lookups failed, discovery's health — never from an extra vCenter call.
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// Event reasons of the periodic checks.
+// Event reasons of the periodic reports.
 const (
 	// ReasonNodeUninitialized: a Warning on a Node still carrying the
 	// uninitialized taint after Options.UninitializedAfter, naming why
@@ -100,15 +100,13 @@ func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
 // failureReason is the reason value of an InstanceMetadata error: the Event
 // reason its lookup recorded, by the error's kind, never its text.
 func failureReason(err error) string {
-	var dup *discovery.DuplicateError
-	var zone *ZoneTagError
 	var groups *ZoneHostGroupError
 	switch {
 	case errors.As(err, &groups):
 		return groups.Reason()
-	case errors.As(err, &dup):
+	case errors.As(err, new(*discovery.DuplicateError)):
 		return ReasonDuplicateUUID
-	case errors.As(err, &zone):
+	case errors.As(err, new(*ZoneTagError)):
 		return ReasonZoneTagMissing
 	case errors.As(err, new(*IdentityConflictError)):
 		return ReasonNodeIdentityConflict
@@ -128,12 +126,8 @@ func failureReason(err error) string {
 // vCenters' changes since the last tick (nodes.run, every poll): the
 // nodes gauges, NodeUninitialized Events, VCenterDown and VCenterUp
 // Events.
-func (c *nodeChecks) tick(lister corelisters.NodeLister, changes []vcenterChange, now time.Time) {
+func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time) {
 	c.reportVCenters(changes)
-	all, err := lister.List(labels.Everything())
-	if err != nil {
-		return
-	}
 	byReason := make(map[string]int, len(uninitializedReasons))
 	for _, r := range uninitializedReasons {
 		byReason[r] = 0
@@ -167,16 +161,8 @@ func (c *nodeChecks) tick(lister corelisters.NodeLister, changes []vcenterChange
 			warnings = append(warnings, warning{node, f.reason, f.message})
 		}
 	}
-	for name := range c.failures {
-		if !present[name] {
-			delete(c.failures, name)
-		}
-	}
-	for name := range c.warned {
-		if !present[name] {
-			delete(c.warned, name)
-		}
-	}
+	maps.DeleteFunc(c.failures, func(name string, _ lookupFailure) bool { return !present[name] })
+	maps.DeleteFunc(c.warned, func(name, _ string) bool { return !present[name] })
 	c.mu.Unlock()
 	c.metrics.health.setNodes(unmanaged, byReason)
 	for _, w := range warnings {
@@ -201,4 +187,45 @@ func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
 			c.events.record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
 		}
 	}
+}
+
+// noteDuplicate is discovery's OnDuplicate: reported at the next poll.
+func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
+	klog.Background().Info("A BIOS UUID is held by VMs in several vCenters; lookups of its Nodes fail until one is changed", "uuid", uuid, "vcenters", vcenters)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.pendingDuplicates[uuid] = vcenters
+}
+
+// reportDuplicates records an Event on every Node of each UUID noted.
+func (n *nodes) reportDuplicates(all []*v1.Node) {
+	pending := take(&n.mu, &n.pendingDuplicates)
+	if len(pending) == 0 {
+		return
+	}
+	for _, node := range all {
+		if n.unmanaged(node) {
+			continue
+		}
+		for _, u := range nodeUUIDs(node) {
+			if vcs, ok := pending[u]; ok {
+				n.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID,
+					fmt.Sprintf("BIOS UUID %s is held by VMs in vcenters %v; the Node is not served until one is changed", u, vcs))
+				break
+			}
+		}
+	}
+}
+
+// nodeUUIDs are the BIOS UUIDs a Node may stand for: its providerID's, and
+// its system UUID in both byte orders.
+func nodeUUIDs(n *v1.Node) []string {
+	var out []string
+	if u, err := discovery.ParseProviderID(n.Spec.ProviderID); err == nil {
+		out = append(out, u)
+	}
+	if u, err := discovery.NormalizeUUID(n.Status.NodeInfo.SystemUUID); err == nil {
+		out = append(out, u, discovery.SwapByteOrder(u))
+	}
+	return out
 }
