@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 )
 
 // The cloud provider locates a Node's VM by the keys it reads off the Node

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 )
 
 // A Target's settings come resolved from the config: one missing is a
