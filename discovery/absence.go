@@ -18,6 +18,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // NodeKeys identify a Node's VM, strongest first: providerID, the
@@ -222,13 +223,13 @@ func (d *Discoverer) Exists(ctx context.Context, k NodeKeys) (res *Result, err e
 // it an error, never a match or a mismatch.
 func (d *Discoverer) checkClaim(ctx context.Context, s *snapshot, k NodeKeys) error {
 	vcs := s.vcs
-	if k.ClaimedServer != "" && !slices.ContainsFunc(vcs, func(v *targetState) bool { return ServerLabelValue(v.Server) == k.ClaimedServer }) {
+	if k.ClaimedServer != "" && !slices.ContainsFunc(vcs, func(v *vcenter.Member) bool { return ServerLabelValue(v.Server) == k.ClaimedServer }) {
 		return fmt.Errorf("its VM was in a vCenter at server %s (by its label), which is no longer configured; not deleting", k.ClaimedServer)
 	}
 	if k.ClaimedVCenter == "" {
 		return nil
 	}
-	i := slices.IndexFunc(vcs, func(v *targetState) bool { return LabelValue(v.Name) == k.ClaimedVCenter })
+	i := slices.IndexFunc(vcs, func(v *vcenter.Member) bool { return LabelValue(v.Name) == k.ClaimedVCenter })
 	if i < 0 {
 		return fmt.Errorf("its VM was in vcenter %s (by its label), which is no longer configured; not deleting", k.ClaimedVCenter)
 	}

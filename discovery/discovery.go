@@ -90,8 +90,10 @@ func (noObserver) Cache(bool)                                {}
 // Discoverer locates VMs. It is safe for concurrent use; SetVCenters swaps
 // the set of vCenters while lookups in flight finish on the set they began with.
 type Discoverer struct {
-	opts      Options
-	vcenters  atomic.Pointer[[]*targetState]
+	opts Options
+	// vcenters are the configured entries; each Member owns its
+	// backend, breaker, deadline, reachability and probe.
+	vcenters  atomic.Pointer[[]*vcenter.Member]
 	locations *locationCache
 	history   atomic.Pointer[History]
 	// holds are the Nodes whose absence the deletion policy holds back.
@@ -103,13 +105,6 @@ type Discoverer struct {
 	// the set, or in it at Close, is closed (membersClosed: at once).
 	membersMu     sync.Mutex
 	membersClosed bool
-}
-
-// targetState is a configured vCenter entry as discovery's policy sees
-// it: its member, which owns its backend, breaker, deadline,
-// reachability and probe.
-type targetState struct {
-	*vcenter.Member
 }
 
 // New returns a Discoverer over vcs. It starts nothing: the twin index
@@ -171,21 +166,21 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 	}
 	d.membersMu.Lock()
 	defer d.membersMu.Unlock()
-	old := map[string]*targetState{}
+	old := map[string]*vcenter.Member{}
 	if cur := d.vcenters.Load(); cur != nil {
 		for _, v := range *cur {
 			old[v.Name] = v
 		}
 	}
 	opts := vcenter.Options{Observer: d.opts.Observer, ProbeInterval: d.opts.ProbeInterval, ConnectWait: d.opts.ConnectWait}
-	next := make([]*targetState, 0, len(vcs))
+	next := make([]*vcenter.Member, 0, len(vcs))
 	for _, v := range vcs {
 		if o, ok := old[v.Name]; ok && o.Backend == v.Backend {
-			next = append(next, &targetState{o.Successor(v)})
+			next = append(next, o.Successor(v))
 			delete(old, v.Name) // its probe is its successor's
 			continue
 		}
-		next = append(next, &targetState{vcenter.New(v, opts)})
+		next = append(next, vcenter.New(v, opts))
 	}
 	d.vcenters.Store(&next)
 	// Lookups in flight on the old set may still call a dropped member:
@@ -203,8 +198,8 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 // call runs fn against v under its breaker and request deadline
 // (vcenter.Call); an answer tells the duplicate index that v has
 // answered, and OnIdentity of an instance UUID new to the History.
-func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
-	out, err := vcenter.Call(ctx, v.Member, op, fn)
+func call[T any](ctx context.Context, d *Discoverer, v *vcenter.Member, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
+	out, err := vcenter.Call(ctx, v, op, fn)
 	if err != nil {
 		return out, &VCenterError{VCenter: v.Name, Err: err}
 	}
@@ -217,7 +212,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 // other than the one the History records for its server (once per value):
 // also when any entry of the server records another beside it, so that
 // an entry's old instance is retired once every entry answers as the new.
-func (d *Discoverer) noteIdentity(v *targetState) {
+func (d *Discoverer) noteIdentity(v *vcenter.Member) {
 	if d.opts.OnIdentity == nil {
 		return
 	}
@@ -346,7 +341,7 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 	q.AllowCached = true
 	answers := d.ask(ctx, s, vcs, q, !l.strict, l.what)
 	if nothingFound(answers) {
-		var again []*targetState
+		var again []*vcenter.Member
 		for _, v := range vcs {
 			if inventoried(v.Backend) {
 				again = append(again, v)
@@ -442,7 +437,7 @@ type answersTally struct {
 	found, outside []*Result
 	failed         *multierror.Error
 	answered       []string
-	unanswered     []*targetState
+	unanswered     []*vcenter.Member
 }
 
 func tally(s *snapshot, answers []answer) answersTally {
@@ -486,7 +481,7 @@ func (r *Result) sameVM(o *Result) bool {
 }
 
 type answer struct {
-	vc  *targetState
+	vc  *vcenter.Member
 	vms []backends.VM
 	err error
 }
@@ -510,7 +505,7 @@ type answer struct {
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
 // answer.
-func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q backends.Query, foundFast bool, what string) []answer {
+func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member, q backends.Query, foundFast bool, what string) []answer {
 	q.Datacenters = nil
 	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -601,8 +596,8 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 // elsewhere, it is not known up, and the duplicate index holds its UUIDs.
 var errNotWaited = errors.New("not waited for: the VM was found elsewhere, this vCenter is not known up, and its inventory holds no twin")
 
-func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
-	out := make([]*targetState, 0, len(pending))
+func pendingTargets(vcs []*vcenter.Member, pending map[int]bool) []*vcenter.Member {
+	out := make([]*vcenter.Member, 0, len(pending))
 	for i := range pending {
 		out = append(out, vcs[i])
 	}
@@ -619,7 +614,7 @@ func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
 // vCenter's request timeout, whichever is first): the other half is for
 // the lookup itself once connected. For one that went down under way:
 // ConnectWait after the lookup's start, its call's answer due any moment.
-func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending map[int]bool, start, now time.Time) time.Time {
+func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pending map[int]bool, start, now time.Time) time.Time {
 	var until time.Time
 	for i := range pending {
 		v := vcs[i]
@@ -648,7 +643,7 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // waitingForUp reports whether a pending vCenter is known up.
-func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
+func waitingForUp(vcs []*vcenter.Member, pending map[int]bool) bool {
 	for i := range pending {
 		if vcs[i].Backend.State().Reachability.State == backends.ConnUp {
 			return true

@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // Trace records each vCenter's answer to the lookups made under a context
@@ -74,7 +75,7 @@ func (t *Trace) Answers() []TraceAnswer {
 }
 
 // record appends v's answer when ctx carries a trace.
-func record(ctx context.Context, what, pass string, v *targetState, vms []backends.VM, err error, latency time.Duration) {
+func record(ctx context.Context, what, pass string, v *vcenter.Member, vms []backends.VM, err error, latency time.Duration) {
 	t := traceFrom(ctx)
 	if t == nil {
 		return
