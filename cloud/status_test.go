@@ -11,7 +11,6 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // A ReadOnly provider (diagnose's) answers as the CCM does and writes
@@ -40,13 +39,11 @@ func TestReadOnlyProviderWritesNothing(t *testing.T) {
 		t.Fatal("Settle: the (absent) record could not be read")
 	}
 
-	var tr discovery.Trace
-	res, err := c.Locate(discovery.WithTrace(ctx, &tr), initialized)
+	// (What diagnose shows of each vCenter's answer meanwhile:
+	// cmd/vsphere-federated-ccm TestDiagnoseShowsAVCenterNotAsked.)
+	res, err := c.Locate(ctx, initialized)
 	if err != nil || res == nil || res.VCenter != "vcA" {
 		t.Fatalf("Locate = %v, %v; want vcA", res, err)
-	}
-	if len(tr.Answers()) != 2 {
-		t.Errorf("trace %+v; want vcA's and vcB's answers", tr.Answers())
 	}
 	md, err := c.InstanceMetadata(ctx, initialized)
 	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {

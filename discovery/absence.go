@@ -326,7 +326,7 @@ func (d *Discoverer) checkNamesake(ctx context.Context, s *snapshot, name string
 	what := fmt.Sprintf("vm name %q (looking for an unreadable VM of the Node's name)", name)
 	var failed *multierror.Error
 	var answered []string
-	for _, a := range d.ask(ctx, s, s.vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false, fmt.Sprintf("vm name %q (inaccessible-VM check)", name)) {
+	for _, a := range d.ask(ctx, s, s.vcs, backends.Query{By: backends.ByName, Values: []string{name}}, false) {
 		if a.err != nil {
 			failed = multierror.Append(failed, a.err)
 			continue
@@ -448,7 +448,7 @@ func (d *Discoverer) Health() []VCenterHealth {
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
 		st := v.Status()
-		out[i] = VCenterHealth{Name: v.Name, Reachability: st.Reachability, BreakerOpen: st.Breaker != gobreaker.StateClosed, Breaker: breakerName(st.Breaker),
+		out[i] = VCenterHealth{Name: v.Name, Reachability: st.Reachability, BreakerOpen: st.Breaker != gobreaker.StateClosed, Breaker: st.Breaker.String(),
 			Indexed: d.duplicates.holds(v.Backend)}
 	}
 	return out

@@ -143,6 +143,24 @@ func (d *Discoverer) Close() {
 	}
 }
 
+// Connect settles every vCenter's connection once: each backend is
+// probed (a login when it has none) under its request deadline, in
+// parallel, and Connect returns when all have answered. A short-lived
+// caller (diagnose) uses it so that its one lookup meets vCenters known up
+// or down, as the running CCM's do, not "still connecting". It never
+// writes anything to vCenter.
+func (d *Discoverer) Connect(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, v := range *d.vcenters.Load() {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
+			defer cancel()
+			_ = v.Backend.Probe(pctx) // its outcome is the backend's Reachability
+		})
+	}
+	wg.Wait()
+}
+
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
 // backend are unchanged goes on as its member's successor (keeping its
 // breaker while its settings are); a member dropped is closed.
@@ -241,33 +259,58 @@ type lookup struct {
 	strict bool
 }
 
+// newLookup searches by for values, its key By and first value, its
+// name SearchName.
+func newLookup(by backends.By, values ...string) lookup {
+	q := backends.Query{By: by, Values: values}
+	return lookup{q: q, key: by.String() + ":" + values[0], what: SearchName(q)}
+}
+
+// SearchName names the search q by its first value, as a lookup and its
+// errors name it (LookupError.What): `uuid "…"`, `vm name "…"`, `guest
+// host name "…"`, `guest ip "…"`.
+func SearchName(q backends.Query) string {
+	switch q.By {
+	case backends.ByUUID:
+		return fmt.Sprintf("uuid %q", q.Values[0])
+	case backends.ByName:
+		return fmt.Sprintf("vm name %q", q.Values[0])
+	case backends.ByDNSName:
+		return fmt.Sprintf("guest host name %q", q.Values[0])
+	}
+	return fmt.Sprintf("guest ip %q", q.Values[0])
+}
+
 func uuidLookup(uuid string) (lookup, error) {
 	u, err := NormalizeUUID(uuid)
 	if err != nil {
 		return lookup{}, err
 	}
-	values := []string{u}
 	if s := SwapByteOrder(u); s != u {
-		values = append(values, s)
+		return newLookup(backends.ByUUID, u, s), nil
 	}
-	return lookup{q: backends.Query{By: backends.ByUUID, Values: values}, key: "uuid:" + u, what: fmt.Sprintf("uuid %q", u)}, nil
+	return newLookup(backends.ByUUID, u), nil
 }
 
 func nameLookup(name string) lookup {
-	return lookup{q: backends.Query{By: backends.ByName, Values: []string{name}}, key: "name:" + name, what: fmt.Sprintf("vm name %q", name), nameOnly: true}
+	l := newLookup(backends.ByName, name)
+	l.nameOnly = true
+	return l
 }
 
 // dnsLookup searches the guest host name, trimmed and lowercased as CPI
 // sends it (vclib GetVMByDNSName).
 func dnsLookup(name string) lookup {
-	n := backends.DNSNameKey(strings.TrimSpace(name))
-	return lookup{q: backends.Query{By: backends.ByDNSName, Values: []string{n}}, key: "dns:" + n, what: fmt.Sprintf("guest host name %q", n), strict: true}
+	l := newLookup(backends.ByDNSName, backends.DNSNameKey(strings.TrimSpace(name)))
+	l.strict = true
+	return l
 }
 
 // ipLookup searches the guest IPs for ip, in its canonical form.
 func ipLookup(ip netip.Addr) lookup {
-	s := ip.String()
-	return lookup{q: backends.Query{By: backends.ByIP, Values: []string{s}}, key: "ip:" + s, what: fmt.Sprintf("guest ip %q", s), strict: true}
+	l := newLookup(backends.ByIP, ip.String())
+	l.strict = true
+	return l
 }
 
 // The outcomes of a lookup, as discovery_total counts them.
@@ -339,7 +382,7 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 	// "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, s, vcs, q, !l.strict, l.what)
+	answers := d.ask(ctx, s, vcs, q, !l.strict)
 	if nothingFound(answers) {
 		var again []*vcenter.Member
 		for _, v := range vcs {
@@ -349,7 +392,7 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, s, again, q, !l.strict, l.what) {
+			for _, a := range d.ask(ctx, s, again, q, !l.strict) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
@@ -505,23 +548,16 @@ type answer struct {
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
 // answer.
-func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member, q backends.Query, foundFast bool, what string) []answer {
+func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member, q backends.Query, foundFast bool) []answer {
 	q.Datacenters = nil
 	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make([]answer, len(vcs))
-	// For a Trace only: how each was asked, and how long it took.
-	passes := make([]string, len(vcs))
-	latencies := make([]time.Duration, len(vcs))
 	start := time.Now()
 	done := make(chan int, len(vcs))
 	var wg sync.WaitGroup
 	for i, v := range vcs {
-		passes[i] = PassDirect
-		if q.AllowCached && inventoried(v.Backend) {
-			passes[i] = PassInventory
-		}
 		q := q
 		if q.AllowCached && foundFast && inventoried(v.Backend) {
 			q.Datacenters = v.Datacenters
@@ -538,7 +574,6 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 				}
 			}
 			answers[i] = answer{vc: v, vms: vms, err: err}
-			latencies[i] = time.Since(start)
 			done <- i
 		})
 	}
@@ -585,9 +620,6 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 	wg.Wait()
 	for i := range pending {
 		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
-	}
-	for i, a := range answers {
-		record(outer, what, passes[i], a.vc, a.vms, a.err, latencies[i])
 	}
 	return answers
 }
@@ -696,7 +728,6 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
-	start := time.Now()
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
 	})
@@ -709,11 +740,6 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		if cerr := s.confirm(v); cerr != nil {
 			vm, err = nil, &VCenterError{VCenter: v.Name, Err: cerr}
 		}
-	}
-	if vm != nil {
-		record(ctx, key, PassRemembered, v, []backends.VM{*vm}, err, time.Since(start))
-	} else {
-		record(ctx, key, PassRemembered, v, nil, err, time.Since(start))
 	}
 	switch {
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):

@@ -178,6 +178,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged
 	opts := providerOptions(build)
 	opts.ReadOnly = true
 	opts.UnmanagedNodeSelector = unmanaged
+	recordCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
@@ -292,7 +293,7 @@ type eventSummary struct {
 	Message string    `json:"message"`
 }
 
-// node runs the CCM's lookup of node once (traced), then what each
+// node runs the CCM's lookup of node once (its calls logged), then what each
 // controller would ask: InstanceMetadata, InstanceExists,
 // InstanceShutdown.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
@@ -314,9 +315,9 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 			r.Claim += " datacenter " + dc
 		}
 	}
-	var tr discovery.Trace
-	res, lookupErr := d.provider.Locate(discovery.WithTrace(ctx, &tr), node)
-	r.Lookup = answersOf(tr.Answers())
+	var calls callLog
+	res, lookupErr := d.provider.Locate(withCallLog(ctx, &calls), node)
+	r.Lookup = answersOf(calls.list(), lookupErr, d.provider.VCenterStatuses())
 	if lookupErr != nil {
 		r.Problem = lookupErr.Error()
 	}
@@ -500,29 +501,6 @@ func keysOf(node *v1.Node) lookupKeys {
 
 func tainted(node *v1.Node) bool {
 	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
-}
-
-func answersOf(as []discovery.TraceAnswer) []vcenterAnswer {
-	out := make([]vcenterAnswer, 0, len(as))
-	for _, a := range as {
-		v := vcenterAnswer{
-			Lookup: a.Lookup, VCenter: a.VCenter, Pass: a.Pass, Breaker: a.Breaker, Reachability: a.Reachability,
-			LatencyMS: float64(a.Latency.Microseconds()) / 1000,
-		}
-		switch {
-		case a.Err != nil:
-			v.Answer, v.Error = "error", a.Err.Error()
-		case len(a.Found) > 0:
-			v.Answer = "found"
-			for _, f := range a.Found {
-				v.Found = append(v.Found, f.String())
-			}
-		default:
-			v.Answer = "absent"
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 // ourEvent: an Event from this CCM — the provider's own (reasons
