@@ -289,7 +289,7 @@ func (d *Discoverer) checkInstances(s *snapshot) error {
 		if now == "" {
 			continue
 		}
-		for _, was := range h.Instances[v.Server] {
+		for _, was := range h.instances[v.Server] {
 			if was != now {
 				return fmt.Errorf("vcenter %s: server %s answers as vCenter instance %s, but instance %s served there before, and cannot be asked; not deleting", v.Name, v.Server, now, was)
 			}
@@ -302,12 +302,12 @@ func (d *Discoverer) checkInstances(s *snapshot) error {
 // or while a vCenter or datacenter that left it is remembered.
 func (d *Discoverer) checkRetired(what string) error {
 	h := d.history.Load()
-	if !h.Known {
-		return fmt.Errorf("%s: not found, but which vCenters this CCM served before is not known yet (%s); not deleting", what, h.Why)
+	if h.unknown != "" {
+		return fmt.Errorf("%s: not found, but which vCenters this CCM served before is not known yet (%s); not deleting", what, h.unknown)
 	}
 	now := time.Now()
 	var live []Retired
-	for _, r := range h.Retired {
+	for _, r := range h.retired {
 		if r.Until.IsZero() || now.Before(r.Until) {
 			live = append(live, r)
 		}
@@ -344,63 +344,6 @@ func (d *Discoverer) checkNamesake(ctx context.Context, s *snapshot, name string
 	}
 	return nil
 }
-
-// History is what the config held before: the vCenters and datacenters
-// that have left it (and are remembered for a while), so that their VMs'
-// Nodes are not deleted after a restart.
-type History struct {
-	// Known is false until the record has been read; absence is then an
-	// error. Why says what is missing.
-	Known bool
-	Why   string
-	// Retired are remembered until their Until (zero: for ever).
-	Retired []Retired
-	// Instances are the instance UUIDs recorded for the servers served,
-	// by ServerKey (those known): every one that an entry of the server
-	// records, so that entries whose records disagree (one re-logged in
-	// to a new appliance, another not) are never folded into one.
-	Instances map[string][]string
-}
-
-// Retired is a vCenter, or a datacenter of one, that has left the config.
-type Retired struct {
-	// VCenter is its name when it left; Where what it was (Server empty
-	// in records made before identities were kept).
-	VCenter string
-	Where   Identity
-	// Datacenter is empty for the whole vCenter; "*" for every datacenter
-	// but those now listed (an empty list narrowed to some).
-	Datacenter string
-	Since      time.Time
-	Until      time.Time
-}
-
-func (r Retired) String() string {
-	where := "vcenter " + r.VCenter
-	if r.Where.Server != "" {
-		where += " at " + r.Where.String()
-	}
-	switch r.Datacenter {
-	case "":
-	case "*":
-		where = "the datacenters no longer listed of " + where
-	default:
-		where = "datacenter " + r.Datacenter + " of " + where
-	}
-	if !r.Since.IsZero() {
-		where += fmt.Sprintf(" (left the config %s", r.Since.UTC().Format(time.RFC3339))
-		if !r.Until.IsZero() {
-			where += ", remembered until " + r.Until.UTC().Format(time.RFC3339)
-		}
-		where += ")"
-	}
-	return where
-}
-
-// SetHistory replaces what is known of the config's past. The caller
-// keeps it growing (cloud's configHistory): a place that left the config
-// stays in it, written or not.
-func (d *Discoverer) SetHistory(h History) { d.history.Store(&h) }
 
 // ServerLabelValue is a vCenter's server, ServerKey form, as a label
 // value: the host alone for the default port 443.

@@ -95,7 +95,7 @@ type Discoverer struct {
 	// backend, breaker, deadline, reachability and probe.
 	vcenters  atomic.Pointer[[]*vcenter.Member]
 	locations *locationCache
-	history   atomic.Pointer[History]
+	history   atomic.Pointer[pastConfig]
 	// holds are the Nodes whose absence the deletion policy holds back.
 	holds *holds
 	// duplicates is fed by the inventories (ScanDuplicates).
@@ -127,7 +127,7 @@ func New(vcs []Target, opts Options) *Discoverer {
 	}
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		holds: newHolds(opts.Clock)}
-	d.history.Store(&History{Known: true})
+	d.history.Store(&pastConfig{})
 	d.SetVCenters(vcs)
 	return d
 }
@@ -238,7 +238,7 @@ func (d *Discoverer) noteIdentity(v *vcenter.Member) {
 	if !ok {
 		return
 	}
-	recorded := d.history.Load().Instances[v.Server]
+	recorded := d.history.Load().instances[v.Server]
 	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
 		d.opts.OnIdentity()
 	}
@@ -467,7 +467,7 @@ func (d *Discoverer) absent(s *snapshot, l lookup) error {
 		// leaving the config is not the VM being deleted. Refreshed, so
 		// it lasts as long as someone asks.
 		d.locations.set(l.key, loc)
-		return &RetiredError{What: l.what, LastSeen: &Retired{VCenter: loc.vcenter, Where: loc.where, Datacenter: loc.ref.Datacenter}}
+		return &RetiredError{What: l.what, LastSeen: &Result{VCenter: loc.vcenter, Where: loc.where, VM: backends.VM{Ref: loc.ref}}}
 	}
 	d.locations.forget(l.key)
 	return nil

@@ -130,14 +130,14 @@ var ErrNoProviderID = errors.New("node has no spec.providerID and no VM matches 
 type RetiredError struct {
 	What string
 	// LastSeen, when set, is where this process last saw the VM.
-	LastSeen *Retired
+	LastSeen *Result
 	// Remembered are the retired places that could hold it.
 	Remembered []Retired
 }
 
 func (e *RetiredError) Error() string {
 	if e.LastSeen != nil {
-		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.Datacenter)
+		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.VM.Ref.Datacenter)
 	}
 	where := make([]string, len(e.Remembered))
 	for i, r := range e.Remembered {
