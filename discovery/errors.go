@@ -59,18 +59,6 @@ func (e *LookupError) Error() string {
 // the VM are not failures.
 func (e *LookupError) Unwrap() []error { return e.Failed.Errors }
 
-// FailedVCenters names the vCenters that could not answer.
-func (e *LookupError) FailedVCenters() []string {
-	var out []string
-	for _, err := range e.Failed.Errors {
-		var ve *VCenterError
-		if errors.As(err, &ve) {
-			out = append(out, ve.VCenter)
-		}
-	}
-	return out
-}
-
 // DuplicateError is a lookup that matched more than one VM: never a guess.
 type DuplicateError struct {
 	What    string

@@ -1,12 +1,16 @@
 package discovery
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
@@ -161,4 +165,24 @@ func entriesOf(s *snapshot, id Identity, dc config.Datacenter) int {
 		}
 	}
 	return n
+}
+
+// ServerLabelValue is a vCenter's server, ServerKey form, as a label
+// value: the host alone for the default port 443.
+func ServerLabelValue(server string) string {
+	if host, port, err := net.SplitHostPort(server); err == nil && port == "443" {
+		server = host
+	}
+	return LabelValue(server)
+}
+
+// LabelValue is name as a label value: itself when valid, else
+// "sha256-" and 40 hex digits of its digest (an IPv6 server's colons, a
+// name over 63 characters), so every vCenter and datacenter can be named.
+func LabelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "sha256-" + hex.EncodeToString(sum[:20])
 }

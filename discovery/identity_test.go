@@ -172,7 +172,7 @@ func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
 	f.backends["vc3"].Fail(refused)
 	_, err := d.Locate(ctx, byUUID(vm.UUID))
 	var le *discovery.LookupError
-	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
+	if !errors.As(err, &le) || le.Found == nil || failedVCenters(le) != "vc3" {
 		t.Fatalf("the twin's vCenter (not indexed) down: err = %v; want a LookupError naming vc3, not the VM in vc1", err)
 	}
 	if _, err := d.Locate(ctx, byUUID(f.vms["vc1"][2].UUID)); !errors.As(err, &le) {
