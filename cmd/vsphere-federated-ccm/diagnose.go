@@ -178,7 +178,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged
 	opts := providerOptions(build)
 	opts.ReadOnly = true
 	opts.UnmanagedNodeSelector = unmanaged
-	recordCalls(&opts)
+	logCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
@@ -316,8 +316,8 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 		}
 	}
 	var calls callLog
-	res, lookupErr := d.provider.Locate(withCallLog(ctx, &calls), node)
-	r.Lookup = answersOf(calls.list(), lookupErr, d.provider.VCenterStatuses())
+	res, lookupErr := d.provider.Locate(context.WithValue(ctx, callLogKey{}, &calls), node)
+	r.Lookup = calls.report(lookupErr, d.provider.VCenterStatuses())
 	if lookupErr != nil {
 		r.Problem = lookupErr.Error()
 	}

@@ -14,146 +14,135 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// How a vCenter was asked, as the report's FROM column names it.
+// How a vCenter was asked (the report's FROM column).
 const (
-	// passInventory: the backend could answer from its watch-fed
-	// inventory (it was in service when asked).
-	passInventory = "inventory"
-	// passDirect: vCenter itself was asked.
-	passDirect = "direct"
-	// passRemembered: the VM's remembered location was re-read.
+	passInventory  = "inventory" // its backend could answer from its inventory
+	passDirect     = "direct"    // vCenter itself was asked
 	passRemembered = "remembered location"
 	// passNotAsked: nothing was sent; the vCenter is known down, its
 	// breaker is open, or it was not waited for.
 	passNotAsked = "not asked"
 )
 
-// callLog keeps the searches each vCenter's backend answered under a
-// context that carries it (withCallLog): diagnose's account of each
-// vCenter's answer, taken from outside the lookup (recordCalls wraps the
-// backends), which answers the same with or without one.
+// callLog is each vCenter's answer to the searches made under a context
+// carrying it: what diagnose shows, seen from outside the lookup (its
+// backends log themselves: logCalls), which answers the same without it.
 type callLog struct {
-	mu    sync.Mutex
-	calls []vcenterCall
-}
-
-// vcenterCall is one search a vCenter's backend answered.
-type vcenterCall struct {
-	lookup, vcenter, pass string
-	vms                   []backends.VM
-	err                   error // backends.ErrNotFound is an answer: none
-	latency               time.Duration
+	mu      sync.Mutex
+	answers []vcenterAnswer
 }
 
 type callLogKey struct{}
 
-func withCallLog(ctx context.Context, l *callLog) context.Context {
-	return context.WithValue(ctx, callLogKey{}, l)
-}
-
-func (l *callLog) list() []vcenterCall {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.calls)
-}
-
-// addCall appends c to the log ctx carries, if any.
-func addCall(ctx context.Context, c vcenterCall) {
-	if l, ok := ctx.Value(callLogKey{}).(*callLog); ok {
-		l.mu.Lock()
-		l.calls = append(l.calls, c)
-		l.mu.Unlock()
-	}
-}
-
-// recordCalls makes opts build each backend so that it logs the searches
-// it answers under a context with a callLog.
-func recordCalls(opts *cloud.Options) {
+// logCalls makes opts build each backend so that it logs the searches it
+// answers under a context carrying a callLog.
+func logCalls(opts *cloud.Options) {
 	build := opts.NewBackend
 	opts.NewBackend = func(vc config.VCenter, creds credentials.Source) backends.Backend {
-		return &recordedBackend{Backend: build(vc, creds), vcenter: vc.Name}
+		return loggedBackend{Backend: build(vc, creds), vcenter: vc.Name}
 	}
 }
 
-type recordedBackend struct {
+type loggedBackend struct {
 	backends.Backend
 	vcenter string
 }
 
-func (b *recordedBackend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
+func (b loggedBackend) Find(ctx context.Context, q backends.Query) ([]backends.VM, error) {
 	pass := passDirect
 	if q.AllowCached && b.State().Inventoried {
 		pass = passInventory
 	}
 	start := time.Now()
 	vms, err := b.Backend.Find(ctx, q)
-	addCall(ctx, vcenterCall{lookup: discovery.SearchName(q), vcenter: b.vcenter, pass: pass, vms: vms, err: err, latency: time.Since(start)})
+	b.log(ctx, vcenterAnswer{Lookup: discovery.SearchName(q), Pass: pass}, vms, err, start)
 	return vms, err
 }
 
-func (b *recordedBackend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
+func (b loggedBackend) Get(ctx context.Context, ref backends.VMRef) (*backends.VM, error) {
 	start := time.Now()
 	vm, err := b.Backend.Get(ctx, ref)
-	c := vcenterCall{lookup: "vm " + ref.ID, vcenter: b.vcenter, pass: passRemembered, err: err, latency: time.Since(start)}
+	var vms []backends.VM
 	if vm != nil {
-		c.vms = []backends.VM{*vm}
+		vms = []backends.VM{*vm}
 	}
-	addCall(ctx, c)
+	b.log(ctx, vcenterAnswer{Lookup: "vm " + ref.ID, Pass: passRemembered}, vms, err, start)
 	return vm, err
 }
 
-// answersOf is each vCenter's answer to the searches of one lookup, in
-// the config's order: the calls made, and a "not asked" answer of each
-// vCenter a search did not reach (known down, its breaker open, not
-// waited for), with the error the lookup gave for it when it gave one.
-func answersOf(calls []vcenterCall, lookupErr error, statuses []cloud.VCenterStatus) []vcenterAnswer {
-	var searches []string
-	for _, c := range calls {
-		if c.pass != passRemembered && !slices.Contains(searches, c.lookup) {
-			searches = append(searches, c.lookup)
+// log adds a, the answer vms, err of a call made at start, to the
+// callLog ctx carries, if any.
+func (b loggedBackend) log(ctx context.Context, a vcenterAnswer, vms []backends.VM, err error, start time.Time) {
+	l, ok := ctx.Value(callLogKey{}).(*callLog)
+	if !ok {
+		return
+	}
+	a.VCenter, a.Answer, a.LatencyMS = b.vcenter, "absent", float64(time.Since(start))/float64(time.Millisecond)
+	switch {
+	case err != nil && !errors.Is(err, backends.ErrNotFound):
+		a.Answer, a.Error = "error", (&discovery.VCenterError{VCenter: b.vcenter, Err: err}).Error()
+	case len(vms) > 0:
+		a.Answer = "found"
+		for _, vm := range vms {
+			a.Found = append(a.Found, (&discovery.Result{VCenter: b.vcenter, VM: vm}).String())
 		}
 	}
-	// The lookup's own error of each vCenter it could not ask, by search.
-	failed := map[[2]string]error{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.answers = append(l.answers, a)
+}
+
+// report is the log of one lookup as the report shows it, in the
+// config's order, with a "not asked" answer of each vCenter that no
+// search reached. The lookup's error names a vCenter's failure better
+// than its call's own error (it adds its request timeout, or why it was
+// not asked).
+func (l *callLog) report(lookupErr error, statuses []cloud.VCenterStatus) []vcenterAnswer {
+	search, failed := "", map[string]string{}
 	if le := (*discovery.LookupError)(nil); errors.As(lookupErr, &le) {
-		if !slices.Contains(searches, le.What) {
-			searches = append(searches, le.What)
-		}
+		search = le.What
 		for _, err := range le.Failed.Errors {
 			if ve := (*discovery.VCenterError)(nil); errors.As(err, &ve) {
-				failed[[2]string{le.What, ve.VCenter}] = ve
+				failed[ve.VCenter] = ve.Error()
 			}
 		}
+	}
+	// A lookup answered from its remembered location (its re-read alone
+	// logged) asked no other vCenter.
+	switch i := slices.IndexFunc(l.answers, func(a vcenterAnswer) bool { return a.Pass != passRemembered }); {
+	case i >= 0 && search == "":
+		search = l.answers[i].Lookup
+	case i < 0 && len(l.answers) > 0:
+		search = ""
 	}
 	out := []vcenterAnswer{}
 	for _, st := range statuses {
-		for _, c := range calls {
-			if c.vcenter == st.Name && c.pass == passRemembered {
-				out = append(out, answerOf(c, st, nil))
+		asked := false
+		for _, a := range l.answers {
+			if a.VCenter != st.Name {
+				continue
 			}
+			if asked = true; a.Answer == "error" && failed[st.Name] != "" {
+				a.Error = failed[st.Name]
+			}
+			a.Breaker, a.Reachability = st.Breaker, st.Reachability
+			out = append(out, a)
 		}
-	}
-	for _, search := range searches {
-		for _, st := range statuses {
-			asked := false
-			for _, c := range calls {
-				if c.vcenter == st.Name && c.lookup == search && c.pass != passRemembered {
-					asked = true
-					out = append(out, answerOf(c, st, failed[[2]string{search, st.Name}]))
-				}
+		if !asked && search != "" {
+			why := failed[st.Name]
+			if why == "" {
+				why = (&discovery.VCenterError{VCenter: st.Name, Err: errors.New(notAskedWhy(st))}).Error()
 			}
-			if !asked {
-				c := vcenterCall{lookup: search, vcenter: st.Name, pass: passNotAsked, err: errors.New(notAskedWhy(st))}
-				out = append(out, answerOf(c, st, failed[[2]string{search, st.Name}]))
-			}
+			out = append(out, vcenterAnswer{Lookup: search, VCenter: st.Name, Pass: passNotAsked, Answer: "error", Error: why,
+				Breaker: st.Breaker, Reachability: st.Reachability})
 		}
 	}
 	return out
 }
 
-// notAskedWhy is why a vCenter that no error names was not asked: the
-// VM was found elsewhere while it was known down, its breaker open, or
-// it was not known up and so not waited for.
+// notAskedWhy is why a vCenter that the lookup's error does not name was
+// not asked: the VM was found elsewhere while it was known down, behind
+// its open breaker, or not known up (so not waited for).
 func notAskedWhy(st cloud.VCenterStatus) string {
 	switch {
 	case st.Reachability == backends.ConnDown.String():
@@ -162,27 +151,4 @@ func notAskedWhy(st cloud.VCenterStatus) string {
 		return "not asked: its breaker is " + st.Breaker
 	}
 	return "not waited for: the VM was found elsewhere, and this vCenter is not known up"
-}
-
-// answerOf is c of the vCenter st as the report shows it; named is the
-// lookup's error for it, which names a failure better than c's own.
-func answerOf(c vcenterCall, st cloud.VCenterStatus, named error) vcenterAnswer {
-	a := vcenterAnswer{Lookup: c.lookup, VCenter: c.vcenter, Pass: c.pass, Breaker: st.Breaker, Reachability: st.Reachability,
-		LatencyMS: float64(c.latency) / float64(time.Millisecond)}
-	switch {
-	case c.err != nil && !errors.Is(c.err, backends.ErrNotFound):
-		err := named
-		if err == nil {
-			err = &discovery.VCenterError{VCenter: c.vcenter, Err: c.err}
-		}
-		a.Answer, a.Error = "error", err.Error()
-	case len(c.vms) > 0:
-		a.Answer = "found"
-		for _, vm := range c.vms {
-			a.Found = append(a.Found, (&discovery.Result{VCenter: c.vcenter, VM: vm}).String())
-		}
-	default:
-		a.Answer = "absent"
-	}
-	return a
 }

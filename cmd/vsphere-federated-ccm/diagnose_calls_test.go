@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -59,11 +60,11 @@ func TestDiagnoseShowsEachVCenterAnswer(t *testing.T) {
 
 	// The next lookup is served from the remembered location: one answer.
 	var calls callLog
-	res, err := d.provider.Locate(withCallLog(t.Context(), &calls), node)
+	res, err := d.provider.Locate(context.WithValue(t.Context(), callLogKey{}, &calls), node)
 	if err != nil || res == nil || res.VCenter != "vcB" {
 		t.Fatalf("second Locate = %v, %v; want vcB", res, err)
 	}
-	if as := answersOf(calls.list(), err, d.provider.VCenterStatuses()); len(as) != 1 || as[0].Pass != passRemembered || as[0].VCenter != "vcB" {
+	if as := calls.report(err, d.provider.VCenterStatuses()); len(as) != 1 || as[0].Pass != passRemembered || as[0].VCenter != "vcB" {
 		t.Errorf("second lookup's answers %+v; want vcB's remembered location re-read", as)
 	}
 	// Without a log the answer is the same.

@@ -63,7 +63,7 @@ func testDiagnoserOf(t *testing.T, yaml string, fleet map[string]*backendtest.Ba
 	for _, fn := range tune {
 		fn(&opts)
 	}
-	recordCalls(&opts)
+	logCalls(&opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	d := startDiagnoser(ctx, cloud.New(cfg, opts), client)
