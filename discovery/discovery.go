@@ -462,10 +462,10 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 // absent decides a lookup every vCenter answered without a match: nil
 // (absence), unless the VM was last seen where the config no longer looks.
 func (d *Discoverer) absent(s *snapshot, l lookup) error {
-	if loc, ok := d.locations.get(l.key); ok && !configured(s, loc) {
-		// Last seen in a vCenter or datacenter that has left the config:
-		// leaving the config is not the VM being deleted. Refreshed, so
-		// it lasts as long as someone asks.
+	if loc, ok := d.locations.get(l.key); ok && entryFor(s, loc.vcenter, loc.where, loc.dc) == nil {
+		// Last seen in a vCenter (what it is, not its name) or datacenter
+		// that no entry searches now: leaving the config is not the VM
+		// being deleted. Refreshed, so it lasts as long as someone asks.
 		d.locations.set(l.key, loc)
 		return &RetiredError{What: l.what, LastSeen: &Result{VCenter: loc.vcenter, Where: loc.where, VM: backends.VM{Ref: loc.ref}}}
 	}
@@ -658,20 +658,16 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pendin
 				deadline = dl
 			}
 			bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
-			t = minTime(v.StalledAt(now), bound)
+			t = v.StalledAt(now)
+			if bound.Before(t) {
+				t = bound
+			}
 		}
 		if t.After(until) {
 			until = t
 		}
 	}
 	return until
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // waitingForUp reports whether a pending vCenter is known up.
@@ -699,12 +695,6 @@ func nothingFound(answers []answer) bool {
 		}
 	}
 	return true
-}
-
-// configured reports whether loc's vCenter — what it is, not its name —
-// and datacenter are searched, through any entry of it.
-func configured(s *snapshot, loc location) bool {
-	return entryFor(s, loc.vcenter, loc.where, loc.dc) != nil
 }
 
 type cached struct {

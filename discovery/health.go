@@ -31,9 +31,9 @@ func (d *Discoverer) Health() []VCenterHealth {
 	vcs := *d.vcenters.Load()
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
-		st := v.Status()
-		out[i] = VCenterHealth{Name: v.Name, Reachability: st.Reachability, BreakerOpen: st.Breaker != gobreaker.StateClosed, Breaker: st.Breaker.String(),
-			Indexed: d.duplicates.holds(v.Backend)}
+		breaker := v.Breaker()
+		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.State().Reachability, BreakerOpen: breaker != gobreaker.StateClosed,
+			Breaker: breaker.String(), Indexed: d.duplicates.holds(v.Backend)}
 	}
 	return out
 }
