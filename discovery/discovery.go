@@ -540,10 +540,9 @@ type answer struct {
 // It always waits for vCenters known up. One that is not (connecting for
 // the first time) is waited for until its connect counts as stalled
 // (patience: ConnectWait without progress, one wait every lookup shares),
-// and not at all with
-// foundFast once a VM is found in a served datacenter: its call is
-// cancelled and counts as not answered — which a found VM does not need,
-// and which makes absence an error. A vCenter known down answers at once
+// and not at all with foundFast once a VM is found in a served
+// datacenter: its call is cancelled and counts as not answered — which a
+// found VM does not need, and which makes absence an error. A vCenter known down answers at once
 // (call). So a dead vCenter costs the others' lookups nothing, a
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
@@ -581,10 +580,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 	for i := range vcs {
 		pending[i] = true
 	}
-	// Patient while a pending vCenter still connecting is not stalled
-	// (connecting: one wait every lookup shares, judged at once), or
-	// while the lookup is younger than ConnectWait for one that went
-	// down under way; re-judged when that would end.
+	// Patience is judged again at each answer and when it would end.
 	check := time.NewTimer(0)
 	defer check.Stop()
 	found := false

@@ -241,7 +241,6 @@ type lookupKeys struct {
 	SystemUUIDSwapped string   `json:"systemUUIDSwapped,omitempty"`
 	Name              string   `json:"name"`
 	IPs               []string `json:"ips,omitempty"`
-	// Used says which key the lookup uses.
 	// Used names the searches the lookup makes, in order (discovery's
 	// own list: later ones only while none has found the VM).
 	Used string `json:"used"`
@@ -362,7 +361,7 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 		r.Shutdown.Reason = "its VM is not powered off"
 	}
 
-	r.Events, r.EventsError = d.events(ctx, node)
+	r.Events, r.EventsError = d.events(ctx, node.Name)
 	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
@@ -391,14 +390,11 @@ func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string
 			r.TaintReason = "unmanaged: the cloud-node controller removes it at its next retry, keeping the Node's providerID and addresses"
 		}
 	}
-	r.Events, r.EventsError = d.events(ctx, nodeRef(r.Node))
+	r.Events, r.EventsError = d.events(ctx, r.Node)
 	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = []string{"unmanaged (" + why + "): this CCM leaves it alone"}
 	return r
 }
-
-// nodeRef is a reference to the Node name, for listing its Events.
-func nodeRef(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 
 // explain says, in words, what each vCenter's answer means for the Node,
 // from the errors' types (never their text).
@@ -503,20 +499,12 @@ func tainted(node *v1.Node) bool {
 	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
 }
 
-// ourEvent: an Event from this CCM — the provider's own (reasons
-// cloud.ReasonLookupFailed, ReasonDuplicateUUID, ReasonZoneTagMissing,
-// ReasonNoNodeAddress) or the library's controllers acting on Nodes.
-func ourEvent(e *v1.Event) bool {
-	src := e.Source.Component
-	if src == "" {
-		src = e.ReportingController
-	}
-	return src == "vsphere-federated-ccm" || strings.Contains(src, "cloud-node") || strings.Contains(src, "cloud-controller-manager")
-}
-
-// events lists the Node's recent Events from this CCM, newest first.
-func (d *diagnoser) events(ctx context.Context, node *v1.Node) ([]eventSummary, string) {
-	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"), fields.OneTermEqualSelector("involvedObject.name", node.Name)).String()
+// events lists the Node's recent Events from this CCM, newest first: the
+// provider's own (reasons cloud.ReasonLookupFailed, ReasonDuplicateUUID,
+// ReasonZoneTagMissing, ReasonNoNodeAddress) or the library's controllers
+// acting on Nodes.
+func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, string) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"), fields.OneTermEqualSelector("involvedObject.name", node)).String()
 	list, err := d.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return []eventSummary{}, err.Error()
@@ -524,16 +512,16 @@ func (d *diagnoser) events(ctx context.Context, node *v1.Node) ([]eventSummary, 
 	out := []eventSummary{}
 	for i := range list.Items {
 		e := &list.Items[i]
-		if !ourEvent(e) {
+		src := e.Source.Component
+		if src == "" {
+			src = e.ReportingController
+		}
+		if src != "vsphere-federated-ccm" && !strings.Contains(src, "cloud-node") && !strings.Contains(src, "cloud-controller-manager") {
 			continue
 		}
 		last := e.LastTimestamp.Time
 		if last.IsZero() {
 			last = e.EventTime.Time
-		}
-		src := e.Source.Component
-		if src == "" {
-			src = e.ReportingController
 		}
 		out = append(out, eventSummary{Last: last.UTC(), Type: e.Type, Reason: e.Reason, Count: max(e.Count, 1), Source: src, Message: e.Message})
 	}
