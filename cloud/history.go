@@ -123,11 +123,13 @@ func find(current []serving, r discovery.VCenterRecord, strict bool) (serving, b
 func (h *configHistory) update(current []serving, now time.Time, retention time.Duration) bool {
 	before, _ := json.Marshal(h)
 	retire := func(name string, was discovery.VCenterRecord, dc string) {
-		if i := slices.IndexFunc(h.Retired, func(r discovery.Retired) bool { return r.VCenterRecord == was && r.Datacenter == dc }); i >= 0 {
+		same := func(r discovery.Retired) bool { return r.VCenterRecord == was && r.Datacenter == dc }
+		if i := slices.IndexFunc(h.Retired, same); i >= 0 {
 			h.Retired[i].Until = now.Add(retention)
 			return
 		}
-		h.Retired = append(h.Retired, discovery.Retired{VCenter: name, VCenterRecord: was, Datacenter: dc, Since: now, Until: now.Add(retention)})
+		h.Retired = append(h.Retired,
+			discovery.Retired{VCenter: name, VCenterRecord: was, Datacenter: dc, Since: now, Until: now.Add(retention)})
 	}
 	for name, served := range h.Served {
 		vc, ok := find(current, served.VCenterRecord, false)
@@ -206,7 +208,8 @@ func unanswered(was discovery.Served, had bool, vc serving, current []serving) s
 		}
 	}
 	switch {
-	case had && recordIs(was.VCenterRecord, vc, false) && (len(answered) == 0 || len(answered) == 1 && answered[0] == was.InstanceUUID):
+	case had && recordIs(was.VCenterRecord, vc, false) &&
+		(len(answered) == 0 || len(answered) == 1 && answered[0] == was.InstanceUUID):
 		return was.InstanceUUID
 	case len(answered) == 1:
 		return answered[0]
@@ -258,7 +261,8 @@ func (h *configHistory) merge(o *configHistory) {
 
 // clone is a deep copy of h.
 func (h *configHistory) clone() *configHistory {
-	out := &configHistory{History: discovery.History{Served: make(map[string]discovery.Served, len(h.Served)), Retired: slices.Clone(h.Retired)}, cutoff: h.cutoff}
+	out := &configHistory{cutoff: h.cutoff}
+	out.Served, out.Retired = make(map[string]discovery.Served, len(h.Served)), slices.Clone(h.Retired)
 	for k, v := range h.Served {
 		v.Datacenters = slices.Clone(v.Datacenters)
 		out.Served[k] = v

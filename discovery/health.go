@@ -32,8 +32,10 @@ func (d *Discoverer) Health() []VCenterHealth {
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
 		breaker := v.Breaker()
-		out[i] = VCenterHealth{Name: v.Name, Reachability: v.Backend.State().Reachability, BreakerOpen: breaker != gobreaker.StateClosed,
-			Breaker: breaker.String(), Indexed: d.duplicates.holds(v.Backend)}
+		out[i] = VCenterHealth{
+			Name: v.Name, Reachability: v.Backend.State().Reachability, Indexed: d.duplicates.holds(v.Backend),
+			BreakerOpen: breaker != gobreaker.StateClosed, Breaker: breaker.String(),
+		}
 	}
 	return out
 }

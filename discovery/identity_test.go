@@ -222,7 +222,8 @@ var waitFor = poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Secon
 func servedAs(instances map[string]string) discovery.History {
 	h := discovery.History{Served: map[string]discovery.Served{}}
 	for server, id := range instances {
-		h.Served[server] = discovery.Served{VCenterRecord: discovery.VCenterRecord{Server: server, Port: 443, InstanceUUID: id}}
+		record := discovery.VCenterRecord{Server: server, Port: 443, InstanceUUID: id}
+		h.Served[server] = discovery.Served{VCenterRecord: record}
 	}
 	return h
 }

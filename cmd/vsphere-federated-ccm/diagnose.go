@@ -504,7 +504,8 @@ func tainted(node *v1.Node) bool {
 // ReasonZoneTagMissing, ReasonNoNodeAddress) or the library's controllers
 // acting on Nodes.
 func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, string) {
-	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"), fields.OneTermEqualSelector("involvedObject.name", node)).String()
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"),
+		fields.OneTermEqualSelector("involvedObject.name", node)).String()
 	list, err := d.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return []eventSummary{}, err.Error()
@@ -516,7 +517,8 @@ func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, st
 		if src == "" {
 			src = e.ReportingController
 		}
-		if src != "vsphere-federated-ccm" && !strings.Contains(src, "cloud-node") && !strings.Contains(src, "cloud-controller-manager") {
+		if src != "vsphere-federated-ccm" && !strings.Contains(src, "cloud-node") &&
+			!strings.Contains(src, "cloud-controller-manager") {
 			continue
 		}
 		last := e.LastTimestamp.Time

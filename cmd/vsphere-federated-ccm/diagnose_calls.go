@@ -122,7 +122,8 @@ func (l *callLog) report(lookupErr error, statuses []cloud.VCenterStatus) []vcen
 			if a.VCenter != st.Name {
 				continue
 			}
-			if asked = true; a.Answer == "error" && failed[st.Name] != "" {
+			asked = true
+			if a.Answer == "error" && failed[st.Name] != "" {
 				a.Error = failed[st.Name]
 			}
 			a.Breaker, a.Reachability = st.Breaker, st.Reachability

@@ -43,7 +43,8 @@ func TestDiagnoseShowsEachVCenterAnswer(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("answers %+v; want one per vCenter", r.Lookup)
 	}
-	if a := got["vcB"]; a.Answer != "found" || len(a.Found) != 1 || !strings.Contains(a.Found[0], "vm-1") || a.Pass != passDirect || a.Breaker != "closed" {
+	if a := got["vcB"]; a.Answer != "found" || len(a.Found) != 1 || !strings.Contains(a.Found[0], "vm-1") ||
+		a.Pass != passDirect || a.Breaker != "closed" {
 		t.Errorf("vcB's answer %+v; want found vm-1, direct, breaker closed", a)
 	}
 	if a := got["vcA"]; a.Answer != "absent" || a.Error != "" {
@@ -64,11 +65,13 @@ func TestDiagnoseShowsEachVCenterAnswer(t *testing.T) {
 	if err != nil || res == nil || res.VCenter != "vcB" {
 		t.Fatalf("second Locate = %v, %v; want vcB", res, err)
 	}
-	if as := calls.report(err, d.provider.VCenterStatuses()); len(as) != 1 || as[0].Pass != passRemembered || as[0].VCenter != "vcB" {
+	as := calls.report(err, d.provider.VCenterStatuses())
+	if len(as) != 1 || as[0].Pass != passRemembered || as[0].VCenter != "vcB" {
 		t.Errorf("second lookup's answers %+v; want vcB's remembered location re-read", as)
 	}
 	// Without a log the answer is the same.
-	if res2, err2 := d.provider.Locate(t.Context(), node); err2 != nil || res2.VCenter != res.VCenter || res2.VM.UUID != res.VM.UUID {
+	res2, err2 := d.provider.Locate(t.Context(), node)
+	if err2 != nil || res2.VCenter != res.VCenter || res2.VM.UUID != res.VM.UUID {
 		t.Errorf("unlogged Locate = %v, %v; want %v", res2, err2, res)
 	}
 }
@@ -78,13 +81,16 @@ func TestDiagnoseShowsEachVCenterAnswer(t *testing.T) {
 // not asked, with the lookup's error; an absence shows every "none".
 func TestDiagnoseShowsUnansweredAndAbsentLookups(t *testing.T) {
 	fleet := map[string]*backendtest.Backend{"vcA": backendtest.New(), "vcB": backendtest.New(), "vcC": backendtest.New()}
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-gone"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + diagUUID}}
-	oneFailure := strings.Replace(threeVCenters, "requestTimeout: 2s\n", "requestTimeout: 50ms\n  breaker:\n    consecutiveFailures: 1\n    openTimeout: 1m\n", 1)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-gone"},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://" + diagUUID}}
+	oneFailure := strings.Replace(threeVCenters, "requestTimeout: 2s\n",
+		"requestTimeout: 50ms\n  breaker:\n    consecutiveFailures: 1\n    openTimeout: 1m\n", 1)
 	d := testDiagnoserOf(t, oneFailure, fleet, fake.NewClientset(node))
 	fleet["vcA"].Hang(true) // once settled: up, then silent
 
 	r, _ := report(t, d, node)
-	if a := answersBy(r)["vcA"]; a.Answer != "error" || !strings.Contains(a.Error, "deadline exceeded") || a.Breaker != "open" {
+	a := answersBy(r)["vcA"]
+	if a.Answer != "error" || !strings.Contains(a.Error, "deadline exceeded") || a.Breaker != "open" {
 		t.Fatalf("vcA's answer %+v; want a deadline error with its breaker open (one failure trips it)", a)
 	}
 	r, _ = report(t, d, node)
@@ -117,7 +123,9 @@ func TestDiagnoseShowsAVCenterNotAsked(t *testing.T) {
 	if len(r.Lookup) != 2 || got["vcA"].Answer != "found" {
 		t.Fatalf("answers %+v; want vcA's and vcB's, vcA found", r.Lookup)
 	}
-	if a := got["vcB"]; a.Pass != passNotAsked || a.Answer != "error" || !strings.Contains(a.Error, "connection refused") || a.Reachability != "down" {
+	a := got["vcB"]
+	if a.Pass != passNotAsked || a.Answer != "error" || !strings.Contains(a.Error, "connection refused") ||
+		a.Reachability != "down" {
 		t.Errorf("vcB's answer %+v; want not asked, down, its error", a)
 	}
 	if !slices.ContainsFunc(r.Why, func(s string) bool { return strings.HasPrefix(s, "vcB did not answer") }) {
