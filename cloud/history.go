@@ -33,54 +33,17 @@ const historyKey = "vcenters.json"
 // ConfigMap they read), never moved.
 const legacyCutoffKey = "legacyUnmanagedCutoff"
 
-// configHistory is what the config held before, kept where it outlives
-// the process: a vCenter removed from the config — by an edit, or while
-// the CCM was down — is retired, and while it is remembered a VM not
-// found elsewhere is not gone (discovery.History).
-//
-// A vCenter is what it is — its server and port, and once it answered
-// its instance UUID — not its name: a name repointed to another server,
-// or an address that now answers as another appliance, retires the old
-// vCenter exactly as a removal does; a rename retires nothing.
+// configHistory is the record of the vCenters served (discovery.History),
+// kept where it outlives the process: a vCenter removed from the config —
+// by an edit, or while the CCM was down — is retired, and while it is
+// remembered a VM not found elsewhere is not gone.
 type configHistory struct {
-	// Served are the vCenters of the last config recorded, by name (a
-	// second vCenter merged in under a name taken is "name@server").
-	Served map[string]servedVCenter `json:"served"`
-	// Retired left the config; remembered until their Until.
-	Retired []retiredRecord `json:"retired,omitempty"`
+	discovery.History
 
 	// cutoff is the ConfigMap's legacyCutoffKey, read and written with
 	// the record but no part of it (unexported: not in historyKey's JSON,
 	// nor in what update compares).
 	cutoff legacyCutoff
-}
-
-// vcenterRecord is what a record says a vCenter is.
-type vcenterRecord struct {
-	Server string `json:"server"`
-	// Port is 0 in records written before it was kept: any port.
-	Port int `json:"port,omitempty"`
-	// InstanceUUID is empty until the vCenter has answered.
-	InstanceUUID string `json:"instanceUUID,omitempty"`
-}
-
-type servedVCenter struct {
-	vcenterRecord
-	// Datacenters is empty for every datacenter.
-	Datacenters []string `json:"datacenters,omitempty"`
-}
-
-type retiredRecord struct {
-	// VCenter is its name when it left; the record's server is empty in
-	// records written before identities were kept (then the name is all
-	// there is to go by).
-	VCenter string `json:"vcenter"`
-	vcenterRecord
-	// Datacenter: empty for the whole vCenter, "*" for every datacenter
-	// but those now listed.
-	Datacenter string    `json:"datacenter,omitempty"`
-	Since      time.Time `json:"since"`
-	Until      time.Time `json:"until"`
 }
 
 // serving is a configured vCenter as the history sees it: the config's
@@ -90,12 +53,12 @@ type serving struct {
 	instance string
 }
 
-// is reports whether r is the vCenter cur is now. lenient takes an
+// recordIs reports whether r is the vCenter cur is now. lenient takes an
 // instance UUID that either side does not know yet for a match (is it
 // still served?); strict needs r's own to be cur's (is a retired one
 // back?).
-func (r vcenterRecord) is(cur serving, strict bool) bool {
-	if !r.atServer(cur) {
+func recordIs(r discovery.VCenterRecord, cur serving, strict bool) bool {
+	if !atServer(r, cur) {
 		return false
 	}
 	switch {
@@ -108,7 +71,7 @@ func (r vcenterRecord) is(cur serving, strict bool) bool {
 }
 
 // atServer reports whether cur is configured at r's server and port.
-func (r vcenterRecord) atServer(cur serving) bool {
+func atServer(r discovery.VCenterRecord, cur serving) bool {
 	return strings.EqualFold(r.Server, cur.Server) && (r.Port == 0 || r.Port == cur.Port)
 }
 
@@ -125,16 +88,16 @@ func (r vcenterRecord) atServer(cur serving) bool {
 // never keeps it alive (issue 32 §1: one did, nothing was retired, and a
 // VM on the old appliance was taken for gone once every entry answered
 // as the new one).
-func find(current []serving, r vcenterRecord, strict bool) (serving, bool) {
+func find(current []serving, r discovery.VCenterRecord, strict bool) (serving, bool) {
 	if r.InstanceUUID != "" && slices.ContainsFunc(current, func(cur serving) bool {
-		return r.atServer(cur) && cur.instance != "" && cur.instance != r.InstanceUUID
+		return atServer(r, cur) && cur.instance != "" && cur.instance != r.InstanceUUID
 	}) {
 		return serving{}, false
 	}
 	var out serving
 	found, all := false, false
 	for _, cur := range current {
-		if !r.is(cur, strict) {
+		if !recordIs(r, cur, strict) {
 			continue
 		}
 		if !found {
@@ -159,30 +122,32 @@ func find(current []serving, r vcenterRecord, strict bool) (serving, bool) {
 // longer retired, expired entries go. It reports whether h changed.
 func (h *configHistory) update(current []serving, now time.Time, retention time.Duration) bool {
 	before, _ := json.Marshal(h)
-	retire := func(name string, was vcenterRecord, dc string) {
-		if i := slices.IndexFunc(h.Retired, func(r retiredRecord) bool { return r.vcenterRecord == was && r.Datacenter == dc }); i >= 0 {
+	retire := func(name string, was discovery.VCenterRecord, dc string) {
+		same := func(r discovery.Retired) bool { return r.VCenterRecord == was && r.Datacenter == dc }
+		if i := slices.IndexFunc(h.Retired, same); i >= 0 {
 			h.Retired[i].Until = now.Add(retention)
 			return
 		}
-		h.Retired = append(h.Retired, retiredRecord{VCenter: name, vcenterRecord: was, Datacenter: dc, Since: now, Until: now.Add(retention)})
+		h.Retired = append(h.Retired,
+			discovery.Retired{VCenter: name, VCenterRecord: was, Datacenter: dc, Since: now, Until: now.Add(retention)})
 	}
 	for name, served := range h.Served {
-		vc, ok := find(current, served.vcenterRecord, false)
+		vc, ok := find(current, served.VCenterRecord, false)
 		switch {
 		case !ok:
-			retire(name, served.vcenterRecord, "")
+			retire(name, served.VCenterRecord, "")
 		case len(vc.Datacenters) == 0:
 		case len(served.Datacenters) == 0:
-			retire(name, served.vcenterRecord, "*")
+			retire(name, served.VCenterRecord, "*")
 		default:
 			for _, dc := range served.Datacenters {
 				if !slices.Contains(vc.Datacenters, dc) {
-					retire(name, served.vcenterRecord, dc)
+					retire(name, served.VCenterRecord, dc)
 				}
 			}
 		}
 	}
-	servedAgain := func(r retiredRecord) (serving, bool) {
+	servedAgain := func(r discovery.Retired) (serving, bool) {
 		if r.Server == "" { // recorded before identities were: by name
 			i := slices.IndexFunc(current, func(c serving) bool { return c.Name == r.VCenter })
 			if i < 0 {
@@ -190,9 +155,9 @@ func (h *configHistory) update(current []serving, now time.Time, retention time.
 			}
 			return current[i], true
 		}
-		return find(current, r.vcenterRecord, true)
+		return find(current, r.VCenterRecord, true)
 	}
-	h.Retired = slices.DeleteFunc(h.Retired, func(r retiredRecord) bool {
+	h.Retired = slices.DeleteFunc(h.Retired, func(r discovery.Retired) bool {
 		vc, ok := servedAgain(r)
 		switch {
 		case !now.Before(r.Until):
@@ -214,14 +179,14 @@ func (h *configHistory) update(current []serving, now time.Time, retention time.
 			h.Retired[i].Datacenter = "*"
 		}
 	}
-	served := map[string]servedVCenter{}
+	served := map[string]discovery.Served{}
 	for _, vc := range current {
-		rec := vcenterRecord{Server: vc.Server, Port: vc.Port, InstanceUUID: vc.instance}
+		rec := discovery.VCenterRecord{Server: vc.Server, Port: vc.Port, InstanceUUID: vc.instance}
 		if rec.InstanceUUID == "" {
 			was, ok := h.Served[vc.Name]
 			rec.InstanceUUID = unanswered(was, ok, vc, current)
 		}
-		served[vc.Name] = servedVCenter{vcenterRecord: rec, Datacenters: slices.Clone(vc.Datacenters)}
+		served[vc.Name] = discovery.Served{VCenterRecord: rec, Datacenters: slices.Clone(vc.Datacenters)}
 	}
 	h.Served = served
 	after, _ := json.Marshal(h)
@@ -235,7 +200,7 @@ func (h *configHistory) update(current []serving, now time.Time, retention time.
 // is its server's vCenter; else none (they disagree, and every instance
 // recorded there is retired meanwhile: find). An old instance is never
 // kept alive by the silence of an entry.
-func unanswered(was servedVCenter, had bool, vc serving, current []serving) string {
+func unanswered(was discovery.Served, had bool, vc serving, current []serving) string {
 	var answered []string
 	for _, cur := range current {
 		if cur.instance != "" && strings.EqualFold(cur.Server, vc.Server) && cur.Port == vc.Port && !slices.Contains(answered, cur.instance) {
@@ -243,7 +208,8 @@ func unanswered(was servedVCenter, had bool, vc serving, current []serving) stri
 		}
 	}
 	switch {
-	case had && was.is(vc, false) && (len(answered) == 0 || len(answered) == 1 && answered[0] == was.InstanceUUID):
+	case had && recordIs(was.VCenterRecord, vc, false) &&
+		(len(answered) == 0 || len(answered) == 1 && answered[0] == was.InstanceUUID):
 		return was.InstanceUUID
 	case len(answered) == 1:
 		return answered[0]
@@ -258,14 +224,14 @@ func unanswered(was servedVCenter, had bool, vc serving, current []serving) stri
 // datacenter either served.
 func (h *configHistory) merge(o *configHistory) {
 	if h.Served == nil {
-		h.Served = map[string]servedVCenter{}
+		h.Served = map[string]discovery.Served{}
 	}
 	for name, s := range o.Served {
 		cur, ok := h.Served[name]
 		switch {
 		case !ok:
 			h.Served[name] = s
-		case cur.vcenterRecord != s.vcenterRecord:
+		case cur.VCenterRecord != s.VCenterRecord:
 			h.Served[name+"@"+s.Server] = s
 		case len(cur.Datacenters) > 0 && len(s.Datacenters) > 0:
 			for _, dc := range s.Datacenters {
@@ -280,8 +246,8 @@ func (h *configHistory) merge(o *configHistory) {
 		}
 	}
 	for _, r := range o.Retired {
-		i := slices.IndexFunc(h.Retired, func(x retiredRecord) bool {
-			return x.VCenter == r.VCenter && x.vcenterRecord == r.vcenterRecord && x.Datacenter == r.Datacenter
+		i := slices.IndexFunc(h.Retired, func(x discovery.Retired) bool {
+			return x.VCenter == r.VCenter && x.VCenterRecord == r.VCenterRecord && x.Datacenter == r.Datacenter
 		})
 		if i < 0 {
 			h.Retired = append(h.Retired, r)
@@ -295,48 +261,13 @@ func (h *configHistory) merge(o *configHistory) {
 
 // clone is a deep copy of h.
 func (h *configHistory) clone() *configHistory {
-	out := &configHistory{Served: make(map[string]servedVCenter, len(h.Served)), Retired: slices.Clone(h.Retired), cutoff: h.cutoff}
+	out := &configHistory{cutoff: h.cutoff}
+	out.Served, out.Retired = make(map[string]discovery.Served, len(h.Served)), slices.Clone(h.Retired)
 	for k, v := range h.Served {
 		v.Datacenters = slices.Clone(v.Datacenters)
 		out.Served[k] = v
 	}
 	return out
-}
-
-// forDiscovery is h as discovery judges absence with it.
-func (h *configHistory) forDiscovery() discovery.History {
-	out := discovery.History{Known: true, Instances: map[string][]string{}}
-	for _, r := range h.Retired {
-		out.Retired = append(out.Retired, discovery.Retired{
-			VCenter: r.VCenter, Where: r.identity(), Datacenter: r.Datacenter, Since: r.Since, Until: r.Until,
-		})
-	}
-	// Every entry's instance, never one entry's for its server: entries
-	// whose records disagree are not folded into whichever the map's
-	// order keeps (issue 32 §1).
-	for _, s := range h.Served {
-		if s.InstanceUUID == "" || s.Port == 0 {
-			continue
-		}
-		key := discovery.ServerKey(s.Server, s.Port)
-		if !slices.Contains(out.Instances[key], s.InstanceUUID) {
-			out.Instances[key] = append(out.Instances[key], s.InstanceUUID)
-			slices.Sort(out.Instances[key])
-		}
-	}
-	return out
-}
-
-// identity is r as discovery names a vCenter.
-func (r vcenterRecord) identity() discovery.Identity {
-	if r.Server == "" {
-		return discovery.Identity{}
-	}
-	port := r.Port
-	if port == 0 {
-		port = config.DefaultPort
-	}
-	return discovery.Identity{Server: discovery.ServerKey(r.Server, port), InstanceUUID: r.InstanceUUID}
 }
 
 // historyStore keeps the record of the vCenters served.

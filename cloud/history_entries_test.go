@@ -67,7 +67,7 @@ func TestHistoryEntriesOfOneServerAnotherAppliance(t *testing.T) {
 			}
 			// Discovery is handed every instance an entry records for
 			// the server, never one entry's by chance.
-			got := h.forDiscovery().Instances["vc.example.com:443"]
+			got := h.Instances()["vc.example.com:443"]
 			var want []string
 			for _, inst := range tc.served {
 				if inst != "" && !slices.Contains(want, inst) {

@@ -36,29 +36,29 @@ func TestHistoryRecordIsAVCenter(t *testing.T) {
 	cur := func(instance string) serving { return histServing("vc1", "VC.example.com", 443, instance) }
 	for _, c := range []struct {
 		name   string
-		r      vcenterRecord
+		r      discovery.VCenterRecord
 		cur    serving
 		strict bool
 		want   bool
 	}{
-		{"no instance recorded, strict", vcenterRecord{Server: "vc.example.com", Port: 443}, cur("x"), true, true},
-		{"no instance recorded, none now", vcenterRecord{Server: "vc.example.com", Port: 443}, cur(""), true, true},
-		{"instance not known now, lenient", vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur(""), false, true},
-		{"instance not known now, strict", vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur(""), true, false},
-		{"same instance", vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur("x"), true, true},
-		{"another instance", vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur("y"), false, false},
-		{"record of any port", vcenterRecord{Server: "vc.example.com", InstanceUUID: "x"}, cur("x"), true, true},
-		{"another port", vcenterRecord{Server: "vc.example.com", Port: 8443, InstanceUUID: "x"}, cur("x"), false, false},
-		{"another server", vcenterRecord{Server: "other.example.com", Port: 443}, cur("x"), false, false},
+		{"no instance recorded, strict", discovery.VCenterRecord{Server: "vc.example.com", Port: 443}, cur("x"), true, true},
+		{"no instance recorded, none now", discovery.VCenterRecord{Server: "vc.example.com", Port: 443}, cur(""), true, true},
+		{"instance not known now, lenient", discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur(""), false, true},
+		{"instance not known now, strict", discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur(""), true, false},
+		{"same instance", discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur("x"), true, true},
+		{"another instance", discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}, cur("y"), false, false},
+		{"record of any port", discovery.VCenterRecord{Server: "vc.example.com", InstanceUUID: "x"}, cur("x"), true, true},
+		{"another port", discovery.VCenterRecord{Server: "vc.example.com", Port: 8443, InstanceUUID: "x"}, cur("x"), false, false},
+		{"another server", discovery.VCenterRecord{Server: "other.example.com", Port: 443}, cur("x"), false, false},
 	} {
-		if got := c.r.is(c.cur, c.strict); got != c.want {
-			t.Errorf("%s: %+v.is(%+v, strict %v) = %v, want %v", c.name, c.r, c.cur, c.strict, got, c.want)
+		if got := recordIs(c.r, c.cur, c.strict); got != c.want {
+			t.Errorf("%s: recordIs(%+v, %+v, strict %v) = %v, want %v", c.name, c.r, c.cur, c.strict, got, c.want)
 		}
 	}
 }
 
 func TestHistoryFindUnitesEntriesOfOneVCenter(t *testing.T) {
-	x := vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
+	x := discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
 	// An entry answering as another appliance: the recorded one is not
 	// served, whatever the other entry (unknown instance) says.
 	if _, ok := find([]serving{histServing("a", "vc.example.com", 443, ""), histServing("b", "vc.example.com", 443, "y")}, x, false); ok {
@@ -80,20 +80,20 @@ func TestHistoryFindUnitesEntriesOfOneVCenter(t *testing.T) {
 		t.Fatalf("find = %+v, %v; want every datacenter", got, ok)
 	}
 	// A record without instance is served by an entry that answered.
-	if _, ok := find([]serving{histServing("a", "vc.example.com", 443, "y")}, vcenterRecord{Server: "vc.example.com", Port: 443}, true); !ok {
+	if _, ok := find([]serving{histServing("a", "vc.example.com", 443, "y")}, discovery.VCenterRecord{Server: "vc.example.com", Port: 443}, true); !ok {
 		t.Fatal("a record without instance not found at its server")
 	}
 }
 
 func TestHistoryRetiringAgainExtendsTheRecord(t *testing.T) {
-	rec := vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
-	h := &configHistory{
-		Served: map[string]servedVCenter{"vc1": {vcenterRecord: rec}},
-		Retired: []retiredRecord{
-			{VCenter: "vc1", vcenterRecord: rec, Datacenter: "dc7", Since: histT0, Until: histT0.Add(2 * time.Hour)},
-			{VCenter: "vc1", vcenterRecord: rec, Since: histT0, Until: histT0.Add(time.Hour)},
+	rec := discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
+	h := &configHistory{History: discovery.History{
+		Served: map[string]discovery.Served{"vc1": {VCenterRecord: rec}},
+		Retired: []discovery.Retired{
+			{VCenter: "vc1", VCenterRecord: rec, Datacenter: "dc7", Since: histT0, Until: histT0.Add(2 * time.Hour)},
+			{VCenter: "vc1", VCenterRecord: rec, Since: histT0, Until: histT0.Add(time.Hour)},
 		},
-	}
+	}}
 	now := histT0.Add(30 * time.Minute)
 	if !h.update([]serving{histServing("vc2", "other.example.com", 443, "z")}, now, time.Hour) {
 		t.Fatal("update reported no change")
@@ -108,10 +108,10 @@ func TestHistoryRetiringAgainExtendsTheRecord(t *testing.T) {
 		t.Fatalf("datacenter record %+v changed", r)
 	}
 	// The same record first in the list.
-	h = &configHistory{
-		Served:  map[string]servedVCenter{"vc1": {vcenterRecord: rec}},
-		Retired: []retiredRecord{{VCenter: "vc1", vcenterRecord: rec, Since: histT0, Until: histT0.Add(time.Hour)}},
-	}
+	h = &configHistory{History: discovery.History{
+		Served:  map[string]discovery.Served{"vc1": {VCenterRecord: rec}},
+		Retired: []discovery.Retired{{VCenter: "vc1", VCenterRecord: rec, Since: histT0, Until: histT0.Add(time.Hour)}},
+	}}
 	h.update(nil, now, time.Hour)
 	if len(h.Retired) != 1 || !h.Retired[0].Until.Equal(now.Add(time.Hour)) {
 		t.Fatalf("retired %+v; want one record until %s", h.Retired, now.Add(time.Hour))
@@ -119,9 +119,9 @@ func TestHistoryRetiringAgainExtendsTheRecord(t *testing.T) {
 }
 
 func TestHistoryUpdateRetiresWhatLeft(t *testing.T) {
-	rec := vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
+	rec := discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
 	whole := func() *configHistory {
-		return &configHistory{Served: map[string]servedVCenter{"vc1": {vcenterRecord: rec}}}
+		return &configHistory{History: discovery.History{Served: map[string]discovery.Served{"vc1": {VCenterRecord: rec}}}}
 	}
 	// Served whole, still whole: nothing retired, nothing changed.
 	h := whole()
@@ -140,7 +140,7 @@ func TestHistoryUpdateRetiresWhatLeft(t *testing.T) {
 		t.Fatalf("narrowed to dc1: retired %+v; want \"*\" until %s", h.Retired, histT0.Add(time.Hour))
 	}
 	// Served dc1 and dc2, now dc2 only: dc1 retired.
-	h = &configHistory{Served: map[string]servedVCenter{"vc1": {vcenterRecord: rec, Datacenters: []string{"dc1", "dc2"}}}}
+	h = &configHistory{History: discovery.History{Served: map[string]discovery.Served{"vc1": {VCenterRecord: rec, Datacenters: []string{"dc1", "dc2"}}}}}
 	h.update([]serving{histServing("vc1", "vc.example.com", 443, "x", "dc2")}, histT0, time.Hour)
 	if len(h.Retired) != 1 || h.Retired[0].Datacenter != "dc1" {
 		t.Fatalf("dc1 removed: retired %+v", h.Retired)
@@ -154,11 +154,11 @@ func TestHistoryUpdateRetiresWhatLeft(t *testing.T) {
 }
 
 func TestHistoryRetiredServedAgain(t *testing.T) {
-	rec := vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
+	rec := discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
 	retired := func(dcs ...string) *configHistory {
-		h := &configHistory{Served: map[string]servedVCenter{}}
+		h := &configHistory{History: discovery.History{Served: map[string]discovery.Served{}}}
 		for _, dc := range dcs {
-			h.Retired = append(h.Retired, retiredRecord{VCenter: "vc1", vcenterRecord: rec, Datacenter: dc, Since: histT0, Until: histT0.Add(time.Hour)})
+			h.Retired = append(h.Retired, discovery.Retired{VCenter: "vc1", VCenterRecord: rec, Datacenter: dc, Since: histT0, Until: histT0.Add(time.Hour)})
 		}
 		return h
 	}
@@ -187,10 +187,10 @@ func TestHistoryRetiredServedAgain(t *testing.T) {
 		t.Fatalf("expired: retired %+v", h.Retired)
 	}
 	// Records made before identities were kept go by name.
-	h = &configHistory{Retired: []retiredRecord{
+	h = &configHistory{History: discovery.History{Retired: []discovery.Retired{
 		{VCenter: "old", Since: histT0, Until: histT0.Add(time.Hour)},
 		{VCenter: "gone", Since: histT0, Until: histT0.Add(time.Hour)},
-	}}
+	}}}
 	h.update([]serving{histServing("old", "old.example.com", 443, "o"), histServing("vc2", "vc2.example.com", 443, "z")}, now, time.Hour)
 	if len(h.Retired) != 1 || h.Retired[0].VCenter != "gone" {
 		t.Fatalf("legacy records: retired %+v, want gone alone", h.Retired)
@@ -199,7 +199,7 @@ func TestHistoryRetiredServedAgain(t *testing.T) {
 
 func TestHistoryUnansweredInstance(t *testing.T) {
 	vc := histServing("a", "vc.example.com", 443, "")
-	was := servedVCenter{vcenterRecord: vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}}
+	was := discovery.Served{VCenterRecord: discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}}
 	entry := func(name, instance string) serving { return histServing(name, "VC.example.com", 443, instance) }
 	for _, c := range []struct {
 		name    string
@@ -222,47 +222,47 @@ func TestHistoryUnansweredInstance(t *testing.T) {
 }
 
 func TestHistoryMergeKeepsWhatEitherHeld(t *testing.T) {
-	rec := vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
-	other := vcenterRecord{Server: "other.example.com", Port: 443}
-	o := &configHistory{
-		Served: map[string]servedVCenter{
-			"vc1": {vcenterRecord: rec, Datacenters: []string{"dc2", "dc1"}},
-			"vc2": {vcenterRecord: other},
-			"vc3": {vcenterRecord: rec, Datacenters: []string{"dc1"}},
-			"vc4": {vcenterRecord: rec},
-			"vc5": {vcenterRecord: rec, Datacenters: []string{"dc5"}},
+	rec := discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}
+	other := discovery.VCenterRecord{Server: "other.example.com", Port: 443}
+	o := &configHistory{History: discovery.History{
+		Served: map[string]discovery.Served{
+			"vc1": {VCenterRecord: rec, Datacenters: []string{"dc2", "dc1"}},
+			"vc2": {VCenterRecord: other},
+			"vc3": {VCenterRecord: rec, Datacenters: []string{"dc1"}},
+			"vc4": {VCenterRecord: rec},
+			"vc5": {VCenterRecord: rec, Datacenters: []string{"dc5"}},
 		},
-		Retired: []retiredRecord{
-			{VCenter: "old", vcenterRecord: rec, Datacenter: "dc1", Since: histT0, Until: histT0.Add(2 * time.Hour)},
-			{VCenter: "old", vcenterRecord: rec, Datacenter: "dc2", Since: histT0, Until: histT0.Add(time.Hour)},
-			{VCenter: "old", vcenterRecord: other, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
-			{VCenter: "older", vcenterRecord: rec, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
+		Retired: []discovery.Retired{
+			{VCenter: "old", VCenterRecord: rec, Datacenter: "dc1", Since: histT0, Until: histT0.Add(2 * time.Hour)},
+			{VCenter: "old", VCenterRecord: rec, Datacenter: "dc2", Since: histT0, Until: histT0.Add(time.Hour)},
+			{VCenter: "old", VCenterRecord: other, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
+			{VCenter: "older", VCenterRecord: rec, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
 		},
-	}
+	}}
 	h := &configHistory{}
-	h.merge(&configHistory{Served: map[string]servedVCenter{
-		"vc1": {vcenterRecord: rec, Datacenters: []string{"dc1"}},
-		"vc2": {vcenterRecord: rec},
-		"vc3": {vcenterRecord: rec},
-		"vc4": {vcenterRecord: rec, Datacenters: []string{"dc4"}},
-	}, Retired: []retiredRecord{
-		{VCenter: "old", vcenterRecord: rec, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
-		{VCenter: "old", vcenterRecord: rec, Datacenter: "dc2", Since: histT0, Until: histT0.Add(3 * time.Hour)},
-	}})
+	h.merge(&configHistory{History: discovery.History{Served: map[string]discovery.Served{
+		"vc1": {VCenterRecord: rec, Datacenters: []string{"dc1"}},
+		"vc2": {VCenterRecord: rec},
+		"vc3": {VCenterRecord: rec},
+		"vc4": {VCenterRecord: rec, Datacenters: []string{"dc4"}},
+	}, Retired: []discovery.Retired{
+		{VCenter: "old", VCenterRecord: rec, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
+		{VCenter: "old", VCenterRecord: rec, Datacenter: "dc2", Since: histT0, Until: histT0.Add(3 * time.Hour)},
+	}}})
 	h.merge(o)
-	want := map[string]servedVCenter{
-		"vc1":                   {vcenterRecord: rec, Datacenters: []string{"dc1", "dc2"}},
-		"vc2":                   {vcenterRecord: rec},
-		"vc2@other.example.com": {vcenterRecord: other},
-		"vc3":                   {vcenterRecord: rec},
-		"vc4":                   {vcenterRecord: rec},
-		"vc5":                   {vcenterRecord: rec, Datacenters: []string{"dc5"}},
+	want := map[string]discovery.Served{
+		"vc1":                   {VCenterRecord: rec, Datacenters: []string{"dc1", "dc2"}},
+		"vc2":                   {VCenterRecord: rec},
+		"vc2@other.example.com": {VCenterRecord: other},
+		"vc3":                   {VCenterRecord: rec},
+		"vc4":                   {VCenterRecord: rec},
+		"vc5":                   {VCenterRecord: rec, Datacenters: []string{"dc5"}},
 	}
 	if len(h.Served) != len(want) {
 		t.Fatalf("served %+v, want %+v", h.Served, want)
 	}
 	for k, w := range want {
-		if g, ok := h.Served[k]; !ok || g.vcenterRecord != w.vcenterRecord || !slices.Equal(g.Datacenters, w.Datacenters) {
+		if g, ok := h.Served[k]; !ok || g.VCenterRecord != w.VCenterRecord || !slices.Equal(g.Datacenters, w.Datacenters) {
 			t.Errorf("served[%s] = %+v, want %+v", k, g, w)
 		}
 	}
@@ -290,33 +290,22 @@ func TestHistoryMergeKeepsWhatEitherHeld(t *testing.T) {
 	}
 }
 
-func TestHistoryForDiscovery(t *testing.T) {
-	h := &configHistory{
-		Served: map[string]servedVCenter{
-			"a":      {vcenterRecord: vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "y"}},
-			"b":      {vcenterRecord: vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}},
-			"c":      {vcenterRecord: vcenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}},
-			"silent": {vcenterRecord: vcenterRecord{Server: "silent.example.com", Port: 443}},
-			"legacy": {vcenterRecord: vcenterRecord{Server: "legacy.example.com", InstanceUUID: "l"}},
+// The instances discovery compares answers with are every entry's, of
+// the records that know their port. (How a retired record names its
+// vCenter, default port and case included: discovery's
+// TestRetiredNamesWhatLeft; the records are handed over as they are.)
+func TestHistoryInstances(t *testing.T) {
+	h := &configHistory{History: discovery.History{
+		Served: map[string]discovery.Served{
+			"a":      {VCenterRecord: discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "y"}},
+			"b":      {VCenterRecord: discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}},
+			"c":      {VCenterRecord: discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "x"}},
+			"silent": {VCenterRecord: discovery.VCenterRecord{Server: "silent.example.com", Port: 443}},
+			"legacy": {VCenterRecord: discovery.VCenterRecord{Server: "legacy.example.com", InstanceUUID: "l"}},
 		},
-		Retired: []retiredRecord{
-			{VCenter: "gone", vcenterRecord: vcenterRecord{Server: "Gone.example.com", InstanceUUID: "g"}, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
-			{VCenter: "unknown", Since: histT0},
-		},
-	}
-	d := h.forDiscovery()
-	if !d.Known || len(d.Instances) != 1 || !slices.Equal(d.Instances["vc.example.com:443"], []string{"x", "y"}) {
-		t.Fatalf("instances %v (known %v), want vc.example.com:443 as [x y] alone", d.Instances, d.Known)
-	}
-	want := []discovery.Retired{
-		{VCenter: "gone", Where: discovery.Identity{Server: "gone.example.com:443", InstanceUUID: "g"}, Datacenter: "dc1", Since: histT0, Until: histT0.Add(time.Hour)},
-		{VCenter: "unknown", Since: histT0},
-	}
-	if !slices.Equal(d.Retired, want) {
-		t.Fatalf("retired %+v, want %+v", d.Retired, want)
-	}
-	if got := (vcenterRecord{Server: "vc.example.com", Port: 8443}).identity(); got != (discovery.Identity{Server: "vc.example.com:8443"}) {
-		t.Fatalf("identity with a port = %+v", got)
+	}}
+	if got := h.Instances(); len(got) != 1 || !slices.Equal(got["vc.example.com:443"], []string{"x", "y"}) {
+		t.Fatalf("instances %v, want vc.example.com:443 as [x y] alone", got)
 	}
 }
 
@@ -355,7 +344,7 @@ func TestHistoryConfigMapLoad(t *testing.T) {
 		t.Fatalf("cutoff only: load = %+v, %v, %v", h, cm, err)
 	}
 	// A record.
-	rec, _ := json.Marshal(configHistory{Served: map[string]servedVCenter{"vc1": {vcenterRecord: vcenterRecord{Server: "vc.example.com", Port: 443}}}})
+	rec, _ := json.Marshal(configHistory{History: discovery.History{Served: map[string]discovery.Served{"vc1": {VCenterRecord: discovery.VCenterRecord{Server: "vc.example.com", Port: 443}}}}})
 	s, _ = histStore(t, histConfigMap(map[string]string{historyKey: string(rec), legacyCutoffKey: "yesterday"}))
 	h, _, err = s.load(ctx)
 	if err != nil || h.Served["vc1"].Server != "vc.example.com" {

@@ -80,7 +80,7 @@ func TestMemoryHistoryRecordsInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := h.forDiscovery().Instances["vc.example.com:443"]; len(got) != 1 || got[0] != "uuid-old" {
+	if got := h.Instances()["vc.example.com:443"]; len(got) != 1 || got[0] != "uuid-old" {
 		t.Fatalf("instance recorded after it answered = %q, want uuid-old", got)
 	}
 	h, _, err = store.record(t.Context(), h, false, []serving{{VCenter: vc, instance: "uuid-new"}}, time.Hour, now.Add(time.Minute))

@@ -138,14 +138,14 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 // every write failed would be forgotten by a restart, and the Nodes of
 // its VMs taken for gone, had any been deleted meanwhile.
 func (f *fleet) publishHistoryLocked() {
-	h := f.history.forDiscovery()
+	unknown := ""
 	switch {
 	case !f.historyKnown:
-		h.Known, h.Why = false, f.historyWhy
+		unknown = f.historyWhy
 	case f.historyUnsaved && f.store.writes():
-		h.Known, h.Why = false, "what this process learned of the vCenters served is not written to "+f.store.String()+" yet"
+		unknown = "what this process learned of the vCenters served is not written to " + f.store.String() + " yet"
 	}
-	f.discovery.SetHistory(h)
+	f.discovery.SetHistory(f.history.History, unknown)
 }
 
 // secretRefs are the Secrets cfg names.

@@ -12,7 +12,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // A provider readied by Inspect (diagnose's) answers as the CCM does and
@@ -45,13 +44,11 @@ func TestInspectedProviderWritesNothing(t *testing.T) {
 	f["vcB"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
 	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
 
-	var tr discovery.Trace
-	res, err := c.Locate(discovery.WithTrace(ctx, &tr), initialized)
+	// (What diagnose shows of each vCenter's answer meanwhile:
+	// cmd/vsphere-federated-ccm TestDiagnoseShowsAVCenterNotAsked.)
+	res, err := c.Locate(ctx, initialized)
 	if err != nil || res == nil || res.VCenter != "vcA" {
 		t.Fatalf("Locate = %v, %v; want vcA", res, err)
-	}
-	if len(tr.Answers()) != 2 {
-		t.Errorf("trace %+v; want vcA's and vcB's answers", tr.Answers())
 	}
 	md, err := c.InstanceMetadata(ctx, initialized)
 	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {

@@ -198,3 +198,23 @@ func TestConnectingVCenterIsWaitedForAtMostHalfTheDeadline(t *testing.T) {
 		t.Fatalf("the lookup took %v; want about half its deadline %v", took, timeout)
 	}
 }
+
+// Connect probes every vCenter and waits: afterwards each is known up or
+// down, so a lookup meets no "still connecting" vCenter.
+func TestConnectSettlesEveryVCenter(t *testing.T) {
+	f := newFleet()
+	for _, b := range f.backends {
+		b.SetReachability(backends.ConnUnknown, nil)
+	}
+	d := f.discoverer(t, time.Second, 5, time.Minute)
+	defer d.Close()
+	d.Connect(t.Context())
+	for _, h := range d.Health() {
+		if f.backends[h.Name].Probes() != 1 {
+			t.Errorf("%s probed %d times; want 1", h.Name, f.backends[h.Name].Probes())
+		}
+		if h.Breaker != "closed" {
+			t.Errorf("%s breaker %q; want closed", h.Name, h.Breaker)
+		}
+	}
+}

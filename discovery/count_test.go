@@ -99,8 +99,9 @@ func TestEachLookupIsCountedOnce(t *testing.T) {
 			return nil
 		}, "error"},
 		{"retired vCenter remembered in the History", func(ctx context.Context) error {
-			d.SetHistory(discovery.History{Known: true, Retired: []discovery.Retired{{VCenter: "old", Where: discovery.Identity{Server: "old:443"}}}})
-			defer d.SetHistory(discovery.History{Known: true})
+			old := discovery.Retired{VCenter: "old", VCenterRecord: discovery.VCenterRecord{Server: "old", Port: 443}}
+			d.SetHistory(discovery.History{Retired: []discovery.Retired{old}}, "")
+			defer d.SetHistory(discovery.History{}, "")
 			var re *discovery.RetiredError
 			if _, err := d.Exists(ctx, discovery.NodeKeys{Name: "n", ProviderID: discovery.ProviderID(noSuchUUID)}); !errors.As(err, &re) {
 				return errors.New("want a RetiredError")

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // Why a DeletionHeldError holds a Node back.
@@ -119,7 +121,7 @@ func (h *holds) seen(key string) {
 
 // absent applies the policy of vcs, every vCenter that could hold the VM,
 // to an absence concluded for key: nil when the Node may go.
-func (h *holds) absent(key, what string, vcs []*targetState) error {
+func (h *holds) absent(key, what string, vcs []*vcenter.Member) error {
 	now := h.clock.Now()
 	var grace time.Duration
 	var frozen, keys []string
@@ -171,7 +173,7 @@ func (h *holds) absent(key, what string, vcs []*targetState) error {
 // holdsForget or 10× the longest grace of vcs, whichever is longer. It
 // looks at most once a minute: every NotReady Node is asked about each
 // few seconds.
-func (h *holds) pruneLocked(now time.Time, vcs []*targetState) {
+func (h *holds) pruneLocked(now time.Time, vcs []*vcenter.Member) {
 	if now.Sub(h.pruned) < time.Minute {
 		return
 	}
@@ -190,12 +192,12 @@ func (h *holds) pruneLocked(now time.Time, vcs []*targetState) {
 // count lists, for each of vcs, the Nodes it holds back now, by the
 // policy now: an edit shows at once, before those Nodes are asked about
 // again.
-func (h *holds) count(vcs []*targetState) []HeldNodes {
+func (h *holds) count(vcs []*vcenter.Member) []HeldNodes {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.clock.Now()
 	h.pruneLocked(now, vcs)
-	frozen := slices.ContainsFunc(vcs, func(v *targetState) bool { return v.NodeDeletion.Frozen })
+	frozen := slices.ContainsFunc(vcs, func(v *vcenter.Member) bool { return v.NodeDeletion.Frozen })
 	out := make([]HeldNodes, len(vcs))
 	for i, v := range vcs {
 		out[i].VCenter = v.Name

@@ -90,10 +90,12 @@ func (noObserver) Cache(bool)                                {}
 // Discoverer locates VMs. It is safe for concurrent use; SetVCenters swaps
 // the set of vCenters while lookups in flight finish on the set they began with.
 type Discoverer struct {
-	opts      Options
-	vcenters  atomic.Pointer[[]*targetState]
+	opts Options
+	// vcenters are the configured entries; each Member owns its
+	// backend, breaker, deadline, reachability and probe.
+	vcenters  atomic.Pointer[[]*vcenter.Member]
 	locations *locationCache
-	history   atomic.Pointer[History]
+	history   atomic.Pointer[pastConfig]
 	// holds are the Nodes whose absence the deletion policy holds back.
 	holds *holds
 	// duplicates is fed by the inventories (ScanDuplicates).
@@ -103,13 +105,6 @@ type Discoverer struct {
 	// the set, or in it at Close, is closed (membersClosed: at once).
 	membersMu     sync.Mutex
 	membersClosed bool
-}
-
-// targetState is a configured vCenter entry as discovery's policy sees
-// it: its member, which owns its backend, breaker, deadline,
-// reachability and probe.
-type targetState struct {
-	*vcenter.Member
 }
 
 // New returns a Discoverer over vcs. It starts nothing: the twin index
@@ -132,7 +127,7 @@ func New(vcs []Target, opts Options) *Discoverer {
 	}
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		holds: newHolds(opts.Clock)}
-	d.history.Store(&History{Known: true})
+	d.history.Store(&pastConfig{})
 	d.SetVCenters(vcs)
 	return d
 }
@@ -146,6 +141,24 @@ func (d *Discoverer) Close() {
 	for _, v := range *d.vcenters.Load() {
 		v.Close()
 	}
+}
+
+// Connect settles every vCenter's connection once: each backend is
+// probed (a login when it has none) under its request deadline, in
+// parallel, and Connect returns when all have answered. A short-lived
+// caller (diagnose) uses it so that its one lookup meets vCenters known up
+// or down, as the running CCM's do, not "still connecting". It never
+// writes anything to vCenter.
+func (d *Discoverer) Connect(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, v := range *d.vcenters.Load() {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
+			defer cancel()
+			_ = v.Backend.Probe(pctx) // its outcome is the backend's Reachability
+		})
+	}
+	wg.Wait()
 }
 
 // SetVCenters replaces the vCenters searched. A vCenter whose name and
@@ -171,21 +184,21 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 	}
 	d.membersMu.Lock()
 	defer d.membersMu.Unlock()
-	old := map[string]*targetState{}
+	old := map[string]*vcenter.Member{}
 	if cur := d.vcenters.Load(); cur != nil {
 		for _, v := range *cur {
 			old[v.Name] = v
 		}
 	}
 	opts := vcenter.Options{Observer: d.opts.Observer, ProbeInterval: d.opts.ProbeInterval, ConnectWait: d.opts.ConnectWait}
-	next := make([]*targetState, 0, len(vcs))
+	next := make([]*vcenter.Member, 0, len(vcs))
 	for _, v := range vcs {
 		if o, ok := old[v.Name]; ok && o.Backend == v.Backend {
-			next = append(next, &targetState{o.Successor(v)})
+			next = append(next, o.Successor(v))
 			delete(old, v.Name) // its probe is its successor's
 			continue
 		}
-		next = append(next, &targetState{vcenter.New(v, opts)})
+		next = append(next, vcenter.New(v, opts))
 	}
 	d.vcenters.Store(&next)
 	// Lookups in flight on the old set may still call a dropped member:
@@ -203,8 +216,8 @@ func (d *Discoverer) SetVCenters(vcs []Target) {
 // call runs fn against v under its breaker and request deadline
 // (vcenter.Call); an answer tells the duplicate index that v has
 // answered, and OnIdentity of an instance UUID new to the History.
-func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
-	out, err := vcenter.Call(ctx, v.Member, op, fn)
+func call[T any](ctx context.Context, d *Discoverer, v *vcenter.Member, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
+	out, err := vcenter.Call(ctx, v, op, fn)
 	if err != nil {
 		return out, &VCenterError{VCenter: v.Name, Err: err}
 	}
@@ -217,7 +230,7 @@ func call[T any](ctx context.Context, d *Discoverer, v *targetState, op string, 
 // other than the one the History records for its server (once per value):
 // also when any entry of the server records another beside it, so that
 // an entry's old instance is retired once every entry answers as the new.
-func (d *Discoverer) noteIdentity(v *targetState) {
+func (d *Discoverer) noteIdentity(v *vcenter.Member) {
 	if d.opts.OnIdentity == nil {
 		return
 	}
@@ -225,7 +238,7 @@ func (d *Discoverer) noteIdentity(v *targetState) {
 	if !ok {
 		return
 	}
-	recorded := d.history.Load().Instances[v.Server]
+	recorded := d.history.Load().instances[v.Server]
 	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
 		d.opts.OnIdentity()
 	}
@@ -246,33 +259,58 @@ type lookup struct {
 	strict bool
 }
 
+// newLookup searches by for values, its key By and first value, its
+// name SearchName.
+func newLookup(by backends.By, values ...string) lookup {
+	q := backends.Query{By: by, Values: values}
+	return lookup{q: q, key: by.String() + ":" + values[0], what: SearchName(q)}
+}
+
+// SearchName names the search q by its first value, as a lookup and its
+// errors name it (LookupError.What): `uuid "…"`, `vm name "…"`, `guest
+// host name "…"`, `guest ip "…"`.
+func SearchName(q backends.Query) string {
+	switch q.By {
+	case backends.ByUUID:
+		return fmt.Sprintf("uuid %q", q.Values[0])
+	case backends.ByName:
+		return fmt.Sprintf("vm name %q", q.Values[0])
+	case backends.ByDNSName:
+		return fmt.Sprintf("guest host name %q", q.Values[0])
+	}
+	return fmt.Sprintf("guest ip %q", q.Values[0])
+}
+
 func uuidLookup(uuid string) (lookup, error) {
 	u, err := NormalizeUUID(uuid)
 	if err != nil {
 		return lookup{}, err
 	}
-	values := []string{u}
 	if s := SwapByteOrder(u); s != u {
-		values = append(values, s)
+		return newLookup(backends.ByUUID, u, s), nil
 	}
-	return lookup{q: backends.Query{By: backends.ByUUID, Values: values}, key: "uuid:" + u, what: fmt.Sprintf("uuid %q", u)}, nil
+	return newLookup(backends.ByUUID, u), nil
 }
 
 func nameLookup(name string) lookup {
-	return lookup{q: backends.Query{By: backends.ByName, Values: []string{name}}, key: "name:" + name, what: fmt.Sprintf("vm name %q", name), nameOnly: true}
+	l := newLookup(backends.ByName, name)
+	l.nameOnly = true
+	return l
 }
 
 // dnsLookup searches the guest host name, trimmed and lowercased as CPI
 // sends it (vclib GetVMByDNSName).
 func dnsLookup(name string) lookup {
-	n := backends.DNSNameKey(strings.TrimSpace(name))
-	return lookup{q: backends.Query{By: backends.ByDNSName, Values: []string{n}}, key: "dns:" + n, what: fmt.Sprintf("guest host name %q", n), strict: true}
+	l := newLookup(backends.ByDNSName, backends.DNSNameKey(strings.TrimSpace(name)))
+	l.strict = true
+	return l
 }
 
 // ipLookup searches the guest IPs for ip, in its canonical form.
 func ipLookup(ip netip.Addr) lookup {
-	s := ip.String()
-	return lookup{q: backends.Query{By: backends.ByIP, Values: []string{s}}, key: "ip:" + s, what: fmt.Sprintf("guest ip %q", s), strict: true}
+	l := newLookup(backends.ByIP, ip.String())
+	l.strict = true
+	return l
 }
 
 // The outcomes of a lookup, as discovery_total counts them.
@@ -344,9 +382,9 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 	// "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
-	answers := d.ask(ctx, s, vcs, q, !l.strict, l.what)
+	answers := d.ask(ctx, s, vcs, q, !l.strict)
 	if nothingFound(answers) {
-		var again []*targetState
+		var again []*vcenter.Member
 		for _, v := range vcs {
 			if inventoried(v.Backend) {
 				again = append(again, v)
@@ -354,7 +392,7 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 		}
 		if len(again) > 0 {
 			q.AllowCached = false
-			for _, a := range d.ask(ctx, s, again, q, !l.strict, l.what) {
+			for _, a := range d.ask(ctx, s, again, q, !l.strict) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
 			}
 		}
@@ -424,12 +462,12 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 // absent decides a lookup every vCenter answered without a match: nil
 // (absence), unless the VM was last seen where the config no longer looks.
 func (d *Discoverer) absent(s *snapshot, l lookup) error {
-	if loc, ok := d.locations.get(l.key); ok && !configured(s, loc) {
-		// Last seen in a vCenter or datacenter that has left the config:
-		// leaving the config is not the VM being deleted. Refreshed, so
-		// it lasts as long as someone asks.
+	if loc, ok := d.locations.get(l.key); ok && entryFor(s, loc.vcenter, loc.where, loc.dc) == nil {
+		// Last seen in a vCenter (what it is, not its name) or datacenter
+		// that no entry searches now: leaving the config is not the VM
+		// being deleted. Refreshed, so it lasts as long as someone asks.
 		d.locations.set(l.key, loc)
-		return &RetiredError{What: l.what, LastSeen: &Retired{VCenter: loc.vcenter, Where: loc.where, Datacenter: loc.ref.Datacenter}}
+		return &RetiredError{What: l.what, LastSeen: &Result{VCenter: loc.vcenter, Where: loc.where, VM: backends.VM{Ref: loc.ref}}}
 	}
 	d.locations.forget(l.key)
 	return nil
@@ -442,7 +480,7 @@ type answersTally struct {
 	found, outside []*Result
 	failed         *multierror.Error
 	answered       []string
-	unanswered     []*targetState
+	unanswered     []*vcenter.Member
 }
 
 func tally(s *snapshot, answers []answer) answersTally {
@@ -486,7 +524,7 @@ func (r *Result) sameVM(o *Result) bool {
 }
 
 type answer struct {
-	vc  *targetState
+	vc  *vcenter.Member
 	vms []backends.VM
 	err error
 }
@@ -502,31 +540,23 @@ type answer struct {
 // It always waits for vCenters known up. One that is not (connecting for
 // the first time) is waited for until its connect counts as stalled
 // (patience: ConnectWait without progress, one wait every lookup shares),
-// and not at all with
-// foundFast once a VM is found in a served datacenter: its call is
-// cancelled and counts as not answered — which a found VM does not need,
-// and which makes absence an error. A vCenter known down answers at once
+// and not at all with foundFast once a VM is found in a served
+// datacenter: its call is cancelled and counts as not answered — which a
+// found VM does not need, and which makes absence an error. A vCenter known down answers at once
 // (call). So a dead vCenter costs the others' lookups nothing, a
 // duplicate in a vCenter known up is always seen (and in the others the
 // inventories' duplicate index sees it), and absence still needs every
 // answer.
-func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q backends.Query, foundFast bool, what string) []answer {
+func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member, q backends.Query, foundFast bool) []answer {
 	q.Datacenters = nil
 	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make([]answer, len(vcs))
-	// For a Trace only: how each was asked, and how long it took.
-	passes := make([]string, len(vcs))
-	latencies := make([]time.Duration, len(vcs))
 	start := time.Now()
 	done := make(chan int, len(vcs))
 	var wg sync.WaitGroup
 	for i, v := range vcs {
-		passes[i] = PassDirect
-		if q.AllowCached && inventoried(v.Backend) {
-			passes[i] = PassInventory
-		}
 		q := q
 		if q.AllowCached && foundFast && inventoried(v.Backend) {
 			q.Datacenters = v.Datacenters
@@ -543,7 +573,6 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 				}
 			}
 			answers[i] = answer{vc: v, vms: vms, err: err}
-			latencies[i] = time.Since(start)
 			done <- i
 		})
 	}
@@ -551,10 +580,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 	for i := range vcs {
 		pending[i] = true
 	}
-	// Patient while a pending vCenter still connecting is not stalled
-	// (connecting: one wait every lookup shares, judged at once), or
-	// while the lookup is younger than ConnectWait for one that went
-	// down under way; re-judged when that would end.
+	// Patience is judged again at each answer and when it would end.
 	check := time.NewTimer(0)
 	defer check.Stop()
 	found := false
@@ -591,9 +617,6 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 	for i := range pending {
 		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
 	}
-	for i, a := range answers {
-		record(outer, what, passes[i], a.vc, a.vms, a.err, latencies[i])
-	}
 	return answers
 }
 
@@ -601,8 +624,8 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*targetState, q
 // elsewhere, it is not known up, and the duplicate index holds its UUIDs.
 var errNotWaited = errors.New("not waited for: the VM was found elsewhere, this vCenter is not known up, and its inventory holds no twin")
 
-func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
-	out := make([]*targetState, 0, len(pending))
+func pendingTargets(vcs []*vcenter.Member, pending map[int]bool) []*vcenter.Member {
+	out := make([]*vcenter.Member, 0, len(pending))
 	for i := range pending {
 		out = append(out, vcs[i])
 	}
@@ -619,7 +642,7 @@ func pendingTargets(vcs []*targetState, pending map[int]bool) []*targetState {
 // vCenter's request timeout, whichever is first): the other half is for
 // the lookup itself once connected. For one that went down under way:
 // ConnectWait after the lookup's start, its call's answer due any moment.
-func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending map[int]bool, start, now time.Time) time.Time {
+func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pending map[int]bool, start, now time.Time) time.Time {
 	var until time.Time
 	for i := range pending {
 		v := vcs[i]
@@ -631,7 +654,10 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending m
 				deadline = dl
 			}
 			bound := start.Add(max(d.opts.ConnectWait, deadline.Sub(start)/2))
-			t = minTime(v.StalledAt(now), bound)
+			t = v.StalledAt(now)
+			if bound.Before(t) {
+				t = bound
+			}
 		}
 		if t.After(until) {
 			until = t
@@ -640,15 +666,8 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*targetState, pending m
 	return until
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // waitingForUp reports whether a pending vCenter is known up.
-func waitingForUp(vcs []*targetState, pending map[int]bool) bool {
+func waitingForUp(vcs []*vcenter.Member, pending map[int]bool) bool {
 	for i := range pending {
 		if vcs[i].Backend.State().Reachability.State == backends.ConnUp {
 			return true
@@ -674,12 +693,6 @@ func nothingFound(answers []answer) bool {
 	return true
 }
 
-// configured reports whether loc's vCenter — what it is, not its name —
-// and datacenter are searched, through any entry of it.
-func configured(s *snapshot, loc location) bool {
-	return entryFor(s, loc.vcenter, loc.where, loc.dc) != nil
-}
-
 type cached struct {
 	result *Result
 	err    error
@@ -701,7 +714,6 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// the entry so absence there is not taken for deletion.
 		return cached{}, false
 	}
-	start := time.Now()
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
 	})
@@ -714,11 +726,6 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		if cerr := s.confirm(v); cerr != nil {
 			vm, err = nil, &VCenterError{VCenter: v.Name, Err: cerr}
 		}
-	}
-	if vm != nil {
-		record(ctx, key, PassRemembered, v, []backends.VM{*vm}, err, time.Since(start))
-	} else {
-		record(ctx, key, PassRemembered, v, nil, err, time.Since(start))
 	}
 	switch {
 	case err == nil && (q.Matches(vm) || vm.UUID == ""):

@@ -148,7 +148,7 @@ func TestNotFoundOnlyWhenEveryVCenterAnswered(t *testing.T) {
 			t.Fatalf("vc2 failing (%v): Locate = %v, %v; want an error", failure, res, err)
 		}
 		var le *discovery.LookupError
-		if !errors.As(err, &le) || strings.Join(le.FailedVCenters(), ",") != "vc2" {
+		if !errors.As(err, &le) || failedVCenters(le) != "vc2" {
 			t.Fatalf("error %v does not name exactly vc2 as failed", err)
 		}
 		if !strings.Contains(err.Error(), failure.Error()) {
@@ -485,4 +485,16 @@ func TestDirectPassFailureIsAnError(t *testing.T) {
 	if res != nil || !errors.As(err, &le) || !strings.Contains(err.Error(), "vc1") {
 		t.Fatalf("Locate with vc1's direct pass failing = %v, %v; want a LookupError naming vc1", res, err)
 	}
+}
+
+// failedVCenters names the vCenters that could not answer le.
+func failedVCenters(le *discovery.LookupError) string {
+	var out []string
+	for _, err := range le.Failed.Errors {
+		var ve *discovery.VCenterError
+		if errors.As(err, &ve) {
+			out = append(out, ve.VCenter)
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -10,48 +10,23 @@
 // InstanceExists returns false (and the lifecycle controller deletes the
 // Node) only through [Discoverer.Exists], the one place absence is
 // concluded: every configured vCenter answered and none has the VM, and
-// every guard agrees. Anything else is an error, which the controllers
-// retry:
-//   - a vCenter that refuses, times out, fails to log in, is known down, is
-//     still connecting, or has an open breaker; a lookup that found nothing
-//     waits for every answer;
-//   - a VM that exists only in a datacenter the config leaves out;
-//   - a Node without a vsphere:// providerID (found or not, and whatever its
-//     system UUID or name);
-//   - a Node whose vsphere-federated-ccm.io/vcenter|vcenter-server|datacenter
-//     labels name a vCenter, server or datacenter no longer configured. The
-//     labels can only keep a Node, never let one go: a kubelet can write
-//     them;
-//   - while a vCenter or datacenter removed from the config is remembered
-//     (below), any VM not found, even one this process last saw in a vCenter
-//     still configured that now says it is gone: the retired one could hold
-//     it (moved there by a cross-vCenter vMotion, or a twin) and cannot be
-//     asked. So no Node is deleted during the retention after a removal
-//     (shorten retiredVCenterRetention, or delete the entry, to end it
-//     sooner); until the record has been read at start, any VM not found;
-//   - a configured server that answers with another vCenter instance UUID
-//     than the record holds for it (its address now leads to another
-//     appliance), until the record retires the old one;
-//   - an inaccessible or orphaned VM of the Node's name (its UUID unreadable,
-//     so a UUID search misses it), looked for in every vCenter itself: a
-//     vCenter that does not answer that search makes it an error too,
-//     whatever the others found;
-//   - the deletion policy (config nodeDeletion, Target.NodeDeletion),
-//     applied last, once every guard above concluded absence: while any
-//     vCenter that could hold the VM is frozen (vcenter.<name>.nodeDeletion:
-//     frozen, or global's), a DeletionHeldError naming the freeze and its
-//     key; and until the answers of absence span the longest minAbsence of
-//     those vCenters (default 30s), a DeletionHeldError saying how long the
-//     VM has been absent. The span counts from the first absence after the
-//     VM was last found: any answer that a VM of the Node's key exists
-//     (found, a duplicate, outside the configured datacenters, or found
-//     while another vCenter could not answer) starts it over; an error does
-//     not. Reported once, the next absence starts a new span. What is held
-//     is kept by the Node's lookup key, in memory (a restart starts every
-//     span over, which only delays), and forgotten when not asked about
-//     for 10 minutes (or 10× the grace). Held counts it per vCenter, for
-//     /vcenters and the nodes_deletion_held gauge; cloud records the error
-//     as a NodeDeletionHeld Event.
+// every guard it lists agrees. Anything else is an error, which the
+// controllers retry: a vCenter that refuses, times out, fails to log in,
+// is known down, is still connecting, or has an open breaker (a lookup
+// that found nothing waits for every answer); a VM that exists only in a
+// datacenter the config leaves out. So no Node is deleted while a vCenter
+// or datacenter removed from the config is remembered (below; shorten
+// retiredVCenterRetention, or delete the entry, to end it sooner), nor
+// before that record has been read at start.
+//
+// The deletion policy (config nodeDeletion, deletion.go) applies last:
+// while a vCenter that could hold the VM is frozen, or until the answers
+// of absence span the longest minAbsence of those vCenters (default 30s,
+// counted from the first absence since a VM of the Node's key was last
+// seen: any answer that one exists starts it over, an error does not),
+// absence is a DeletionHeldError, which cloud records as a
+// NodeDeletionHeld Event. What is held is kept in memory by the Node's
+// lookup key: a restart starts every span over, which only delays.
 //
 // InstanceShutdown is true only for a VM found powered off.
 //

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // duplicateIndex knows, from the backends' inventories, which BIOS UUIDs
@@ -53,7 +54,7 @@ func newDuplicateIndex() *duplicateIndex {
 
 // refresh reads every configured vCenter's inventory UUIDs (when they
 // changed) and returns the twins not reported before.
-func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
+func (x *duplicateIndex) refresh(vcs []*vcenter.Member) map[string][]string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	changed := false
@@ -61,8 +62,9 @@ func (x *duplicateIndex) refresh(vcs []*targetState) map[string][]string {
 	for _, v := range vcs {
 		configured[v.Backend] = true
 		prev, had := x.held[v.Backend]
-		// One read of its identity: two could disagree.
-		cur := holder{name: v.Name, where: v.identity()}
+		// One read of its identity, afresh (the scan is no lookup with a
+		// snapshot): two could disagree.
+		cur := holder{name: v.Name, where: Identity{Server: v.Server, InstanceUUID: v.Backend.State().InstanceUUID}}
 		if had && prev.holder != cur {
 			prev.holder = cur // renamed, or its instance UUID learnt
 			x.held[v.Backend] = prev
@@ -144,10 +146,10 @@ func (x *duplicateIndex) sawAnswer(b backends.Backend) {
 
 // uncovered lists the vCenters of vcs with their inventory off that have
 // answered: a twin there cannot be ruled out without their answer.
-func (x *duplicateIndex) uncovered(vcs []*targetState) []*targetState {
+func (x *duplicateIndex) uncovered(vcs []*vcenter.Member) []*vcenter.Member {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var out []*targetState
+	var out []*vcenter.Member
 	for _, v := range vcs {
 		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !inventoried(v.Backend) {
 			out = append(out, v)
@@ -211,4 +213,19 @@ func (d *Discoverer) twinError(res *Result, what string, answered []string) erro
 		return nil
 	}
 	return &DuplicateError{What: what, Matches: append([]*Result{res}, matches...)}
+}
+
+// Duplicates lists, sorted, the BIOS UUIDs the duplicate index holds in
+// more than one vCenter now, from memory: no vCenter is asked. Their
+// Nodes' lookups fail (DuplicateError) until one of the VMs is changed.
+func (d *Discoverer) Duplicates() []string {
+	x := d.duplicates
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.twins))
+	for u := range x.twins {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -59,18 +59,6 @@ func (e *LookupError) Error() string {
 // the VM are not failures.
 func (e *LookupError) Unwrap() []error { return e.Failed.Errors }
 
-// FailedVCenters names the vCenters that could not answer.
-func (e *LookupError) FailedVCenters() []string {
-	var out []string
-	for _, err := range e.Failed.Errors {
-		var ve *VCenterError
-		if errors.As(err, &ve) {
-			out = append(out, ve.VCenter)
-		}
-	}
-	return out
-}
-
 // DuplicateError is a lookup that matched more than one VM: never a guess.
 type DuplicateError struct {
 	What    string
@@ -130,14 +118,14 @@ var ErrNoProviderID = errors.New("node has no spec.providerID and no VM matches 
 type RetiredError struct {
 	What string
 	// LastSeen, when set, is where this process last saw the VM.
-	LastSeen *Retired
+	LastSeen *Result
 	// Remembered are the retired places that could hold it.
 	Remembered []Retired
 }
 
 func (e *RetiredError) Error() string {
 	if e.LastSeen != nil {
-		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.Datacenter)
+		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.VM.Ref.Datacenter)
 	}
 	where := make([]string, len(e.Remembered))
 	for i, r := range e.Remembered {

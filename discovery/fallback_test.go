@@ -162,7 +162,7 @@ func TestFallbackWithAVCenterDownIsAnError(t *testing.T) {
 			for _, k := range []discovery.NodeKeys{{Name: name}, {Name: name, SystemUUID: noSuchUUID}} {
 				res, err := d.Locate(ctx, k)
 				var le *discovery.LookupError
-				if res != nil || !errors.As(err, &le) || strings.Join(le.FailedVCenters(), ",") != "vc3" {
+				if res != nil || !errors.As(err, &le) || failedVCenters(le) != "vc3" {
 					t.Fatalf("Locate(%+v) = %v, %v; want a LookupError naming vc3", k, res, err)
 				}
 				if res, err := d.Exists(ctx, k); err == nil || res != nil || errors.Is(err, discovery.ErrNameOnly) {

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -8,7 +10,10 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // Identity is what a vCenter is, as opposed to the name a config gives
@@ -59,13 +64,13 @@ func (id Identity) String() string {
 // of that vCenter in the lookup an error (ErrInstanceChanged): the
 // lookup cannot tell which appliance answered.
 type snapshot struct {
-	vcs []*targetState
+	vcs []*vcenter.Member
 	mu  sync.Mutex // answers are confirmed in parallel (ask)
 	// instances are by entry: entries of one server may be logged in to
 	// different appliances (one re-logged in after a re-image, another
 	// not yet).
-	instances map[*targetState]string
-	moved     map[*targetState]bool
+	instances map[*vcenter.Member]string
+	moved     map[*vcenter.Member]bool
 }
 
 // ErrInstanceChanged is a vCenter whose instance UUID changed during a
@@ -74,8 +79,8 @@ type snapshot struct {
 var ErrInstanceChanged = errors.New("its instance UUID changed during the lookup")
 
 // newSnapshot reads every vCenter's instance UUID, once.
-func newSnapshot(vcs []*targetState) *snapshot {
-	s := &snapshot{vcs: vcs, instances: make(map[*targetState]string, len(vcs)), moved: map[*targetState]bool{}}
+func newSnapshot(vcs []*vcenter.Member) *snapshot {
+	s := &snapshot{vcs: vcs, instances: make(map[*vcenter.Member]string, len(vcs)), moved: map[*vcenter.Member]bool{}}
 	for _, v := range vcs {
 		s.instances[v] = v.Backend.State().InstanceUUID
 	}
@@ -83,7 +88,7 @@ func newSnapshot(vcs []*targetState) *snapshot {
 }
 
 // identity is what the lookup knows v as.
-func (s *snapshot) identity(v *targetState) Identity {
+func (s *snapshot) identity(v *vcenter.Member) Identity {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Identity{Server: v.Server, InstanceUUID: s.instances[v]}
@@ -94,7 +99,7 @@ func (s *snapshot) identity(v *targetState) Identity {
 // the session's that answered, or a later one's: unknown before, it is
 // learnt; known and now another (or none: the session ended, and the
 // next login may reach another appliance), the answer is an error.
-func (s *snapshot) confirm(v *targetState) error {
+func (s *snapshot) confirm(v *vcenter.Member) error {
 	now := v.Backend.State().InstanceUUID
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,12 +128,6 @@ func instanceOrNone(id string) string {
 	return id
 }
 
-// identity is v's Identity now, read afresh: for what is no lookup (the
-// duplicate scan); a lookup's decisions use its snapshot.
-func (v *targetState) identity() Identity {
-	return Identity{Server: v.Server, InstanceUUID: v.Backend.State().InstanceUUID}
-}
-
 // sameVCenter reports whether two vCenters that answered (or indexed
 // their inventories) are one: entries of one server (CPI's tenants)
 // unless both instance UUIDs are known and differ.
@@ -140,8 +139,8 @@ func (id Identity) sameVCenter(o Identity) bool {
 // dc of vCenter id: entry name while it is still that vCenter and serves
 // dc (its own login found the VM), else the first entry in config order
 // that is that vCenter and serves dc; nil when none does.
-func entryFor(s *snapshot, name string, id Identity, dc config.Datacenter) *targetState {
-	var first *targetState
+func entryFor(s *snapshot, name string, id Identity, dc config.Datacenter) *vcenter.Member {
+	var first *vcenter.Member
 	for _, v := range s.vcs {
 		if !id.Is(s.identity(v)) || !v.Serves(dc) {
 			continue
@@ -166,4 +165,24 @@ func entriesOf(s *snapshot, id Identity, dc config.Datacenter) int {
 		}
 	}
 	return n
+}
+
+// ServerLabelValue is a vCenter's server, ServerKey form, as a label
+// value: the host alone for the default port 443.
+func ServerLabelValue(server string) string {
+	if host, port, err := net.SplitHostPort(server); err == nil && port == "443" {
+		server = host
+	}
+	return LabelValue(server)
+}
+
+// LabelValue is name as a label value: itself when valid, else
+// "sha256-" and 40 hex digits of its digest (an IPv6 server's colons, a
+// name over 63 characters), so every vCenter and datacenter can be named.
+func LabelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "sha256-" + hex.EncodeToString(sum[:20])
 }

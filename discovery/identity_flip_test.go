@@ -114,7 +114,7 @@ func TestIdentityChangingBetweenAnyTwoReads(t *testing.T) {
 					{Name: "vc2", Server: "vc2:443", Backend: other, RequestTimeout: time.Second, ConsecutiveFailures: 1000, OpenTimeout: time.Minute},
 				}, discovery.Options{})
 				t.Cleanup(d.Close)
-				d.SetHistory(discovery.History{Known: true, Instances: map[string][]string{"vc1:443": {instanceX}, "vc2:443": {"instance-other"}}})
+				d.SetHistory(servedAs(map[string]string{"vc1": instanceX, "vc2": "instance-other"}), "")
 				ctx := t.Context()
 				// Found once: its location (with instance X) is remembered.
 				if res, err := d.Exists(ctx, keys); err != nil || res == nil {

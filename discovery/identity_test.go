@@ -88,7 +88,7 @@ func TestServerAnsweringAsAnotherInstanceIsAnotherVCenter(t *testing.T) {
 	d := discovery.New(f.targets(nil), discovery.Options{OnIdentity: func() { noted.Add(1) }})
 	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
-	d.SetHistory(discovery.History{Known: true, Instances: map[string][]string{"vc1:443": {"instance-a"}, "vc2:443": {"instance-b"}, "vc3:443": {"instance-c"}}})
+	d.SetHistory(servedAs(map[string]string{"vc1": "instance-a", "vc2": "instance-b", "vc3": "instance-c"}), "")
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
 	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)}
@@ -131,7 +131,7 @@ func TestFoundWhileTheInstanceIsUnknownKeepsTheLocation(t *testing.T) {
 	scanEvery(t, d, time.Second)
 	t.Cleanup(d.Close)
 	// Known, recording no instance: only the location cache can tell.
-	d.SetHistory(discovery.History{Known: true})
+	d.SetHistory(discovery.History{}, "")
 	ctx := t.Context()
 	vm := f.vms["vc1"][1]
 	keys := discovery.NodeKeys{Name: vm.Name, ProviderID: discovery.ProviderID(vm.UUID)}
@@ -172,7 +172,7 @@ func TestFoundWhileAnUnindexedVCenterIsDownIsAnError(t *testing.T) {
 	f.backends["vc3"].Fail(refused)
 	_, err := d.Locate(ctx, byUUID(vm.UUID))
 	var le *discovery.LookupError
-	if !errors.As(err, &le) || le.Found == nil || strings.Join(le.FailedVCenters(), ",") != "vc3" {
+	if !errors.As(err, &le) || le.Found == nil || failedVCenters(le) != "vc3" {
 		t.Fatalf("the twin's vCenter (not indexed) down: err = %v; want a LookupError naming vc3, not the VM in vc1", err)
 	}
 	if _, err := d.Locate(ctx, byUUID(f.vms["vc1"][2].UUID)); !errors.As(err, &le) {
@@ -216,3 +216,14 @@ func TestVCenterNeverSeenUpDoesNotHoldUpTheOthers(t *testing.T) {
 
 // waitFor polls cond every 5ms for up to 10s.
 var waitFor = poll.Schedule{Every: 5 * time.Millisecond, Within: 10 * time.Second}.Until
+
+// servedAs is a History recording each server (port 443) as serving the
+// instance UUID given.
+func servedAs(instances map[string]string) discovery.History {
+	h := discovery.History{Served: map[string]discovery.Served{}}
+	for server, id := range instances {
+		record := discovery.VCenterRecord{Server: server, Port: 443, InstanceUUID: id}
+		h.Served[server] = discovery.Served{VCenterRecord: record}
+	}
+	return h
+}

@@ -24,14 +24,21 @@ import (
 func TestRetiredNamesWhatLeft(t *testing.T) {
 	since := time.Date(2026, 2, 1, 10, 0, 0, 0, time.FixedZone("x", 3600))
 	until := since.Add(time.Hour)
-	where := discovery.Identity{Server: "vc.example.com:443", InstanceUUID: "i-1"}
+	where := discovery.VCenterRecord{Server: "vc.example.com", Port: 443, InstanceUUID: "i-1"}
+	at := func(server string, port int) discovery.VCenterRecord {
+		return discovery.VCenterRecord{Server: server, Port: port}
+	}
 	for _, c := range []struct {
 		r    discovery.Retired
 		want string
 	}{
 		{discovery.Retired{VCenter: "old"}, "vcenter old"},
-		{discovery.Retired{VCenter: "old", Where: discovery.Identity{Server: "vc.example.com:443"}}, "vcenter old at vc.example.com:443"},
-		{discovery.Retired{VCenter: "old", Where: where, Datacenter: "*"}, "the datacenters no longer listed of vcenter old at vc.example.com:443 (instance i-1)"},
+		{discovery.Retired{VCenter: "old", VCenterRecord: at("vc.example.com", 443)}, "vcenter old at vc.example.com:443"},
+		// A record without a port (written before it was kept) is at the
+		// default one; servers compare lowercased.
+		{discovery.Retired{VCenter: "old", VCenterRecord: at("VC.example.com", 0)}, "vcenter old at vc.example.com:443"},
+		{discovery.Retired{VCenter: "old", VCenterRecord: at("vc.example.com", 8443)}, "vcenter old at vc.example.com:8443"},
+		{discovery.Retired{VCenter: "old", VCenterRecord: where, Datacenter: "*"}, "the datacenters no longer listed of vcenter old at vc.example.com:443 (instance i-1)"},
 		{discovery.Retired{VCenter: "old", Datacenter: "dc1", Since: since}, "datacenter dc1 of vcenter old (left the config 2026-02-01T09:00:00Z)"},
 		{discovery.Retired{VCenter: "old", Since: since, Until: until}, "vcenter old (left the config 2026-02-01T09:00:00Z, remembered until 2026-02-01T10:00:00Z)"},
 	} {

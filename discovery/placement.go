@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // Placed is where a VM is now as the inventories hold it, and its tags
@@ -40,7 +41,7 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 	answers := make([]answer, len(vcs))
 	// By target and VM: the placement whose tags go with a VM found.
 	type at struct {
-		vc  *targetState
+		vc  *vcenter.Member
 		ref backends.VMRef
 	}
 	tags := map[at]backends.Placement{}

@@ -177,6 +177,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged
 	}
 	opts := providerOptions(build)
 	opts.UnmanagedNodeSelector = unmanaged
+	logCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: --cloud-config %s: %w", op, cloudConfig, err)
@@ -229,7 +230,6 @@ type lookupKeys struct {
 	SystemUUIDSwapped string   `json:"systemUUIDSwapped,omitempty"`
 	Name              string   `json:"name"`
 	IPs               []string `json:"ips,omitempty"`
-	// Used says which key the lookup uses.
 	// Used names the searches the lookup makes, in order (discovery's
 	// own list: later ones only while none has found the VM).
 	Used string `json:"used"`
@@ -281,7 +281,7 @@ type eventSummary struct {
 	Message string    `json:"message"`
 }
 
-// node runs the CCM's lookup of node once (traced), then what each
+// node runs the CCM's lookup of node once (its calls logged), then what each
 // controller would ask: InstanceMetadata, InstanceExists,
 // InstanceShutdown.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
@@ -303,9 +303,9 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 			r.Claim += " datacenter " + dc
 		}
 	}
-	var tr discovery.Trace
-	res, lookupErr := d.provider.Locate(discovery.WithTrace(ctx, &tr), node)
-	r.Lookup = answersOf(tr.Answers())
+	var calls callLog
+	res, lookupErr := d.provider.Locate(context.WithValue(ctx, callLogKey{}, &calls), node)
+	r.Lookup = calls.report(lookupErr, d.provider.VCenterStatuses())
 	if lookupErr != nil {
 		r.Problem = lookupErr.Error()
 	}
@@ -350,7 +350,7 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 		r.Shutdown.Reason = "its VM is not powered off"
 	}
 
-	r.Events, r.EventsError = d.events(ctx, node)
+	r.Events, r.EventsError = d.events(ctx, node.Name)
 	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
@@ -379,14 +379,11 @@ func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string
 			r.TaintReason = "unmanaged: the cloud-node controller removes it at its next retry, keeping the Node's providerID and addresses"
 		}
 	}
-	r.Events, r.EventsError = d.events(ctx, nodeRef(r.Node))
+	r.Events, r.EventsError = d.events(ctx, r.Node)
 	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = []string{"unmanaged (" + why + "): this CCM leaves it alone"}
 	return r
 }
-
-// nodeRef is a reference to the Node name, for listing its Events.
-func nodeRef(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 
 // explain says, in words, what each vCenter's answer means for the Node,
 // from the errors' types (never their text).
@@ -491,43 +488,13 @@ func tainted(node *v1.Node) bool {
 	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
 }
 
-func answersOf(as []discovery.TraceAnswer) []vcenterAnswer {
-	out := make([]vcenterAnswer, 0, len(as))
-	for _, a := range as {
-		v := vcenterAnswer{
-			Lookup: a.Lookup, VCenter: a.VCenter, Pass: a.Pass, Breaker: a.Breaker, Reachability: a.Reachability,
-			LatencyMS: float64(a.Latency.Microseconds()) / 1000,
-		}
-		switch {
-		case a.Err != nil:
-			v.Answer, v.Error = "error", a.Err.Error()
-		case len(a.Found) > 0:
-			v.Answer = "found"
-			for _, f := range a.Found {
-				v.Found = append(v.Found, f.String())
-			}
-		default:
-			v.Answer = "absent"
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-// ourEvent: an Event from this CCM — the provider's own (reasons
-// cloud.ReasonLookupFailed, ReasonDuplicateUUID, ReasonZoneTagMissing,
-// ReasonNoNodeAddress) or the library's controllers acting on Nodes.
-func ourEvent(e *v1.Event) bool {
-	src := e.Source.Component
-	if src == "" {
-		src = e.ReportingController
-	}
-	return src == "vsphere-federated-ccm" || strings.Contains(src, "cloud-node") || strings.Contains(src, "cloud-controller-manager")
-}
-
-// events lists the Node's recent Events from this CCM, newest first.
-func (d *diagnoser) events(ctx context.Context, node *v1.Node) ([]eventSummary, string) {
-	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"), fields.OneTermEqualSelector("involvedObject.name", node.Name)).String()
+// events lists the Node's recent Events from this CCM, newest first: the
+// provider's own (reasons cloud.ReasonLookupFailed, ReasonDuplicateUUID,
+// ReasonZoneTagMissing, ReasonNoNodeAddress) or the library's controllers
+// acting on Nodes.
+func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, string) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", "Node"),
+		fields.OneTermEqualSelector("involvedObject.name", node)).String()
 	list, err := d.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return []eventSummary{}, err.Error()
@@ -535,16 +502,17 @@ func (d *diagnoser) events(ctx context.Context, node *v1.Node) ([]eventSummary, 
 	out := []eventSummary{}
 	for i := range list.Items {
 		e := &list.Items[i]
-		if !ourEvent(e) {
+		src := e.Source.Component
+		if src == "" {
+			src = e.ReportingController
+		}
+		if src != "vsphere-federated-ccm" && !strings.Contains(src, "cloud-node") &&
+			!strings.Contains(src, "cloud-controller-manager") {
 			continue
 		}
 		last := e.LastTimestamp.Time
 		if last.IsZero() {
 			last = e.EventTime.Time
-		}
-		src := e.Source.Component
-		if src == "" {
-			src = e.ReportingController
 		}
 		out = append(out, eventSummary{Last: last.UTC(), Type: e.Type, Reason: e.Reason, Count: max(e.Count, 1), Source: src, Message: e.Message})
 	}

@@ -65,6 +65,7 @@ func testDiagnoserOf(t *testing.T, yaml string, fleet map[string]*backendtest.Ba
 	for _, fn := range tune {
 		fn(&opts)
 	}
+	logCalls(&opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	provider := cloud.New(cfg, opts)

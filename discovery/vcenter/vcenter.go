@@ -162,16 +162,8 @@ func newBreaker(t Target, o Observer) *gobreaker.CircuitBreaker[any] {
 	return cb
 }
 
-// Status is what is known of a Member's health now.
-type Status struct {
-	Reachability backends.Reachability
-	Breaker      gobreaker.State
-}
-
-// Status reads its breaker and its backend's reachability.
-func (m *Member) Status() Status {
-	return Status{Reachability: m.Backend.State().Reachability, Breaker: m.breaker.State()}
-}
+// Breaker is its breaker's state now.
+func (m *Member) Breaker() gobreaker.State { return m.breaker.State() }
 
 // Call runs fn against m's backend under its breaker and its request
 // deadline. A vCenter known down, or whose first connect stalled, answers
