@@ -322,7 +322,7 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	}
 	c.watching = true
 	ctx, client := c.ctx, c.client
-	w := c.nodes.watch(client, factory)
+	w := c.nodes.watch(factory)
 	c.instances.claims.watch(w)
 	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
 	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {

@@ -185,26 +185,19 @@ func uninitialized(n *v1.Node) bool {
 	})
 }
 
-// nodeWatch is the Node informer the owner reads: the controllers' shared
-// one (Cloud.SetInformers) or, without it, one of its own.
+// nodeWatch is the Node informer the owner reads: the controllers'
+// shared one (Cloud.SetInformers), which the controller manager starts.
 type nodeWatch struct {
 	informer cache.SharedIndexInformer
 	lister   corelisters.NodeLister
-	// own is the factory the owner started itself; nil for a shared one,
-	// which its owner starts.
-	own informers.SharedInformerFactory
 }
 
-// watch registers the owner's handlers on factory's Node informer (nil:
-// a factory of its own over client), before that factory starts, and
-// drops the managedFields nobody here reads from the objects it holds:
-// the largest part of a Node, held for every Node.
-func (n *nodes) watch(client kubernetes.Interface, factory informers.SharedInformerFactory) nodeWatch {
+// watch registers the owner's handlers on factory's Node informer,
+// before that factory starts, and drops the managedFields nobody here
+// reads from the objects it holds: the largest part of a Node, held for
+// every Node.
+func (n *nodes) watch(factory informers.SharedInformerFactory) nodeWatch {
 	var w nodeWatch
-	if factory == nil {
-		factory = informers.NewSharedInformerFactory(client, 0)
-		w.own = factory
-	}
 	nodes := factory.Core().V1().Nodes()
 	w.informer, w.lister = nodes.Informer(), nodes.Lister()
 	// Fails only once started: then its objects keep their fields.
@@ -259,14 +252,10 @@ func dropManagedFields(obj any) (any, error) {
 // ends: location labels as lookups report them, and, every poll, the
 // duplicate-UUID Events, the re-queue of uninitialized Nodes when a
 // vCenter comes back (recovery.go) and the Nodes following their VMs
-// (drift.go). A shared informer is started by its owner: until then
-// the lister is empty and followVMs waits for it to sync.
+// (drift.go). The informer is started by its owner: until then the
+// lister is empty and followVMs waits for it to sync.
 func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatch) {
 	informer, lister := w.informer, w.lister
-	if w.own != nil {
-		w.own.Start(ctx.Done())
-		defer w.own.Shutdown()
-	}
 
 	var vcenters vcenterTransitions
 	tick := time.NewTicker(n.poll)

@@ -42,7 +42,7 @@ func BenchmarkNodesHeld(b *testing.B) {
 		}},
 		{"shared", func(client *fake.Clientset, stop chan struct{}) []cache.SharedIndexInformer {
 			shared := informers.NewSharedInformerFactory(client, 0)
-			w := newNodes(&eventLog{}, 0, 0, nil).watch(client, shared)
+			w := newNodes(&eventLog{}, 0, 0, nil).watch(shared)
 			shared.Start(stop)
 			return []cache.SharedIndexInformer{w.informer}
 		}},
