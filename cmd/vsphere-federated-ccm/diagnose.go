@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -68,97 +66,78 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	selector, err := parseUnmanagedSelector(*unmanaged)
-	if err != nil {
-		fmt.Fprintf(stderr, "diagnose: %v\n", err)
-		return exitUsage
-	}
-	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, selector, build)
+	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, *unmanaged, build)
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: %v\n", err)
 		return exitUsage
 	}
 	defer d.close()
-
+	var rep operatorReport
 	if one != "" {
-		return d.diagnoseNode(ctx, one, *output == "json", stdout, stderr)
+		rep, err = d.diagnoseNode(ctx, one)
+	} else {
+		rep, err = d.diagnoseNodes(ctx)
 	}
-	return d.diagnoseNodes(ctx, *output == "json", stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "diagnose: %v\n", err)
+		return exitUsage
+	}
+	return emit(stdout, *output == "json", rep)
 }
 
-// diagnoseNode writes the report of the Node name; it fails when the Node
-// would not initialize now.
-func (d *diagnoser) diagnoseNode(ctx context.Context, name string, asJSON bool, stdout, stderr io.Writer) int {
+// diagnoseNode is the report of the Node name.
+func (d *diagnoser) diagnoseNode(ctx context.Context, name string) (*nodeReport, error) {
 	node, err := d.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		fmt.Fprintf(stderr, "diagnose: node %s: %v\n", name, err)
-		return exitUsage
+		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	r := d.node(ctx, node)
-	if asJSON {
-		writeJSON(stdout, r)
-	} else {
-		r.write(stdout)
-	}
-	if !r.WouldInitialize {
-		return exitFailed
-	}
-	return exitOK
+	return d.node(ctx, node), nil
 }
 
-// diagnoseNodes lists the Nodes still tainted or failing a lookup; it fails
-// when one of them has a problem.
-func (d *diagnoser) diagnoseNodes(ctx context.Context, asJSON bool, stdout, stderr io.Writer) int {
+// nodesReport is `diagnose nodes`' answer: of the Nodes checked, those
+// still tainted or failing a lookup.
+type nodesReport struct {
+	Checked int           `json:"checked"`
+	Nodes   []nodeSummary `json:"nodes"`
+}
+
+func (d *diagnoser) diagnoseNodes(ctx context.Context) (*nodesReport, error) {
 	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		fmt.Fprintf(stderr, "diagnose: listing nodes: %v\n", err)
-		return exitUsage
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	var lines []nodeSummary
+	rep := &nodesReport{Checked: len(nodes.Items)}
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		s := d.summary(ctx, n)
-		if s.Tainted || s.Problem != "" {
-			lines = append(lines, s)
+		if s := d.summary(ctx, &nodes.Items[i]); s.Tainted || s.Problem != "" {
+			rep.Nodes = append(rep.Nodes, s)
 		}
 	}
-	if asJSON {
-		writeJSON(stdout, struct {
-			Checked int           `json:"checked"`
-			Nodes   []nodeSummary `json:"nodes"`
-		}{len(nodes.Items), lines})
-	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "NODE\tTAINTED\tVCENTER\tPROBLEM\n")
-		for _, s := range lines {
-			problem := s.Problem
-			if s.Unmanaged != "" {
-				problem = "unmanaged (" + s.Unmanaged + "): this CCM leaves it alone"
-			} else if problem == "" {
-				problem = "none now: the cloud-node controller initializes it at its next retry"
-			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
+	return rep, nil
+}
+
+// passed: no Node listed has a problem.
+func (rep *nodesReport) passed() bool {
+	return !slices.ContainsFunc(rep.Nodes, func(s nodeSummary) bool { return s.Problem != "" })
+}
+
+func (rep *nodesReport) write(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODE\tTAINTED\tVCENTER\tPROBLEM\n")
+	for _, s := range rep.Nodes {
+		problem := s.Problem
+		if s.Unmanaged != "" {
+			problem = "unmanaged (" + s.Unmanaged + "): this CCM leaves it alone"
+		} else if problem == "" {
+			problem = "none now: the cloud-node controller initializes it at its next retry"
 		}
-		_ = tw.Flush()
-		fmt.Fprintf(stdout, "%d Nodes checked, %d listed (still tainted or failing)\n", len(nodes.Items), len(lines))
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
 	}
-	if slices.ContainsFunc(lines, func(s nodeSummary) bool { return s.Problem != "" }) {
-		return exitFailed
-	}
-	return exitOK
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d Nodes checked, %d listed (still tainted or failing)\n", rep.Checked, len(rep.Nodes))
 }
 
-func writeJSON(w io.Writer, v any) {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	_, _ = w.Write(append(b, '\n'))
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+// passed: the Node would initialize now.
+func (r *nodeReport) passed() bool { return r.WouldInitialize }
 
 // diagnoser is a provider built as the CCM builds its own
 // (providerOptions, cloud.NewFromFile), readied with the cluster's client
@@ -169,14 +148,18 @@ type diagnoser struct {
 	settled  bool // the record of vCenters served was read
 }
 
-func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged labels.Selector, build cloud.BuildInfo) (*diagnoser, error) {
+func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig, unmanaged string, build cloud.BuildInfo) (*diagnoser, error) {
 	const op = "main.newDiagnoser"
+	selector, err := parseUnmanagedSelector(unmanaged)
+	if err != nil {
+		return nil, err // names the flag
+	}
 	client, err := kubeClient(kubeconfig, build.UserAgent()+" (diagnose)")
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
 	}
 	opts := providerOptions(build)
-	opts.UnmanagedNodeSelector = unmanaged
+	opts.UnmanagedNodeSelector = selector
 	logCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {

@@ -30,6 +30,33 @@ const (
 	exitUsage  = 2 // bad arguments, config or cluster access
 )
 
+// operatorReport is an operator command's answer.
+type operatorReport interface {
+	write(w io.Writer) // for people
+	passed() bool
+}
+
+// emit writes rep, as JSON or for people, and returns the exit code.
+func emit(w io.Writer, asJSON bool, rep operatorReport) int {
+	if asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		_, _ = w.Write(append(b, '\n'))
+	} else {
+		rep.write(w)
+	}
+	if !rep.passed() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 const validateUsage = `Usage: vsphere-federated-ccm validate --cloud-config FILE|- [flags]
 
 Checks a cloud config before it goes live, with the CCM's own parser and
@@ -100,17 +127,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build
 			}
 		}
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		printValidateTable(stdout, rep)
-	}
-	if !rep.Passed {
-		return exitFailed
-	}
-	return exitOK
+	return emit(stdout, *output == "json", rep)
 }
 
 func readConfig(path string, stdin io.Reader) ([]byte, error) {
@@ -209,7 +226,9 @@ func mark(v check.Verdict) string {
 	return "–"
 }
 
-func printValidateTable(w io.Writer, rep validateReport) {
+func (rep validateReport) passed() bool { return rep.Passed }
+
+func (rep validateReport) write(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VCENTER\tCHECK\t\tDETAIL")
 	// A config error of several problems, one a line, goes below the table.
