@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -264,14 +265,24 @@ type eventSummary struct {
 	Message string    `json:"message"`
 }
 
-// node runs the CCM's lookup of node once (its calls logged), then what each
-// controller would ask: InstanceMetadata, InstanceExists,
-// InstanceShutdown.
+// node is the report on node: unless the CCM leaves it alone, the CCM's
+// lookup of it, run once; then its Events and the vCenters now.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
-	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node), Events: []eventSummary{}}
+	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node)}
 	if why := d.provider.Unmanaged(node); why != "" {
-		return d.unmanagedNode(ctx, r, why)
+		r.unmanaged(why)
+	} else {
+		d.lookUp(ctx, node, r)
 	}
+	r.Events, r.EventsError = d.events(ctx, node.Name)
+	r.VCenters = d.provider.VCenterStatuses()
+	return r
+}
+
+// lookUp runs the CCM's lookup of node once (its calls logged), then what
+// each controller would ask: InstanceMetadata, InstanceExists,
+// InstanceShutdown.
+func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 	if searches, err := d.provider.Searches(node); err != nil {
 		r.Keys.Used = "none: " + err.Error()
 	} else {
@@ -333,8 +344,6 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 		r.Shutdown.Reason = "its VM is not powered off"
 	}
 
-	r.Events, r.EventsError = d.events(ctx, node.Name)
-	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
 		if metaErr != nil {
@@ -343,12 +352,11 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 			r.TaintReason = "InstanceMetadata succeeds now: the cloud-node controller removes it at its next retry (a vCenter's return re-queues it within a second)"
 		}
 	}
-	return r
 }
 
-// unmanagedNode is the report on a Node the CCM leaves alone: nothing is
-// looked up; its Events and the vCenters are shown as for any Node.
-func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string) *nodeReport {
+// unmanaged is the report on a Node the CCM leaves alone: nothing is
+// looked up.
+func (r *nodeReport) unmanaged(why string) {
 	r.Unmanaged = why
 	r.Lookup = []vcenterAnswer{}
 	r.WouldInitialize = true // nothing of this CCM's holds it back
@@ -362,10 +370,7 @@ func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string
 			r.TaintReason = "unmanaged: the cloud-node controller removes it at its next retry, keeping the Node's providerID and addresses"
 		}
 	}
-	r.Events, r.EventsError = d.events(ctx, r.Node)
-	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = []string{"unmanaged (" + why + "): this CCM leaves it alone"}
-	return r
 }
 
 // explain says, in words, what each vCenter's answer means for the Node,
@@ -378,12 +383,7 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 			failed[a.VCenter] = a.Error
 		}
 	}
-	names := make([]string, 0, len(failed))
-	for n := range failed {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(failed)) {
 		if r.VM != nil {
 			why = append(why, fmt.Sprintf("%s did not answer: %s; not needed, the VM was found in %s (a duplicate in %s cannot be ruled out until it answers)", n, failed[n], r.VM.VCenter, n))
 			continue
@@ -392,7 +392,11 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	}
 	var dup *discovery.DuplicateError
 	if errors.As(lookupErr, &dup) {
-		why = append(why, "the same BIOS UUID is held by several VMs ("+strings.Join(resultNames(dup.Matches), " and ")+"): the CCM refuses to choose; the Node stays tainted and is never deleted until one is removed or changed")
+		vms := make([]string, len(dup.Matches))
+		for i, m := range dup.Matches {
+			vms[i] = m.String()
+		}
+		why = append(why, "the same BIOS UUID is held by several VMs ("+strings.Join(vms, " and ")+"): the CCM refuses to choose; the Node stays tainted and is never deleted until one is removed or changed")
 	}
 	var outside *discovery.OutsideError
 	if errors.As(lookupErr, &outside) {
@@ -435,14 +439,6 @@ func heldBack(e *discovery.DeletionHeldError) string {
 	}
 	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
 		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
-}
-
-func resultNames(rs []*discovery.Result) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.String()
-	}
-	return out
 }
 
 func instanceAnswerOf(v bool, err error) instanceAnswer {
