@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -481,10 +482,7 @@ func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, st
 	out := []eventSummary{}
 	for i := range list.Items {
 		e := &list.Items[i]
-		src := e.Source.Component
-		if src == "" {
-			src = e.ReportingController
-		}
+		src := cmp.Or(e.Source.Component, e.ReportingController)
 		if src != "vsphere-federated-ccm" && !strings.Contains(src, "cloud-node") &&
 			!strings.Contains(src, "cloud-controller-manager") {
 			continue

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
@@ -51,30 +52,22 @@ var (
 func buildInfo() cloud.BuildInfo {
 	b := cloud.BuildInfo{Version: version, Commit: commit, GoVersion: runtime.Version()}
 	if info, ok := debug.ReadBuildInfo(); ok {
-		modified := false
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				if b.Commit == "" {
-					b.Commit = s.Value
-				}
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if b.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		if b.Version == "" && info.Main.Version != "(devel)" {
 			b.Version = info.Main.Version
 		}
-		if modified && commit == "" && b.Commit != "" {
-			b.Commit += "-dirty"
+		if b.Commit == "" {
+			vcs := map[string]string{}
+			for _, s := range info.Settings {
+				vcs[s.Key] = s.Value
+			}
+			b.Commit = vcs["vcs.revision"]
+			if b.Commit != "" && vcs["vcs.modified"] == "true" {
+				b.Commit += "-dirty"
+			}
 		}
 	}
-	if b.Version == "" {
-		b.Version = "devel"
-	}
-	if b.Commit == "" {
-		b.Commit = "unknown"
-	}
+	b.Version = cmp.Or(b.Version, "devel")
+	b.Commit = cmp.Or(b.Commit, "unknown")
 	return b
 }
 
