@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
@@ -55,6 +56,25 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// kubeClient is the API client of the operator commands (validate,
+// diagnose): --kubeconfig when set, else in-cluster (the Pod's
+// ServiceAccount). userAgent names the command in the API server's
+// audit log.
+func kubeClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
+	const op = "main.kubeClient"
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	cfg.UserAgent = userAgent
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return client, nil
 }
 
 const validateUsage = `Usage: vsphere-federated-ccm validate --cloud-config FILE|- [flags]
