@@ -108,7 +108,13 @@ func main() {
 		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return
 	}
-	setMemoryLimit(os.Getenv)
+	switch limit, err := memoryLimit(os.Getenv); {
+	case err != nil:
+		klog.Background().Error(err, "No Go soft memory limit set")
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		klog.Background().V(1).Info("Go soft memory limit set", "bytes", limit, "from", memoryLimitEnv)
+	}
 	ccmOptions, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
@@ -290,18 +296,6 @@ const memoryLimitEnv = "MEMORY_LIMIT"
 // reach: the rest is the runtime's own (stacks, fragmentation) and the
 // kernel's.
 const memoryLimitShare = 0.9
-
-// setMemoryLimit applies memoryLimit, logging why not when it cannot.
-func setMemoryLimit(getenv func(string) string) {
-	limit, err := memoryLimit(getenv)
-	switch {
-	case err != nil:
-		klog.Background().Error(err, "No Go soft memory limit set")
-	case limit > 0:
-		debug.SetMemoryLimit(limit)
-		klog.Background().V(1).Info("Go soft memory limit set", "bytes", limit, "from", memoryLimitEnv)
-	}
-}
 
 // memoryLimit is the Go soft memory limit memoryLimitEnv asks for: 0
 // (none) when it is unset, or when GOMEMLIMIT is set (the runtime read
