@@ -322,9 +322,8 @@ func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 
 	exists, err := d.provider.InstanceExists(ctx, node)
 	r.Exists = instanceAnswerOf(exists, err)
-	var held *discovery.DeletionHeldError
-	switch {
-	case errors.As(err, &held):
+	switch held, isHeld := errors.AsType[*discovery.DeletionHeldError](err); {
+	case isHeld:
 		r.DeletionHeld = heldBack(held)
 		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
 	case err != nil:
@@ -391,20 +390,17 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 		}
 		why = append(why, fmt.Sprintf("%s did not answer: %s; the Node is kept and retried", n, failed[n]))
 	}
-	var dup *discovery.DuplicateError
-	if errors.As(lookupErr, &dup) {
+	if dup, ok := errors.AsType[*discovery.DuplicateError](lookupErr); ok {
 		vms := make([]string, len(dup.Matches))
 		for i, m := range dup.Matches {
 			vms[i] = m.String()
 		}
 		why = append(why, "the same BIOS UUID is held by several VMs ("+strings.Join(vms, " and ")+"): the CCM refuses to choose; the Node stays tainted and is never deleted until one is removed or changed")
 	}
-	var outside *discovery.OutsideError
-	if errors.As(lookupErr, &outside) {
+	if _, ok := errors.AsType[*discovery.OutsideError](lookupErr); ok {
 		why = append(why, "its VM exists only in a datacenter the config leaves out: not served, not deleted")
 	}
-	var zoneTag *cloud.ZoneTagError
-	if errors.As(metaErr, &zoneTag) {
+	if _, ok := errors.AsType[*cloud.ZoneTagError](metaErr); ok {
 		why = append(why, "its VM has no zone or region tag in the configured categories (on its host, cluster, datacenter, resource pool or folders): the Node stays tainted rather than join without its zone")
 	}
 	if lookupErr == nil && r.VM == nil {

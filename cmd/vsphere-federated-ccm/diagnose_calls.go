@@ -100,10 +100,10 @@ func (b loggedBackend) log(ctx context.Context, a vcenterAnswer, vms []backends.
 // not asked).
 func (l *callLog) report(lookupErr error, statuses []cloud.VCenterStatus) []vcenterAnswer {
 	search, failed := "", map[string]string{}
-	if le := (*discovery.LookupError)(nil); errors.As(lookupErr, &le) {
+	if le, ok := errors.AsType[*discovery.LookupError](lookupErr); ok {
 		search = le.What
 		for _, err := range le.Failed.Errors {
-			if ve := (*discovery.VCenterError)(nil); errors.As(err, &ve) {
+			if ve, ok := errors.AsType[*discovery.VCenterError](err); ok {
 				failed[ve.VCenter] = ve.Error()
 			}
 		}
