@@ -232,7 +232,8 @@ func presented(ctx context.Context, addr, serverName string) string {
 		chain = append(chain, c.Subject.String())
 	}
 	return fmt.Sprintf("the server presents SHA-1 thumbprint %s, SHA-256 %s; chain: %s (issuer %s)",
-		soap.ThumbprintSHA1(certs[0]), soap.ThumbprintSHA256(certs[0]), strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
+		soap.ThumbprintSHA1(certs[0]), soap.ThumbprintSHA256(certs[0]),
+		strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
 }
 
 // latency fails when the median of three round trips exceeds half the

@@ -234,7 +234,8 @@ func TestValidateUntrustedCertificate(t *testing.T) {
 	results, _ := validateVia(t, tg, withLabels, 30*time.Second)
 	expectVerdicts(t, results, "tcp=pass", "tls=fail", "login=skip", "datacenters=skip", "tag categories=skip", "privileges=skip", "vms=skip", "latency=skip")
 	d := detailOf(results, TLS)
-	if !strings.Contains(d, "SHA-1 thumbprint "+soap.ThumbprintSHA1(vc.Server.Certificate())) || !strings.Contains(d, "certificate") {
+	thumbprint := soap.ThumbprintSHA1(vc.Server.Certificate())
+	if !strings.Contains(d, "SHA-1 thumbprint "+thumbprint) || !strings.Contains(d, "certificate") {
 		t.Fatalf("tls detail %q: want the verification failure and the server's thumbprint", d)
 	}
 }
