@@ -1,11 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
@@ -68,97 +68,78 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	selector, err := parseUnmanagedSelector(*unmanaged)
-	if err != nil {
-		fmt.Fprintf(stderr, "diagnose: %v\n", err)
-		return exitUsage
-	}
-	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, selector, build)
+	d, err := newDiagnoser(ctx, *cloudConfig, *kubeconfig, *unmanaged, build)
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: %v\n", err)
 		return exitUsage
 	}
 	defer d.close()
-
+	var rep operatorReport
 	if one != "" {
-		return d.diagnoseNode(ctx, one, *output == "json", stdout, stderr)
+		rep, err = d.diagnoseNode(ctx, one)
+	} else {
+		rep, err = d.diagnoseNodes(ctx)
 	}
-	return d.diagnoseNodes(ctx, *output == "json", stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "diagnose: %v\n", err)
+		return exitUsage
+	}
+	return emit(stdout, *output == "json", rep)
 }
 
-// diagnoseNode writes the report of the Node name; it fails when the Node
-// would not initialize now.
-func (d *diagnoser) diagnoseNode(ctx context.Context, name string, asJSON bool, stdout, stderr io.Writer) int {
+// diagnoseNode is the report of the Node name.
+func (d *diagnoser) diagnoseNode(ctx context.Context, name string) (*nodeReport, error) {
 	node, err := d.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		fmt.Fprintf(stderr, "diagnose: node %s: %v\n", name, err)
-		return exitUsage
+		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	r := d.node(ctx, node)
-	if asJSON {
-		writeJSON(stdout, r)
-	} else {
-		r.write(stdout)
-	}
-	if !r.WouldInitialize {
-		return exitFailed
-	}
-	return exitOK
+	return d.node(ctx, node), nil
 }
 
-// diagnoseNodes lists the Nodes still tainted or failing a lookup; it fails
-// when one of them has a problem.
-func (d *diagnoser) diagnoseNodes(ctx context.Context, asJSON bool, stdout, stderr io.Writer) int {
+// nodesReport is `diagnose nodes`' answer: of the Nodes checked, those
+// still tainted or failing a lookup.
+type nodesReport struct {
+	Checked int           `json:"checked"`
+	Nodes   []nodeSummary `json:"nodes"`
+}
+
+func (d *diagnoser) diagnoseNodes(ctx context.Context) (*nodesReport, error) {
 	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		fmt.Fprintf(stderr, "diagnose: listing nodes: %v\n", err)
-		return exitUsage
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	var lines []nodeSummary
+	rep := &nodesReport{Checked: len(nodes.Items)}
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		s := d.summary(ctx, n)
-		if s.Tainted || s.Problem != "" {
-			lines = append(lines, s)
+		if s := d.summary(ctx, &nodes.Items[i]); s.Tainted || s.Problem != "" {
+			rep.Nodes = append(rep.Nodes, s)
 		}
 	}
-	if asJSON {
-		writeJSON(stdout, struct {
-			Checked int           `json:"checked"`
-			Nodes   []nodeSummary `json:"nodes"`
-		}{len(nodes.Items), lines})
-	} else {
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "NODE\tTAINTED\tVCENTER\tPROBLEM\n")
-		for _, s := range lines {
-			problem := s.Problem
-			if s.Unmanaged != "" {
-				problem = "unmanaged (" + s.Unmanaged + "): this CCM leaves it alone"
-			} else if problem == "" {
-				problem = "none now: the cloud-node controller initializes it at its next retry"
-			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
+	return rep, nil
+}
+
+// passed: no Node listed has a problem.
+func (rep *nodesReport) passed() bool {
+	return !slices.ContainsFunc(rep.Nodes, func(s nodeSummary) bool { return s.Problem != "" })
+}
+
+func (rep *nodesReport) write(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODE\tTAINTED\tVCENTER\tPROBLEM\n")
+	for _, s := range rep.Nodes {
+		problem := s.Problem
+		if s.Unmanaged != "" {
+			problem = "unmanaged (" + s.Unmanaged + "): this CCM leaves it alone"
+		} else if problem == "" {
+			problem = "none now: the cloud-node controller initializes it at its next retry"
 		}
-		_ = tw.Flush()
-		fmt.Fprintf(stdout, "%d Nodes checked, %d listed (still tainted or failing)\n", len(nodes.Items), len(lines))
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
 	}
-	if slices.ContainsFunc(lines, func(s nodeSummary) bool { return s.Problem != "" }) {
-		return exitFailed
-	}
-	return exitOK
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d Nodes checked, %d listed (still tainted or failing)\n", rep.Checked, len(rep.Nodes))
 }
 
-func writeJSON(w io.Writer, v any) {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	_, _ = w.Write(append(b, '\n'))
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+// passed: the Node would initialize now.
+func (r *nodeReport) passed() bool { return r.WouldInitialize }
 
 // diagnoser is a provider built as the CCM builds its own
 // (providerOptions, cloud.NewFromFile), readied with the cluster's client
@@ -169,14 +150,18 @@ type diagnoser struct {
 	settled  bool // the record of vCenters served was read
 }
 
-func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig string, unmanaged labels.Selector, build cloud.BuildInfo) (*diagnoser, error) {
+func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig, unmanaged string, build cloud.BuildInfo) (*diagnoser, error) {
 	const op = "main.newDiagnoser"
+	selector, err := parseUnmanagedSelector(unmanaged)
+	if err != nil {
+		return nil, err // names the flag
+	}
 	client, err := kubeClient(kubeconfig, build.UserAgent()+" (diagnose)")
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
 	}
 	opts := providerOptions(build)
-	opts.UnmanagedNodeSelector = unmanaged
+	opts.UnmanagedNodeSelector = selector
 	logCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
 	if err != nil {
@@ -281,14 +266,24 @@ type eventSummary struct {
 	Message string    `json:"message"`
 }
 
-// node runs the CCM's lookup of node once (its calls logged), then what each
-// controller would ask: InstanceMetadata, InstanceExists,
-// InstanceShutdown.
+// node is the report on node: unless the CCM leaves it alone, the CCM's
+// lookup of it, run once; then its Events and the vCenters now.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
-	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node), Events: []eventSummary{}}
+	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node)}
 	if why := d.provider.Unmanaged(node); why != "" {
-		return d.unmanagedNode(ctx, r, why)
+		r.unmanaged(why)
+	} else {
+		d.lookUp(ctx, node, r)
 	}
+	r.Events, r.EventsError = d.events(ctx, node.Name)
+	r.VCenters = d.provider.VCenterStatuses()
+	return r
+}
+
+// lookUp runs the CCM's lookup of node once (its calls logged), then what
+// each controller would ask: InstanceMetadata, InstanceExists,
+// InstanceShutdown.
+func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 	if searches, err := d.provider.Searches(node); err != nil {
 		r.Keys.Used = "none: " + err.Error()
 	} else {
@@ -327,9 +322,8 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 
 	exists, err := d.provider.InstanceExists(ctx, node)
 	r.Exists = instanceAnswerOf(exists, err)
-	var held *discovery.DeletionHeldError
-	switch {
-	case errors.As(err, &held):
+	switch held, isHeld := errors.AsType[*discovery.DeletionHeldError](err); {
+	case isHeld:
 		r.DeletionHeld = heldBack(held)
 		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
 	case err != nil:
@@ -350,8 +344,6 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 		r.Shutdown.Reason = "its VM is not powered off"
 	}
 
-	r.Events, r.EventsError = d.events(ctx, node.Name)
-	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
 		if metaErr != nil {
@@ -360,12 +352,11 @@ func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
 			r.TaintReason = "InstanceMetadata succeeds now: the cloud-node controller removes it at its next retry (a vCenter's return re-queues it within a second)"
 		}
 	}
-	return r
 }
 
-// unmanagedNode is the report on a Node the CCM leaves alone: nothing is
-// looked up; its Events and the vCenters are shown as for any Node.
-func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string) *nodeReport {
+// unmanaged is the report on a Node the CCM leaves alone: nothing is
+// looked up.
+func (r *nodeReport) unmanaged(why string) {
 	r.Unmanaged = why
 	r.Lookup = []vcenterAnswer{}
 	r.WouldInitialize = true // nothing of this CCM's holds it back
@@ -379,10 +370,7 @@ func (d *diagnoser) unmanagedNode(ctx context.Context, r *nodeReport, why string
 			r.TaintReason = "unmanaged: the cloud-node controller removes it at its next retry, keeping the Node's providerID and addresses"
 		}
 	}
-	r.Events, r.EventsError = d.events(ctx, r.Node)
-	r.VCenters = d.provider.VCenterStatuses()
 	r.Why = []string{"unmanaged (" + why + "): this CCM leaves it alone"}
-	return r
 }
 
 // explain says, in words, what each vCenter's answer means for the Node,
@@ -395,28 +383,24 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 			failed[a.VCenter] = a.Error
 		}
 	}
-	names := make([]string, 0, len(failed))
-	for n := range failed {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(failed)) {
 		if r.VM != nil {
 			why = append(why, fmt.Sprintf("%s did not answer: %s; not needed, the VM was found in %s (a duplicate in %s cannot be ruled out until it answers)", n, failed[n], r.VM.VCenter, n))
 			continue
 		}
 		why = append(why, fmt.Sprintf("%s did not answer: %s; the Node is kept and retried", n, failed[n]))
 	}
-	var dup *discovery.DuplicateError
-	if errors.As(lookupErr, &dup) {
-		why = append(why, "the same BIOS UUID is held by several VMs ("+strings.Join(resultNames(dup.Matches), " and ")+"): the CCM refuses to choose; the Node stays tainted and is never deleted until one is removed or changed")
+	if dup, ok := errors.AsType[*discovery.DuplicateError](lookupErr); ok {
+		vms := make([]string, len(dup.Matches))
+		for i, m := range dup.Matches {
+			vms[i] = m.String()
+		}
+		why = append(why, "the same BIOS UUID is held by several VMs ("+strings.Join(vms, " and ")+"): the CCM refuses to choose; the Node stays tainted and is never deleted until one is removed or changed")
 	}
-	var outside *discovery.OutsideError
-	if errors.As(lookupErr, &outside) {
+	if _, ok := errors.AsType[*discovery.OutsideError](lookupErr); ok {
 		why = append(why, "its VM exists only in a datacenter the config leaves out: not served, not deleted")
 	}
-	var zoneTag *cloud.ZoneTagError
-	if errors.As(metaErr, &zoneTag) {
+	if _, ok := errors.AsType[*cloud.ZoneTagError](metaErr); ok {
 		why = append(why, "its VM has no zone or region tag in the configured categories (on its host, cluster, datacenter, resource pool or folders): the Node stays tainted rather than join without its zone")
 	}
 	if lookupErr == nil && r.VM == nil {
@@ -452,14 +436,6 @@ func heldBack(e *discovery.DeletionHeldError) string {
 	}
 	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
 		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
-}
-
-func resultNames(rs []*discovery.Result) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.String()
-	}
-	return out
 }
 
 func instanceAnswerOf(v bool, err error) instanceAnswer {
@@ -502,10 +478,7 @@ func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, st
 	out := []eventSummary{}
 	for i := range list.Items {
 		e := &list.Items[i]
-		src := e.Source.Component
-		if src == "" {
-			src = e.ReportingController
-		}
+		src := cmp.Or(e.Source.Component, e.ReportingController)
 		if src != "vsphere-federated-ccm" && !strings.Contains(src, "cloud-node") &&
 			!strings.Contains(src, "cloud-controller-manager") {
 			continue

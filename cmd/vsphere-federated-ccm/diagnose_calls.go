@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -99,10 +100,10 @@ func (b loggedBackend) log(ctx context.Context, a vcenterAnswer, vms []backends.
 // not asked).
 func (l *callLog) report(lookupErr error, statuses []cloud.VCenterStatus) []vcenterAnswer {
 	search, failed := "", map[string]string{}
-	if le := (*discovery.LookupError)(nil); errors.As(lookupErr, &le) {
+	if le, ok := errors.AsType[*discovery.LookupError](lookupErr); ok {
 		search = le.What
 		for _, err := range le.Failed.Errors {
-			if ve := (*discovery.VCenterError)(nil); errors.As(err, &ve) {
+			if ve, ok := errors.AsType[*discovery.VCenterError](err); ok {
 				failed[ve.VCenter] = ve.Error()
 			}
 		}
@@ -117,23 +118,19 @@ func (l *callLog) report(lookupErr error, statuses []cloud.VCenterStatus) []vcen
 	}
 	out := []vcenterAnswer{}
 	for _, st := range statuses {
-		asked := false
+		n := len(out)
 		for _, a := range l.answers {
 			if a.VCenter != st.Name {
 				continue
 			}
-			asked = true
 			if a.Answer == "error" && failed[st.Name] != "" {
 				a.Error = failed[st.Name]
 			}
 			a.Breaker, a.Reachability = st.Breaker, st.Reachability
 			out = append(out, a)
 		}
-		if !asked && search != "" {
-			why := failed[st.Name]
-			if why == "" {
-				why = (&discovery.VCenterError{VCenter: st.Name, Err: errors.New(notAskedWhy(st))}).Error()
-			}
+		if len(out) == n && search != "" { // not asked
+			why := cmp.Or(failed[st.Name], (&discovery.VCenterError{VCenter: st.Name, Err: errors.New(notAskedWhy(st))}).Error())
 			out = append(out, vcenterAnswer{Lookup: search, VCenter: st.Name, Pass: passNotAsked, Answer: "error", Error: why,
 				Breaker: st.Breaker, Reachability: st.Reachability})
 		}

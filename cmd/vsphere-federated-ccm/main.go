@@ -4,7 +4,10 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -17,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	ccmconfig "k8s.io/cloud-provider/app/config"
@@ -28,6 +34,8 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -51,30 +59,22 @@ var (
 func buildInfo() cloud.BuildInfo {
 	b := cloud.BuildInfo{Version: version, Commit: commit, GoVersion: runtime.Version()}
 	if info, ok := debug.ReadBuildInfo(); ok {
-		modified := false
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				if b.Commit == "" {
-					b.Commit = s.Value
-				}
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if b.Version == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		if b.Version == "" && info.Main.Version != "(devel)" {
 			b.Version = info.Main.Version
 		}
-		if modified && commit == "" && b.Commit != "" {
-			b.Commit += "-dirty"
+		if b.Commit == "" {
+			vcs := map[string]string{}
+			for _, s := range info.Settings {
+				vcs[s.Key] = s.Value
+			}
+			b.Commit = vcs["vcs.revision"]
+			if b.Commit != "" && vcs["vcs.modified"] == "true" {
+				b.Commit += "-dirty"
+			}
 		}
 	}
-	if b.Version == "" {
-		b.Version = "devel"
-	}
-	if b.Commit == "" {
-		b.Commit = "unknown"
-	}
+	b.Version = cmp.Or(b.Version, "devel")
+	b.Commit = cmp.Or(b.Commit, "unknown")
 	return b
 }
 
@@ -108,7 +108,13 @@ func main() {
 		fmt.Printf("vsphere-federated-ccm %s (commit %s, %s)\n", build.Version, build.Commit, build.GoVersion)
 		return
 	}
-	setMemoryLimit(os.Getenv)
+	switch limit, err := memoryLimit(os.Getenv); {
+	case err != nil:
+		klog.Background().Error(err, "No Go soft memory limit set")
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		klog.Background().V(1).Info("Go soft memory limit set", "bytes", limit, "from", memoryLimitEnv)
+	}
 	ccmOptions, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
@@ -242,6 +248,43 @@ func prepare(c *ccmconfig.CompletedConfig, provider *cloud.Cloud) {
 	provider.Prepare(client, wait.NeverStop)
 }
 
+// servingCertWorkers decide kubelet serving certificate requests: one
+// lookup each, most answered from the inventories.
+const servingCertWorkers = 2
+
+// controllers are the cloud-provider's controllers and the kubelet serving
+// certificate approver, which runs only when --controllers names it (like
+// every controller, on the leader alone). provider is the one Initialize
+// is called on: read when the controllers start, after it is set.
+func controllers(provider func() servingcert.VMs, m *servingcert.Metrics) map[string]app.ControllerInitFuncConstructor {
+	out := maps.Clone(app.DefaultInitFuncConstructors)
+	out[servingcert.ControllerName] = app.ControllerInitFuncConstructor{
+		// With --use-service-account-credentials, its own ServiceAccount
+		// (the chart binds the approval rights to it only when enabled).
+		InitContext: app.ControllerInitContext{ClientName: servingcert.ControllerName},
+		Constructor: func(initContext app.ControllerInitContext, cc *ccmconfig.CompletedConfig, _ cloudprovider.Interface) app.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				client := cc.ClientBuilder.ClientOrDie(initContext.ClientName)
+				broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+				broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+				recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: servingcert.ControllerName})
+				a, err := servingcert.New(client, cc.SharedInformers.Certificates().V1().CertificateSigningRequests(),
+					cc.SharedInformers.Core().V1().Nodes(), provider(), recorder, m, servingcert.Options{})
+				if err != nil {
+					broadcaster.Shutdown()
+					return nil, false, err
+				}
+				go func() {
+					defer broadcaster.Shutdown()
+					a.Run(klog.NewContext(ctx, klog.FromContext(ctx)), servingCertWorkers)
+				}()
+				return nil, true, nil
+			}
+		},
+	}
+	return out
+}
+
 // memoryLimitEnv names the container's memory limit in bytes (the chart
 // sets it from the downward API, resourceFieldRef limits.memory): the Go
 // runtime's soft limit is set to memoryLimitShare of it, so the heap is
@@ -253,18 +296,6 @@ const memoryLimitEnv = "MEMORY_LIMIT"
 // reach: the rest is the runtime's own (stacks, fragmentation) and the
 // kernel's.
 const memoryLimitShare = 0.9
-
-// setMemoryLimit applies memoryLimit, logging why not when it cannot.
-func setMemoryLimit(getenv func(string) string) {
-	limit, err := memoryLimit(getenv)
-	switch {
-	case err != nil:
-		klog.Background().Error(err, "No Go soft memory limit set")
-	case limit > 0:
-		debug.SetMemoryLimit(limit)
-		klog.Background().V(1).Info("Go soft memory limit set", "bytes", limit, "from", memoryLimitEnv)
-	}
-}
 
 // memoryLimit is the Go soft memory limit memoryLimitEnv asks for: 0
 // (none) when it is unset, or when GOMEMLIMIT is set (the runtime read

@@ -59,9 +59,13 @@ func TestDiagnoseUnmanagedNode(t *testing.T) {
 			t.Errorf("%s: wouldInitialize %v, lookup %v; want true and no lookup", c.node.Name, r.WouldInitialize, r.Lookup)
 		}
 	}
-	var out, errOut bytes.Buffer
-	if code := d.diagnoseNodes(t.Context(), false, &out, &errOut); code != exitOK {
-		t.Errorf("diagnose nodes = %d; want %d (unmanaged is no problem):\n%s%s", code, exitOK, out.String(), errOut.String())
+	rep, err := d.diagnoseNodes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code := emit(&out, false, rep); code != exitOK {
+		t.Errorf("diagnose nodes = %d; want %d (unmanaged is no problem):\n%s", code, exitOK, out.String())
 	}
 	if !strings.Contains(lineWith(out.String(), "metal-2"), "unmanaged (selector") {
 		t.Errorf("diagnose nodes:\n%s\nwant metal-2 listed as unmanaged", out.String())

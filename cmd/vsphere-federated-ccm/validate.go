@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
@@ -29,6 +30,52 @@ const (
 	exitFailed = 1 // a check failed; a Node would not initialize
 	exitUsage  = 2 // bad arguments, config or cluster access
 )
+
+// operatorReport is an operator command's answer.
+type operatorReport interface {
+	write(w io.Writer) // for people
+	passed() bool
+}
+
+// emit writes rep, as JSON or for people, and returns the exit code.
+func emit(w io.Writer, asJSON bool, rep operatorReport) int {
+	if asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		_, _ = w.Write(append(b, '\n'))
+	} else {
+		rep.write(w)
+	}
+	if !rep.passed() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// kubeClient is the API client of the operator commands (validate,
+// diagnose): --kubeconfig when set, else in-cluster (the Pod's
+// ServiceAccount). userAgent names the command in the API server's
+// audit log.
+func kubeClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
+	const op = "main.kubeClient"
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	cfg.UserAgent = userAgent
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return client, nil
+}
 
 const validateUsage = `Usage: vsphere-federated-ccm validate --cloud-config FILE|- [flags]
 
@@ -100,17 +147,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build
 			}
 		}
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
-	} else {
-		printValidateTable(stdout, rep)
-	}
-	if !rep.Passed {
-		return exitFailed
-	}
-	return exitOK
+	return emit(stdout, *output == "json", rep)
 }
 
 func readConfig(path string, stdin io.Reader) ([]byte, error) {
@@ -209,7 +246,9 @@ func mark(v check.Verdict) string {
 	return "–"
 }
 
-func printValidateTable(w io.Writer, rep validateReport) {
+func (rep validateReport) passed() bool { return rep.Passed }
+
+func (rep validateReport) write(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VCENTER\tCHECK\t\tDETAIL")
 	// A config error of several problems, one a line, goes below the table.

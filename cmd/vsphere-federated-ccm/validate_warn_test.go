@@ -16,7 +16,7 @@ func TestValidateTableShowsWarnings(t *testing.T) {
 			{Name: check.TLS, Verdict: check.Warned, Detail: "certificate NOT verified (insecureFlag: true); the certificate expires on 2026-12-01T00:00:00Z, in 7 days: plan its replacement"},
 		}}}}
 	var out strings.Builder
-	printValidateTable(&out, rep)
+	rep.write(&out)
 	if !regexp.MustCompile(`vc1 +tls +! +certificate NOT verified`).MatchString(out.String()) || !strings.HasSuffix(out.String(), "PASS\n") {
 		t.Fatalf("table:\n%s", out.String())
 	}

@@ -8,8 +8,6 @@ package check
 
 import (
 	"context"
-	"crypto/sha1" // vSphere's thumbprint format, shown to be compared
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -18,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
@@ -214,7 +214,8 @@ func verification(thumbprints []string, caFile string, insecure bool) string {
 }
 
 // presented describes the certificate the server at addr presents, read
-// without verifying it, so the user can pin its thumbprint or fix the CA.
+// without verifying it, so the user can pin its thumbprint (in the form
+// the backend compares pins in: soap's) or fix the CA.
 func presented(ctx context.Context, addr, serverName string) string {
 	d := tls.Dialer{Config: &tls.Config{ServerName: serverName, InsecureSkipVerify: true}} // only to show what it presents
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -226,17 +227,14 @@ func presented(ctx context.Context, addr, serverName string) string {
 	if len(certs) == 0 {
 		return "the server presented no certificate"
 	}
-	leaf := certs[0]
-	s1, s256 := sha1.Sum(leaf.Raw), sha256.Sum256(leaf.Raw)
 	var chain []string
 	for _, c := range certs {
 		chain = append(chain, c.Subject.String())
 	}
 	return fmt.Sprintf("the server presents SHA-1 thumbprint %s, SHA-256 %s; chain: %s (issuer %s)",
-		colonHex(s1[:]), colonHex(s256[:]), strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
+		soap.ThumbprintSHA1(certs[0]), soap.ThumbprintSHA256(certs[0]),
+		strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
 }
-
-func colonHex(b []byte) string { return strings.ReplaceAll(fmt.Sprintf("% X", b), " ", ":") }
 
 // latency fails when the median of three round trips exceeds half the
 // request timeout: lookups would then time out under any load.

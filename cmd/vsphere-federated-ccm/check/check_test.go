@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"crypto/sha1"
 	"fmt"
 	"net/url"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -175,8 +175,7 @@ func TestValidateTagCategories(t *testing.T) {
 // operator can pin it; the right one passes.
 func TestValidateThumbprint(t *testing.T) {
 	vc, p := vcsim.StartProxied(t, vcsim.Options{Datacenters: 1})
-	sum := sha1.Sum(vc.Server.Certificate().Raw)
-	right := colonHex(sum[:])
+	right := soap.ThumbprintSHA1(vc.Server.Certificate())
 	tg := targetVia(vc, p.Host(), p.Port())
 	tg.cfg.InsecureFlag = false
 	tg.cfg.Thumbprints = []string{strings.Repeat("AB:", 19) + "AB"}
@@ -235,8 +234,8 @@ func TestValidateUntrustedCertificate(t *testing.T) {
 	results, _ := validateVia(t, tg, withLabels, 30*time.Second)
 	expectVerdicts(t, results, "tcp=pass", "tls=fail", "login=skip", "datacenters=skip", "tag categories=skip", "privileges=skip", "vms=skip", "latency=skip")
 	d := detailOf(results, TLS)
-	sum := sha1.Sum(vc.Server.Certificate().Raw)
-	if !strings.Contains(d, "SHA-1 thumbprint "+colonHex(sum[:])) || !strings.Contains(d, "certificate") {
+	thumbprint := soap.ThumbprintSHA1(vc.Server.Certificate())
+	if !strings.Contains(d, "SHA-1 thumbprint "+thumbprint) || !strings.Contains(d, "certificate") {
 		t.Fatalf("tls detail %q: want the verification failure and the server's thumbprint", d)
 	}
 }
