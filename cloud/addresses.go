@@ -162,7 +162,7 @@ func usableIPs(nics []backends.NIC) []candidate {
 // pickAddresses is one IP family's choice; n counts the family's IPs.
 func pickAddresses(cands []candidate, family string, r config.AddressRules) (internal, external *candidate, n int) {
 	ofFamily := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool {
-		return !(family == config.IPv4 && c.ip.Is4()) && !(family == config.IPv6 && c.ip.Is6())
+		return (family != config.IPv4 || !c.ip.Is4()) && (family != config.IPv6 || !c.ip.Is6())
 	})
 	// Each address has its own exclude list: an IP excluded from one may
 	// still be the other.

@@ -509,11 +509,12 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults VCe
 	vc.Inventory = derefOr(v.Inventory, derefOr(g.Inventory, true))
 	if port := cmp.Or(v.Port, g.Port); port != "" {
 		n, err := strconv.Atoi(port)
-		if err == nil && n >= 1 && n <= 65535 {
+		switch {
+		case err == nil && n >= 1 && n <= 65535:
 			vc.Port = n
-		} else if v.Port == "" {
+		case v.Port == "":
 			add("global.port", "must be a number from 1 to 65535")
-		} else {
+		default:
 			add(p+".port", "must be a number from 1 to 65535")
 		}
 	}

@@ -6,6 +6,7 @@ package vsphere
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -127,4 +129,10 @@ func (b *Backend) TagCategories(ctx context.Context, want []string) (names []str
 		use[c.Name] = u
 	}
 	return names, use, nil
+}
+
+// Thumbprints are cert's SHA-1 and SHA-256 thumbprints as vCenter shows
+// them and a config's thumbprint key is matched against (transport.go).
+func Thumbprints(cert *x509.Certificate) (sha1, sha256 string) {
+	return soap.ThumbprintSHA1(cert), soap.ThumbprintSHA256(cert)
 }

@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/soap"
-
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -231,9 +229,9 @@ func presented(ctx context.Context, addr, serverName string) string {
 	for _, c := range certs {
 		chain = append(chain, c.Subject.String())
 	}
+	sha1, sha256 := vsphere.Thumbprints(certs[0])
 	return fmt.Sprintf("the server presents SHA-1 thumbprint %s, SHA-256 %s; chain: %s (issuer %s)",
-		soap.ThumbprintSHA1(certs[0]), soap.ThumbprintSHA256(certs[0]),
-		strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
+		sha1, sha256, strings.Join(chain, " <- "), certs[len(certs)-1].Issuer)
 }
 
 // latency fails when the median of three round trips exceeds half the
