@@ -121,7 +121,9 @@ func New(vcs []Target, opts Options) *Discoverer {
 	}
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		holds: newHolds(opts.Clock)}
-	none := &Members{opts: vcenter.Options{Observer: opts.Observer, ProbeInterval: opts.ProbeInterval, ConnectWait: opts.ConnectWait}}
+	none := &Members{opts: vcenter.Options{
+		Observer: opts.Observer, ProbeInterval: opts.ProbeInterval, ConnectWait: opts.ConnectWait,
+	}}
 	members, _ := none.Next(vcs)
 	d.Use(members)
 	return d
