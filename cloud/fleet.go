@@ -8,7 +8,6 @@ package cloud
 
 import (
 	"context"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,15 +20,23 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
+// servedConfig is a config applied and its vCenters' backends, by name.
+// It is immutable: applyLocked builds one per config applied.
+type servedConfig struct {
+	cfg      *config.Config
+	backends map[string]*builtBackend
+}
+
 type fleet struct {
 	opts   Options // as New completed them
 	events *eventLog
 
-	// discovery is built once and re-pointed at each config applied
-	// (SetVCenters, SetHistory); cfg is that config. Both are read
-	// without mu: a lookup uses the config current when it began.
+	// discovery is built once and handed the members of each config
+	// applied, and of each record of the history learnt (Use, under mu);
+	// served is that config and its backends. Both are read without mu:
+	// a lookup uses the config current when it began.
 	discovery *discovery.Discoverer
-	cfg       atomic.Pointer[config.Config]
+	served    atomic.Pointer[servedConfig]
 
 	reloads chan struct{} // coalesced reload requests (RequestReload)
 
@@ -41,16 +48,14 @@ type fleet struct {
 	goroutines sync.WaitGroup
 
 	// mu is held while a config is applied, and guards what applying
-	// one changes: every field below. Storing cfg happens under it too,
-	// so that a reader holding mu sees the config that goes with them.
+	// one changes: every field below. Storing served happens under it
+	// too, so that a reader holding mu sees the config that goes with them.
 	mu sync.Mutex
 
-	// backends are cfg's, by vCenter name. secrets are the Secret
-	// informers credentials are read through, watcher the file watch
-	// (both nil when there is nothing to watch: no cluster, no start, the
-	// file of a provider readied by Inspect).
-	backends map[string]*builtBackend
-	secrets  *credentials.Secrets
+	// secrets are the Secret informers credentials are read through,
+	// watcher the file watch (both nil when there is nothing to watch: no
+	// cluster, no start, the file of a provider readied by Inspect).
+	secrets *credentials.Secrets
 	// ledger keeps every vCenter's refused logins per account for all
 	// the backends ever built: a rebuilt one inherits them.
 	ledger  *credentials.Ledger
@@ -73,13 +78,12 @@ type fleet struct {
 	// this process knows of it: the last record read, with what it
 	// learned since merged in (see configHistory). historyUnsaved says
 	// it holds what the store may lack, so it is merged into the next
-	// read. historyKnown is set once a record has been read (historyWhy
-	// says why not yet).
+	// read. historyUnread says why no record has been read yet; empty
+	// once one has.
 	store          historyStore
 	history        *configHistory
 	historyUnsaved bool
-	historyKnown   bool
-	historyWhy     string
+	historyUnread  string
 
 	// onCutoff is given the legacy unmanaged label's cutoff each time the
 	// record is read or written (unmanagedNodes.setCutoff).
@@ -89,8 +93,8 @@ type fleet struct {
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter
 // and keeps its history in memory until useCluster.
 func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(legacyCutoff)) *fleet {
-	f := &fleet{opts: opts, events: events, backends: map[string]*builtBackend{}, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
-		store: memoryHistory{}, history: &configHistory{}, historyKnown: true, onCutoff: onCutoff}
+	f := &fleet{opts: opts, events: events, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
+		store: memoryHistory{}, history: &configHistory{}, onCutoff: onCutoff}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if opts.Discovery.OnIdentity == nil {
 		// A vCenter answering as another instance than recorded: record
@@ -98,7 +102,7 @@ func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(
 		opts.Discovery.OnIdentity = f.RequestReload
 	}
 	f.discovery = discovery.New(nil, opts.Discovery)
-	f.cfg.Store(cfg)
+	f.served.Store(&servedConfig{cfg: cfg})
 	opts.Metrics.setStatusSource(f.backendStatuses)
 	opts.Metrics.setHealthSource(f.discovery.Health)
 	opts.Metrics.setDeletionHeldSource(f.discovery.Held)
@@ -106,7 +110,7 @@ func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(
 }
 
 // config is the config served now.
-func (f *fleet) config() *config.Config { return f.cfg.Load() }
+func (f *fleet) config() *config.Config { return f.served.Load().cfg }
 
 // useCluster reads credentials from the cluster's Secrets (a change is a
 // reload) and keeps the history in the ConfigMap opts.HistoryObject,
@@ -118,7 +122,7 @@ func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials
 	defer f.mu.Unlock()
 	f.secrets = credentials.NewSecrets(client, func(_, _ string) { f.RequestReload() })
 	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: write}
-	f.historyKnown, f.historyWhy = false, "reading "+f.store.String()
+	f.historyUnread = "reading " + f.store.String()
 	return f.secrets
 }
 
@@ -135,10 +139,10 @@ func (f *fleet) lead(client kubernetes.Interface) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: true}
-	f.publishHistoryLocked()
+	f.publishHistoryLocked(f.discovery.Members())
 	f.rejected.sum = [32]byte{}
 	f.noticed = nil
-	f.reportNoticesLocked(f.cfg.Load())
+	f.reportNoticesLocked(f.config())
 }
 
 // apply makes the current config serve: its backends built, handed to
@@ -146,7 +150,7 @@ func (f *fleet) lead(client kubernetes.Interface) {
 func (f *fleet) apply(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.applyLocked(ctx, f.cfg.Load())
+	f.applyLocked(ctx, f.config())
 }
 
 // watchFile requests a reload whenever the config file or the secrets
@@ -182,30 +186,22 @@ func (f *fleet) scanDuplicates(ctx context.Context) {
 	}
 }
 
-// close stops the file watch, makes replaced backends close at once, logs
-// every current one out and waits for the fleet's goroutines. The caller
-// has stopped the reload loop.
+// close stops the file watch, the members' probes, makes replaced
+// backends close at once, logs every current one out and waits for the
+// fleet's goroutines. The caller has stopped the reload loop.
 func (f *fleet) close(ctx context.Context) {
-	f.discovery.Close()
-	f.cancel()
+	f.cancel() // the members of a later apply are closed at once
 	defer f.goroutines.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.discovery.Members().Close()
 	if f.watcher != nil {
 		_ = f.watcher.w.Close() // ends its run
 		f.watcher = nil
 	}
-	for name, b := range f.backends {
+	for name, b := range f.served.Load().backends {
 		if err := b.Backend.Close(ctx); err != nil {
 			klog.FromContext(ctx).Info("Closing vCenter session failed", "vcenter", name, "err", err)
 		}
 	}
-}
-
-// builtBackends is a copy of the backends by vCenter name, for work done
-// with each outside f.mu (a call to vCenter, a status read).
-func (f *fleet) builtBackends() map[string]*builtBackend {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.backends)
 }

@@ -175,7 +175,7 @@ func boolValue(b bool) float64 {
 
 // backendStatuses reads every current backend's status.
 func (f *fleet) backendStatuses() []vcenterStatus {
-	bs := f.builtBackends()
+	bs := f.served.Load().backends
 	out := make([]vcenterStatus, 0, len(bs))
 	for name, b := range bs {
 		out = append(out, vcenterStatus{VCenter: name, Status: b.Status()})

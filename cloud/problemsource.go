@@ -31,14 +31,14 @@ func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) 
 // this CCM serves from the inventories' memory (as the nodes' pass
 // follows them: no request per Node).
 func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*v1.Node) bool) problems.Inputs {
-	cfg := f.config()
+	served := f.served.Load()
+	cfg := served.cfg
 	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{},
 		Privileges: map[string]backends.PrivilegeReport{}, VMs: map[string]*problems.NodeVM{}}
-	built := f.builtBackends()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, vc := range cfg.VCenters {
-		b, ok := built[vc.Name]
+		b, ok := served.backends[vc.Name]
 		if !ok {
 			continue
 		}

@@ -41,17 +41,19 @@ type connectionKey struct {
 }
 
 // applyLocked makes cfg current: a backend per vCenter (kept when its
-// connection settings are unchanged), handed to discovery; backends of
-// removed or changed vCenters are closed once lookups in flight are done.
+// connection settings are unchanged), and discovery's members of them,
+// with the history, handed over at once; backends of removed or changed
+// vCenters are closed once lookups in flight are done.
 func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
+	old := f.served.Load()
+	next := &servedConfig{cfg: cfg, backends: make(map[string]*builtBackend, len(cfg.VCenters))}
 	vcs := make([]discovery.Target, 0, len(cfg.VCenters))
-	next := make(map[string]*builtBackend, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
 		// What vCenter refused is kept in the fleet's ledger, so a backend
 		// rebuilt by an edit does not send it again at once.
 		creds := credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
 		key := connectionKeyOf(vc, creds)
-		b, ok := f.backends[vc.Name]
+		b, ok := old.backends[vc.Name]
 		if !ok || b.key != key {
 			// Backends are built by Start's first apply and later ones,
 			// so each starts at once.
@@ -63,7 +65,7 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 			b.SetBudget(vc.RequestsPerSecond, vc.RequestBurst)
 			b.SetDatacenters(vc.DatacenterSpecs())
 		}
-		next[vc.Name] = b
+		next.backends[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
 			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.DatacenterSpecs(), RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
@@ -71,27 +73,31 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 			NodeDeletion: vc.NodeDeletion,
 		})
 	}
-	old := f.cfg.Load()
-	// What leaves the config is retired before discovery stops asking it.
-	if f.history.update(servingOf(cfg, next), time.Now(), cfg.RetiredRetention) {
+	// What leaves the config is retired in the members that stop asking it.
+	if f.history.update(servingOf(cfg, next.backends), time.Now(), cfg.RetiredRetention) {
 		f.historyUnsaved = true
 	}
-	f.publishHistoryLocked()
-	f.cfg.Store(cfg)
-	f.discovery.SetVCenters(vcs)
+	f.served.Store(next)
+	members, dropped := f.discovery.Members().Next(vcs)
+	f.publishHistoryLocked(members)
+	if f.ctx.Err() != nil { // closed: so are its members
+		members.Close()
+	}
+	for _, m := range dropped {
+		m.Close()
+	}
 	f.reportNoticesLocked(cfg)
 	// Lookups in flight run under the deadlines of the config they began
 	// with: the old one's count too.
 	var grace time.Duration
-	for _, vc := range append(slices.Clone(cfg.VCenters), old.VCenters...) {
+	for _, vc := range append(slices.Clone(cfg.VCenters), old.cfg.VCenters...) {
 		grace = max(grace, vc.RequestTimeout)
 	}
-	for name, old := range f.backends {
-		if next[name] != old {
-			f.closeLaterLocked(ctx, name, old, 2*grace+time.Second, grace)
+	for name, b := range old.backends {
+		if next.backends[name] != b {
+			f.closeLaterLocked(ctx, name, b, 2*grace+time.Second, grace)
 		}
 	}
-	f.backends = next
 	if f.watcher != nil {
 		f.watcher.setSecretsDirectory(cfg.SecretsDirectory)
 	}
@@ -132,20 +138,17 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 	return out
 }
 
-// publishHistoryLocked hands the history to discovery: as unknown until a
-// record has been read, and while what this process learned is not
-// written. Its memory dies with it: a vCenter added and removed while
-// every write failed would be forgotten by a restart, and the Nodes of
-// its VMs taken for gone, had any been deleted meanwhile.
-func (f *fleet) publishHistoryLocked() {
-	unknown := ""
-	switch {
-	case !f.historyKnown:
-		unknown = f.historyWhy
-	case f.historyUnsaved && f.store.writes():
+// publishHistoryLocked hands discovery members with the history: as
+// unknown until a record has been read, and while what this process
+// learned is not written. Its memory dies with it: a vCenter added and
+// removed while every write failed would be forgotten by a restart, and
+// the Nodes of its VMs taken for gone, had any been deleted meanwhile.
+func (f *fleet) publishHistoryLocked(members *discovery.Members) {
+	unknown := f.historyUnread
+	if unknown == "" && f.historyUnsaved && f.store.writes() {
 		unknown = "what this process learned of the vCenters served is not written to " + f.store.String() + " yet"
 	}
-	f.discovery.SetHistory(f.history.History, unknown)
+	f.discovery.Use(members.WithHistory(f.history.History, unknown))
 }
 
 // secretRefs are the Secrets cfg names.

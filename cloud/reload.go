@@ -79,8 +79,9 @@ func (f *fleet) Reload(ctx context.Context) bool {
 // meanwhile.
 func (f *fleet) recordHistory(ctx context.Context) bool {
 	f.mu.Lock()
-	cfg, store := f.cfg.Load(), f.store
-	mem, unsaved, current := f.history.clone(), f.historyUnsaved, servingOf(cfg, f.backends)
+	served, store := f.served.Load(), f.store
+	cfg := served.cfg
+	mem, unsaved, current := f.history.clone(), f.historyUnsaved, servingOf(cfg, served.backends)
 	f.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, config.DefaultRequestTimeout)
 	defer cancel()
@@ -89,9 +90,9 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 	defer f.mu.Unlock()
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "The vCenters served before are not known; until they are, no VM is reported deleted")
-		if !f.historyKnown {
-			f.historyWhy = err.Error()
-			f.publishHistoryLocked()
+		if f.historyUnread != "" {
+			f.historyUnread = err.Error()
+			f.publishHistoryLocked(f.discovery.Members())
 		}
 		f.onCutoff(legacyCutoff{why: err.Error()}) // a cutoff known stays so
 		return false
@@ -99,13 +100,13 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 	// The cutoff is the ConfigMap's, whatever the config: known as soon
 	// as read or written.
 	f.onCutoff(h.cutoff)
-	if f.cfg.Load() != cfg {
+	if f.config() != cfg {
 		// A newer config was applied meanwhile: it is in memory, and its
 		// own reload records it.
 		return true
 	}
-	f.history, f.historyUnsaved, f.historyKnown = h, !saved, true
-	f.publishHistoryLocked()
+	f.history, f.historyUnsaved, f.historyUnread = h, !saved, ""
+	f.publishHistoryLocked(f.discovery.Members())
 	// A store that writes nothing has nothing to retry; one that writes
 	// retries until the cutoff is written too (or readable: one that does
 	// not parse is an operator's to correct, read again at each retry).
@@ -138,7 +139,7 @@ func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err 
 	}
 	f.applied = sum
 	f.rejected.sum = [32]byte{}
-	old := f.cfg.Load()
+	old := f.config()
 	f.applyLocked(ctx, cfg)
 	f.opts.Metrics.configReloads.WithLabelValues("success").Inc()
 	summary := describeChange(old, cfg)
@@ -194,11 +195,10 @@ func (f *fleet) reportNoticesLocked(cfg *config.Config) {
 // refreshCredentials lets every vCenter's backend pick up changed
 // credentials, in parallel, each under its request deadline.
 func (f *fleet) refreshCredentials(ctx context.Context) {
-	cfg := f.cfg.Load()
-	current := f.builtBackends()
+	served := f.served.Load()
 	var wg sync.WaitGroup
-	for _, vc := range cfg.VCenters {
-		b, ok := current[vc.Name]
+	for _, vc := range served.cfg.VCenters {
+		b, ok := served.backends[vc.Name]
 		if !ok {
 			continue
 		}

@@ -53,10 +53,10 @@ type NodeDeletionStatus struct {
 // config's order. It reads memory only: never a call to vCenter.
 func (c *Cloud) VCenterStatuses() []VCenterStatus {
 	f := c.fleet
-	cfg := f.cfg.Load()
+	served := f.served.Load()
+	cfg := served.cfg
 	health := f.discovery.Health()
 	held := f.discovery.Held()
-	bs := f.builtBackends()
 	out := make([]VCenterStatus, 0, len(cfg.VCenters))
 	for _, vc := range cfg.VCenters {
 		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String(),
@@ -71,7 +71,7 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 				st.LastError = h.Reachability.Err.Error()
 			}
 		}
-		if b, ok := bs[vc.Name]; ok {
+		if b, ok := served.backends[vc.Name]; ok {
 			st.Status = b.Status()
 		}
 		out = append(out, st)

@@ -35,8 +35,8 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 			return
 		case <-tick.C:
 		}
-		cfg := f.config()
-		categories := tagCategories(cfg)
+		served := f.served.Load()
+		categories := tagCategories(served.cfg)
 		if len(categories) == 0 {
 			continue
 		}
@@ -46,16 +46,14 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 		}
 		var due []target
 		current := map[backends.Backend]bool{}
-		f.mu.Lock()
-		for _, vc := range cfg.VCenters {
-			if b, ok := f.backends[vc.Name]; ok {
+		for _, vc := range served.cfg.VCenters {
+			if b, ok := served.backends[vc.Name]; ok {
 				current[b.Backend] = true
 				if time.Since(warmed[b.Backend]) >= period {
 					due = append(due, target{b.Backend, vc.RequestTimeout})
 				}
 			}
 		}
-		f.mu.Unlock()
 		for b := range warmed {
 			if !current[b] {
 				delete(warmed, b) // replaced or removed

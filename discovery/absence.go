@@ -163,7 +163,7 @@ func rawSpecs(specs []config.DatacenterSpec) string {
 // answers at that address, and the one that held the VMs cannot be
 // asked. The record then retires the old one (OnIdentity).
 func (d *Discoverer) checkInstances(s *snapshot) error {
-	h := d.history.Load()
+	h := d.members.Load()
 	for _, v := range s.vcs {
 		now := s.identity(v).InstanceUUID
 		if now == "" {
@@ -181,7 +181,7 @@ func (d *Discoverer) checkInstances(s *snapshot) error {
 // checkRetired is an error while the history of the config is unknown,
 // or while a vCenter or datacenter that left it is remembered.
 func (d *Discoverer) checkRetired(what string) error {
-	h := d.history.Load()
+	h := d.members.Load()
 	if h.unknown != "" {
 		return fmt.Errorf("%s: not found, but which vCenters this CCM served before is not known yet (%s); not deleting", what, h.unknown)
 	}

@@ -216,7 +216,7 @@ func (h *holds) count(vcs []*vcenter.Member) []HeldNodes {
 // Held counts, for each configured vCenter in order, the Nodes its
 // deletion policy holds back now (those asked about lately: see
 // holdsForget).
-func (d *Discoverer) Held() []HeldNodes { return d.holds.count(*d.vcenters.Load()) }
+func (d *Discoverer) Held() []HeldNodes { return d.holds.count(d.members.Load().vcs) }
 
 // vmSeen reports a lookup's answer saying a VM of its key exists: found,
 // found twice, found outside the configured datacenters, or found while

@@ -87,24 +87,18 @@ func (noObserver) BreakerState(string, gobreaker.State)      {}
 func (noObserver) Lookup(string)                             {}
 func (noObserver) Cache(bool)                                {}
 
-// Discoverer locates VMs. It is safe for concurrent use; SetVCenters swaps
-// the set of vCenters while lookups in flight finish on the set they began with.
+// Discoverer locates VMs. It is safe for concurrent use; Use swaps the
+// set of vCenters while lookups in flight finish on the set they began with.
 type Discoverer struct {
 	opts Options
-	// vcenters are the configured entries; each Member owns its
-	// backend, breaker, deadline, reachability and probe.
-	vcenters  atomic.Pointer[[]*vcenter.Member]
+	// members are the configured entries and the record of the config's
+	// past, as the caller built them last.
+	members   atomic.Pointer[Members]
 	locations *locationCache
-	history   atomic.Pointer[pastConfig]
 	// holds are the Nodes whose absence the deletion policy holds back.
 	holds *holds
 	// duplicates is fed by the inventories (ScanDuplicates).
 	duplicates *duplicateIndex
-
-	// membersMu orders SetVCenters and Close: every member dropped from
-	// the set, or in it at Close, is closed (membersClosed: at once).
-	membersMu     sync.Mutex
-	membersClosed bool
 }
 
 // New returns a Discoverer over vcs. It starts nothing: the twin index
@@ -127,20 +121,12 @@ func New(vcs []Target, opts Options) *Discoverer {
 	}
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		holds: newHolds(opts.Clock)}
-	d.history.Store(&pastConfig{})
-	d.SetVCenters(vcs)
+	none := &Members{opts: vcenter.Options{
+		Observer: opts.Observer, ProbeInterval: opts.ProbeInterval, ConnectWait: opts.ConnectWait,
+	}}
+	members, _ := none.Next(vcs)
+	d.Use(members)
 	return d
-}
-
-// Close closes the vCenters' members (their probes end, and are waited
-// for); a member set after Close is closed at once.
-func (d *Discoverer) Close() {
-	d.membersMu.Lock()
-	defer d.membersMu.Unlock()
-	d.membersClosed = true
-	for _, v := range *d.vcenters.Load() {
-		v.Close()
-	}
 }
 
 // Connect settles every vCenter's connection once: each backend is
@@ -151,7 +137,7 @@ func (d *Discoverer) Close() {
 // writes anything to vCenter.
 func (d *Discoverer) Connect(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, v := range *d.vcenters.Load() {
+	for _, v := range d.members.Load().vcs {
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, v.RequestTimeout)
 			defer cancel()
@@ -159,58 +145,6 @@ func (d *Discoverer) Connect(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-}
-
-// SetVCenters replaces the vCenters searched. A vCenter whose name and
-// backend are unchanged goes on as its member's successor (keeping its
-// breaker while its settings are); a member dropped is closed.
-func (d *Discoverer) SetVCenters(vcs []Target) {
-	for _, v := range vcs {
-		missing := ""
-		switch {
-		case v.Server == "":
-			// Without it every vCenter would be the same one.
-			missing = "Server"
-		case v.RequestTimeout <= 0:
-			missing = "RequestTimeout"
-		case v.ConsecutiveFailures == 0:
-			missing = "ConsecutiveFailures"
-		case v.OpenTimeout <= 0:
-			missing = "OpenTimeout"
-		}
-		if missing != "" {
-			panic("discovery: Target " + v.Name + " has no " + missing)
-		}
-	}
-	d.membersMu.Lock()
-	defer d.membersMu.Unlock()
-	old := map[string]*vcenter.Member{}
-	if cur := d.vcenters.Load(); cur != nil {
-		for _, v := range *cur {
-			old[v.Name] = v
-		}
-	}
-	opts := vcenter.Options{Observer: d.opts.Observer, ProbeInterval: d.opts.ProbeInterval, ConnectWait: d.opts.ConnectWait}
-	next := make([]*vcenter.Member, 0, len(vcs))
-	for _, v := range vcs {
-		if o, ok := old[v.Name]; ok && o.Backend == v.Backend {
-			next = append(next, o.Successor(v))
-			delete(old, v.Name) // its probe is its successor's
-			continue
-		}
-		next = append(next, vcenter.New(v, opts))
-	}
-	d.vcenters.Store(&next)
-	// Lookups in flight on the old set may still call a dropped member:
-	// closed, it starts no probe.
-	for _, o := range old {
-		o.Close()
-	}
-	if d.membersClosed {
-		for _, v := range next {
-			v.Close()
-		}
-	}
 }
 
 // call runs fn against v under its breaker and request deadline
@@ -238,7 +172,7 @@ func (d *Discoverer) noteIdentity(v *vcenter.Member) {
 	if !ok {
 		return
 	}
-	recorded := d.history.Load().instances[v.Server]
+	recorded := d.members.Load().instances[v.Server]
 	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
 		d.opts.OnIdentity()
 	}
@@ -352,7 +286,7 @@ func (d *Discoverer) count(res *Result, err error) {
 // once for the whole lookup (snapshot); none is an error, so that "every
 // vCenter answered" never holds vacuously.
 func (d *Discoverer) searched(what string) (*snapshot, error) {
-	vcs := *d.vcenters.Load()
+	vcs := d.members.Load().vcs
 	if len(vcs) == 0 {
 		return nil, fmt.Errorf("%s: no vCenter is configured", what)
 	}
@@ -761,7 +695,7 @@ func (d *Discoverer) Tags(ctx context.Context, r *Result, categories []string) (
 	const op = "discovery.Tags"
 	// Through the entry that found it (its login saw the VM), or another
 	// entry of its vCenter serving its datacenter.
-	s := newSnapshot(*d.vcenters.Load())
+	s := newSnapshot(d.members.Load().vcs)
 	v := entryFor(s, r.VCenter, r.Where, r.VM.Datacenter())
 	if v == nil {
 		return nil, fmt.Errorf("%s: vcenter %s (%s) is no longer configured", op, r.VCenter, r.Where)

@@ -186,7 +186,7 @@ func (x *duplicateIndex) elsewhere(uuid string, where Identity) []string {
 // (package cloud's, every cloud.Options.DuplicateScan), so the index is as
 // current as the caller's last pass. Safe for concurrent use.
 func (d *Discoverer) ScanDuplicates() {
-	fresh := d.duplicates.refresh(*d.vcenters.Load())
+	fresh := d.duplicates.refresh(d.members.Load().vcs)
 	if d.opts.OnDuplicate == nil {
 		return
 	}

@@ -28,7 +28,7 @@ func (h VCenterHealth) Healthy() bool {
 
 // Health lists the configured vCenters' health.
 func (d *Discoverer) Health() []VCenterHealth {
-	vcs := *d.vcenters.Load()
+	vcs := d.members.Load().vcs
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
 		breaker := v.Breaker()
@@ -47,7 +47,7 @@ func (d *Discoverer) Health() []VCenterHealth {
 // at the next call.
 func (d *Discoverer) Connected() []string {
 	var out []string
-	for _, v := range *d.vcenters.Load() {
+	for _, v := range d.members.Load().vcs {
 		if v.UpAfterRefusing() {
 			out = append(out, v.Name)
 		}

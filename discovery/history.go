@@ -12,7 +12,7 @@ import (
 // served, and those (or their datacenters) that have left it and are
 // remembered for a while, so that their VMs' Nodes are not deleted after
 // a restart. cloud keeps it where it outlives the process (its state
-// ConfigMap, as this JSON) and hands it over (SetHistory); Exists judges
+// ConfigMap, as this JSON) and hands it over (Members.WithHistory); Exists judges
 // absence with it.
 //
 // A vCenter is what it is — its server and port, and once it answered
@@ -102,20 +102,4 @@ func (h History) Instances() map[string][]string {
 		}
 	}
 	return out
-}
-
-// pastConfig is a History as Exists judges with it.
-type pastConfig struct {
-	retired   []Retired
-	instances map[string][]string
-	// unknown, when set, says why the record is not known: absence is
-	// then an error.
-	unknown string
-}
-
-// SetHistory replaces what is known of the config's past: h, unless
-// unknown says why it is not known (yet). The caller keeps it growing: a
-// place that left the config stays in it, written or not.
-func (d *Discoverer) SetHistory(h History, unknown string) {
-	d.history.Store(&pastConfig{retired: slices.Clone(h.Retired), instances: h.Instances(), unknown: unknown})
 }

@@ -33,7 +33,7 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 	if s := SwapByteOrder(u); s != u {
 		uuids = append(uuids, s)
 	}
-	vcs := *d.vcenters.Load()
+	vcs := d.members.Load().vcs
 	if len(vcs) == 0 {
 		return nil, false
 	}
@@ -87,7 +87,7 @@ func (d *Discoverer) InventoryVersion() uint64 {
 		num(uint64(len(s)))
 		_, _ = h.Write([]byte(s))
 	}
-	for _, v := range *d.vcenters.Load() {
+	for _, v := range d.members.Load().vcs {
 		str(v.Name)
 		str(v.Server)
 		st := v.Backend.Status() // once per vCenter and pass: not a lookup's read
