@@ -354,7 +354,7 @@ func (c *Cloud) Inspect(ctx context.Context, client kubernetes.Interface) bool {
 	}
 	c.started = true
 	c.readLocked(client, false)
-	c.fleet.apply(c.ctx)
+	c.fleet.apply(c.ctx) //nolint:contextcheck // the backends live as long as the provider, not this call
 	c.mu.Unlock()
 	read := c.fleet.recordHistory(ctx)
 	c.fleet.discovery.Connect(ctx)
