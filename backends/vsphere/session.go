@@ -111,16 +111,36 @@ type flight struct {
 }
 
 // joinLocked returns the flight under way in *slot, starting one that
-// runs fly when there is none (it clears *slot as it ends). The caller
+// runs fly when there is none: fly logs in under the login context and
+// returns how to settle, under s.mu, the flight's outcome, and a conn
+// given up, logged out once the waiters have the outcome. The caller
 // holds s.mu and has seen s open.
-func (s *sessions) joinLocked(slot **flight, fly func(*flight)) *flight {
-	if *slot == nil {
-		f := &flight{done: make(chan struct{})}
-		*slot = f
-		s.tasks.spawn(func() { fly(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *flight {
+	if *slot != nil {
+		return *slot
 	}
-	return *slot
+	f := &flight{done: make(chan struct{})}
+	*slot = f
+	s.tasks.spawn(func() { //nolint:contextcheck // a flight serves every waiter, not one caller's ctx
+		ctx, cancel := s.loginContext()
+		defer cancel()
+		end := fly(ctx)
+		s.mu.Lock()
+		*slot = nil
+		giveUp, err := end()
+		f.err = err
+		s.mu.Unlock()
+		close(f.done)
+		if giveUp != nil {
+			_ = s.logout(giveUp)
+		}
+	})
+	return f
 }
+
+// settle decides a flight's outcome under sessions.mu, and names a conn
+// given up.
+type settle func() (giveUp *conn, err error)
 
 // wait returns the flight's outcome, or ctx's error if ctx ends first.
 func (f *flight) wait(ctx context.Context, what string) error {
@@ -238,28 +258,21 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 	}
 }
 
-// firstLogin is flight f: credentials, connect and login of the first conn.
-func (s *sessions) firstLogin(f *flight) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+// firstLogin is the flight of the first conn: credentials, connect and
+// login, then the conn made current.
+func (s *sessions) firstLogin(ctx context.Context) settle {
 	s.noteProgress(phaseDialing)
 	c, err := s.connect(ctx)
 	s.recordLogin(err)
-	s.mu.Lock()
-	s.connecting = nil
-	var orphan *conn
-	switch {
-	case err != nil:
-	case s.closed:
-		orphan, err = c, backends.ErrClosed
-	default:
+	return func() (*conn, error) {
+		switch {
+		case err != nil:
+			return nil, err
+		case s.closed:
+			return c, backends.ErrClosed
+		}
 		s.swapLocked(c, 0) // no session before it: none to log out
-	}
-	f.err = err
-	s.mu.Unlock()
-	close(f.done)
-	if orphan != nil {
-		_ = s.logout(orphan)
+		return nil, nil
 	}
 }
 
@@ -342,7 +355,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
 	vc.RoundTripper = c.keepalive
 	attempt := time.Now()
-	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, cr) })
+	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, nil, cr) })
 	if err != nil {
 		s.logRefusals(attempt)
 		c.keepalive.Stop()
@@ -379,18 +392,29 @@ func (s *sessions) logRefusals(attempt time.Time) {
 }
 
 // login logs c in with cr: a user and password, a solution user's
-// certificate (token.go), or a session service's clone ticket (sessionservice.go).
-func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
+// certificate (token.go), or a session service's clone ticket
+// (sessionservice.go, SOAP only). Given rc, it logs that REST client in
+// instead of c's SOAP session.
+func (s *sessions) login(ctx context.Context, c *conn, rc *rest.Client, cr credentials.Served) error {
 	if cr.Certificate() {
-		return s.loginByCertificate(ctx, c, cr)
+		return s.loginByCertificate(ctx, c, rc, cr)
 	}
-	s.setToken(c, token{})
-	if cr.ViaSessionService() {
+	what, password := "login", url.UserPassword(cr.User, cr.Password.Reveal())
+	var err error
+	switch {
+	case rc != nil:
+		what = "REST login"
+		err = rc.Login(ctx, password)
+	case cr.ViaSessionService():
+		s.setToken(c, token{})
 		return s.cloneSession(ctx, c, cr)
+	default:
+		s.setToken(c, token{})
+		err = session.NewManager(c.vim).Login(ctx, password)
 	}
-	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
+	if err != nil {
 		// The fault says "incorrect user name or password"; it never echoes them.
-		return loginFailure(fmt.Errorf("login as %q (credentials from %s): %w", cr.User, cr.Source, err))
+		return loginFailure(fmt.Errorf("%s as %q (credentials from %s): %w", what, cr.User, cr.Source, err))
 	}
 	return nil
 }
@@ -455,19 +479,17 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 		s.mu.Unlock()
 		return nil
 	}
-	f := s.joinLocked(&c.relogging, func(f *flight) { s.reloginFlight(c, f) })
+	f := s.joinLocked(&c.relogging, func(ctx context.Context) settle { return s.reloginFlight(ctx, c) })
 	s.mu.Unlock()
 	return f.wait(ctx, "re-login")
 }
 
-// reloginFlight is flight f: c's re-login. A session lost because
+// reloginFlight is the flight of c's re-login. A session lost because
 // another appliance now answers at the address (a re-image, a DNS
 // cut-over) is not logged in again on c: c says which vCenter it is by
 // the service content it connected with, and discovery tells vCenters
 // apart by that. c is retired instead, and the next call connects anew.
-func (s *sessions) reloginFlight(c *conn, f *flight) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+func (s *sessions) reloginFlight(ctx context.Context, c *conn) settle {
 	var served credentials.Served
 	err := s.sameAppliance(ctx, c)
 	var changed *applianceChangedError
@@ -488,35 +510,34 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 					_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
 				}
 			}
-			return s.login(ctx, c, cr)
+			return s.login(ctx, c, nil, cr)
 		})
 		if err != nil {
 			err = credentialsFailure(err)
 		}
 		s.recordLogin(err)
 	}
-	s.mu.Lock()
-	c.relogging = nil
-	switch {
-	case changed != nil:
-		if s.cur == c && !s.closed {
-			s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew", "was", changed.was, "now", changed.now)
-			s.cur = nil
+	return func() (*conn, error) {
+		switch {
+		case changed != nil:
+			if s.cur == c && !s.closed {
+				s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew",
+					"was", changed.was, "now", changed.now)
+				s.cur = nil
+				s.generation++
+				return c, err
+			}
+		case err == nil:
+			c.setServed(served)
+			c.restValid = false
 			s.generation++
-			s.tasks.spawn(func() { _ = s.logout(c) })
+			if s.cur == c {
+				s.noteServedLocked(served)
+				s.armRenewalLocked(c, time.Until(c.token.renewAt))
+			}
 		}
-	case err == nil:
-		c.setServed(served)
-		c.restValid = false
-		s.generation++
-		if s.cur == c {
-			s.noteServedLocked(served)
-			s.armRenewalLocked(c)
-		}
+		return nil, err
 	}
-	f.err = err
-	s.mu.Unlock()
-	close(f.done)
 }
 
 // sameAppliance is an applianceChangedError when the address now answers
@@ -617,7 +638,7 @@ func (s *sessions) swapLocked(next *conn, grace time.Duration) {
 	s.cur = next
 	s.generation++
 	s.noteServedLocked(next.served)
-	s.armRenewalLocked(next)
+	s.armRenewalLocked(next, time.Until(next.token.renewAt))
 	if old != nil {
 		s.tasks.spawn(func() {
 			t := time.NewTimer(grace)
@@ -657,7 +678,7 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 			s.mu.Unlock()
 			return rc, nil
 		}
-		f := s.joinLocked(&c.restLogin, func(f *flight) { s.restLoginFlight(c, rc, f) })
+		f := s.joinLocked(&c.restLogin, func(ctx context.Context) settle { return s.restLoginFlight(ctx, c, rc) })
 		s.mu.Unlock()
 		if err := f.wait(ctx, "REST login"); err != nil {
 			return nil, err
@@ -666,10 +687,8 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 	}
 }
 
-// restLoginFlight is flight f: the REST login of c.
-func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+// restLoginFlight is the flight of c's REST login.
+func (s *sessions) restLoginFlight(ctx context.Context, c *conn, rc *rest.Client) settle {
 	s.mu.Lock()
 	served, shared := c.served, c.viaSessionService
 	s.mu.Unlock()
@@ -682,12 +701,10 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 			err = credentialsFailure(err) // no REST login with credentials vCenter refused
 		} else if cr.ViaSessionService() {
 			shared = true // it names a session service now: share its session as the next login will
-		} else if cr.Certificate() {
+		} else {
 			sv := served
 			sv.Credentials = cr
-			err = s.restLoginByCertificate(ctx, c, rc, sv)
-		} else if err = rc.Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
-			err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", cr.User, served.Source, err))
+			err = s.login(ctx, c, rc, sv)
 		}
 	}
 	if shared && err == nil {
@@ -700,15 +717,13 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	if err == nil || (errors.As(err, &ce) && !errors.Is(err, backends.ErrAuth)) {
 		s.recordLogin(err)
 	}
-	s.mu.Lock()
-	c.restLogin = nil
-	if err == nil {
-		c.restValid = true
-		c.restShared = shared
+	return func() (*conn, error) {
+		if err == nil {
+			c.restValid = true
+			c.restShared = shared
+		}
+		return nil, err
 	}
-	f.err = err
-	s.mu.Unlock()
-	close(f.done)
 }
 
 // restUnauthorized marks the REST session as lost.

@@ -112,29 +112,27 @@ func stsFailure(err error, what string) error {
 }
 
 // loginByCertificate logs c in as cr's solution user, and records when
-// its token is to be renewed.
-func (s *sessions) loginByCertificate(ctx context.Context, c *conn, cr credentials.Served) error {
+// its token is to be renewed. Given rc, it logs that REST client in
+// instead, with a fresh token of its own (as CPI's tags client: it
+// expires after the SOAP session's, which is renewed first, REST with it).
+func (s *sessions) loginByCertificate(ctx context.Context, c *conn, rc *rest.Client, cr credentials.Served) error {
 	signer, tok, err := s.issueToken(ctx, c, cr)
 	if err != nil {
 		return err
 	}
-	if err := session.NewManager(c.vim).LoginByToken(c.vim.WithHeader(ctx, soap.Header{Security: signer})); err != nil {
-		return loginFailure(fmt.Errorf("login with a token for the %s (credentials from %s): %w", credentials.CertificateLogin, cr.Source, err))
+	what := "login"
+	if rc != nil {
+		what = "REST login"
+		err = rc.LoginByToken(rc.WithSigner(ctx, signer))
+	} else {
+		signed := c.vim.WithHeader(ctx, soap.Header{Security: signer})
+		if err = session.NewManager(c.vim).LoginByToken(signed); err == nil {
+			s.setToken(c, tok)
+		}
 	}
-	s.setToken(c, tok)
-	return nil
-}
-
-// restLoginByCertificate logs rc in with a fresh token for cr's
-// certificate (its own, as CPI's tags client: it expires after the SOAP
-// session's, which is renewed first, REST with it).
-func (s *sessions) restLoginByCertificate(ctx context.Context, c *conn, rc *rest.Client, cr credentials.Served) error {
-	signer, _, err := s.issueToken(ctx, c, cr)
 	if err != nil {
-		return err
-	}
-	if err := rc.LoginByToken(rc.WithSigner(ctx, signer)); err != nil {
-		return loginFailure(fmt.Errorf("REST login with a token for the %s (credentials from %s): %w", credentials.CertificateLogin, cr.Source, err))
+		return loginFailure(fmt.Errorf("%s with a token for the %s (credentials from %s): %w",
+			what, credentials.CertificateLogin, cr.Source, err))
 	}
 	return nil
 }
@@ -154,14 +152,10 @@ func (s *sessions) setToken(c *conn, tok token) {
 	c.token = tok
 }
 
-// armRenewalLocked schedules the renewal of c when it is current and
-// logged in with a token; any renewal scheduled before is dropped. The
-// caller holds s.mu.
-func (s *sessions) armRenewalLocked(c *conn) {
-	s.armRenewalAtLocked(c, time.Until(c.token.renewAt))
-}
-
-func (s *sessions) armRenewalAtLocked(c *conn, in time.Duration) {
+// armRenewalLocked schedules the renewal of c in the time given when it
+// is current and logged in with a token; any renewal scheduled before is
+// dropped. The caller holds s.mu.
+func (s *sessions) armRenewalLocked(c *conn, in time.Duration) {
 	if c.renewal != nil {
 		c.renewal.Stop()
 		c.renewal = nil
@@ -196,7 +190,7 @@ func (s *sessions) renewFlight(c *conn) {
 	c.renewing = false
 	if err != nil {
 		retry, expires := max(c.token.lifetime/8, minTokenRenewal), c.token.expires
-		s.armRenewalAtLocked(c, retry)
+		s.armRenewalLocked(c, retry)
 		s.mu.Unlock()
 		s.log.Info("Renewing the certificate login failed; the current session serves on", "err", err, "retryIn", retry, "tokenExpires", expires.UTC().Format(time.RFC3339))
 		return
