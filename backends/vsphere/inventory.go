@@ -372,17 +372,25 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		s.entities[vc.ServiceContent.RootFolder] = entity{}
 		return s
 	}
-	loading := newLoad()
+	loading, applied := newLoad(), 0
+	// publish makes loading, applied objects, w's state. Counted before
+	// it is published: a reader that sees the state sees its version
+	// (UUIDs, Inventory).
+	publish := func(now time.Time, snapshot bool) {
+		inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value,
+			"vms", len(loading.vms), "entities", len(loading.entities), "snapshot", snapshot)
+		inv.updates.Add(uint64(applied))
+		inv.setState(w, loading, now.Add(inv.heartbeat+timeout))
+		loading, applied = nil, 0
+	}
 	// seen, while the watch's initial set is applied over a published
 	// snapshot, is what the set named: the rest is dropped when it ends.
 	var seen map[types.ManagedObjectReference]struct{}
 	n, err := inv.snapshot(ctx, vc, pc.Reference(), spec, loading)
 	switch {
 	case err == nil:
-		inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities), "snapshot", true)
-		inv.updates.Add(uint64(n))
-		inv.setState(w, loading, time.Now().Add(inv.heartbeat+timeout))
-		loading = nil
+		applied = n
+		publish(time.Now(), true)
 		seen = map[types.ManagedObjectReference]struct{}{vc.ServiceContent.RootFolder: {}}
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: snapshot: %w", op, err)
@@ -391,7 +399,6 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		inv.log.Info("vCenter inventory snapshot failed, loading from the watch", "datacenter", w.dc.Value, "err", err)
 		loading = newLoad()
 	}
-	applied := 0
 	for {
 		// The poll's deadline: vCenter answers by MaxWaitSeconds even
 		// when nothing changed, so silence beyond that plus the request
@@ -415,31 +422,25 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		}
 		req.Version = set.Version
 		truncated := set.Truncated != nil && *set.Truncated
-		if loading != nil {
-			for _, fs := range set.FilterSet {
-				loading.apply(fs.ObjectSet)
-				applied += len(fs.ObjectSet)
-			}
-			if !truncated {
-				inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities))
-				// Counted before it is published: a reader that sees the
-				// state sees its version (UUIDs, Inventory).
-				inv.updates.Add(uint64(applied))
-				inv.setState(w, loading, now.Add(inv.heartbeat+timeout))
-				loading = nil
-				applied = 0
-			}
-			continue
+		state := loading
+		if state == nil {
+			inv.mu.Lock() // the published state: changed under the lock
+			state = w.state
 		}
-		inv.mu.Lock()
 		for _, fs := range set.FilterSet {
-			w.state.apply(fs.ObjectSet)
+			state.apply(fs.ObjectSet)
 			applied += len(fs.ObjectSet)
 			if seen != nil {
 				for _, u := range fs.ObjectSet {
 					seen[u.Obj] = struct{}{}
 				}
 			}
+		}
+		if loading != nil {
+			if !truncated {
+				publish(now, false)
+			}
+			continue
 		}
 		if !truncated {
 			if seen != nil {
@@ -525,7 +526,7 @@ func (inv *inventory) status() backends.InventoryStatus {
 	st := backends.InventoryStatus{Updates: inv.updates.Load()}
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	if held, ok := inv.heldLocked(time.Now()); ok {
+	if held, ok := inv.scopeLocked(inv.specs, time.Now()); ok {
 		st.InService = true
 		for _, s := range held {
 			st.VMs += len(s.vms)
@@ -534,32 +535,20 @@ func (inv *inventory) status() backends.InventoryStatus {
 	return st
 }
 
-// heldLocked returns the states of the datacenters configured while the
-// inventory is in service for all of them (each loaded and current, and
-// the list too); the caller holds inv.mu.
-func (inv *inventory) heldLocked(now time.Time) ([]*invState, bool) {
-	return inv.scopeLocked(inv.specs, now)
-}
-
 // loadedLocked reports whether the list and every datacenter configured
 // have been loaded, current or not: the first load is over when the last
 // is published, also if another went overdue meanwhile (a snapshot whose
 // watch's initial set outlasts heartbeat + requestTimeout), which nothing
-// would publish again. The caller holds inv.mu.
+// would publish again: each is current as of the zero time, before any
+// freshUntil a load sets. The caller holds inv.mu.
 func (inv *inventory) loadedLocked() bool {
-	if inv.list == nil || inv.list.state == nil {
-		return false
-	}
-	for _, ref := range inv.wantedLocked(inv.specs) {
-		if w := inv.views[ref]; w == nil || w.state == nil {
-			return false
-		}
-	}
-	return true
+	_, ok := inv.scopeLocked(inv.specs, time.Time{})
+	return ok
 }
 
 // scopeLocked returns the states of the datacenters specs name (every
-// datacenter of the vCenter when empty) while each is loaded and current;
+// datacenter of the vCenter when empty; inv.specs: the datacenters
+// configured, the inventory in service) while each is loaded and current;
 // ok is false when one is not watched, still loading or overdue: a
 // lookup there cannot be answered from memory. The caller holds inv.mu.
 func (inv *inventory) scopeLocked(specs []config.DatacenterSpec, now time.Time) ([]*invState, bool) {
@@ -772,7 +761,7 @@ func (inv *inventory) tagAncestries(vm *backends.VM) ([][]types.ManagedObjectRef
 func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	held, ok := inv.heldLocked(time.Now())
+	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
 		return nil, false
 	}
@@ -795,7 +784,7 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	held, ok := inv.heldLocked(time.Now())
+	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
 		return nil, 0, false
 	}

@@ -43,7 +43,7 @@ func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placem
 func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	held, ok := inv.heldLocked(time.Now())
+	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
 		return nil, nil, false
 	}
