@@ -116,26 +116,25 @@ type flight struct {
 // given up, logged out once the waiters have the outcome. The caller
 // holds s.mu and has seen s open.
 func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *flight {
-	if *slot != nil {
-		return *slot
+	if *slot == nil {
+		f := &flight{done: make(chan struct{})}
+		*slot = f
+		s.tasks.spawn(func() { //nolint:contextcheck // a flight serves every waiter, not one caller's ctx
+			ctx, cancel := s.loginContext()
+			defer cancel()
+			end := fly(ctx)
+			s.mu.Lock()
+			*slot = nil
+			var giveUp *conn
+			giveUp, f.err = end()
+			s.mu.Unlock()
+			close(f.done)
+			if giveUp != nil {
+				_ = s.logout(giveUp)
+			}
+		})
 	}
-	f := &flight{done: make(chan struct{})}
-	*slot = f
-	s.tasks.spawn(func() { //nolint:contextcheck // a flight serves every waiter, not one caller's ctx
-		ctx, cancel := s.loginContext()
-		defer cancel()
-		end := fly(ctx)
-		s.mu.Lock()
-		*slot = nil
-		giveUp, err := end()
-		f.err = err
-		s.mu.Unlock()
-		close(f.done)
-		if giveUp != nil {
-			_ = s.logout(giveUp)
-		}
-	})
-	return f
+	return *slot
 }
 
 // settle decides a flight's outcome under sessions.mu, and names a conn
@@ -399,20 +398,16 @@ func (s *sessions) login(ctx context.Context, c *conn, rc *rest.Client, cr crede
 	if cr.Certificate() {
 		return s.loginByCertificate(ctx, c, rc, cr)
 	}
-	what, password := "login", url.UserPassword(cr.User, cr.Password.Reveal())
-	var err error
-	switch {
-	case rc != nil:
-		what = "REST login"
-		err = rc.Login(ctx, password)
-	case cr.ViaSessionService():
+	what, login := "login", session.NewManager(c.vim).Login
+	if rc != nil {
+		what, login = "REST login", rc.Login
+	} else {
 		s.setToken(c, token{})
-		return s.cloneSession(ctx, c, cr)
-	default:
-		s.setToken(c, token{})
-		err = session.NewManager(c.vim).Login(ctx, password)
+		if cr.ViaSessionService() {
+			return s.cloneSession(ctx, c, cr)
+		}
 	}
-	if err != nil {
+	if err := login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
 		// The fault says "incorrect user name or password"; it never echoes them.
 		return loginFailure(fmt.Errorf("%s as %q (credentials from %s): %w", what, cr.User, cr.Source, err))
 	}

@@ -188,19 +188,19 @@ const nameReads = 8
 // after another, a bulk read of a vCenter with a few dozen tags took
 // seconds across a WAN, a round trip per name.
 func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) error {
-	missing := func(ids []string) []string {
-		var out []string
+	read := func(ids []string, category bool) error {
+		var missing []string
 		for _, id := range ids {
-			if _, ok := b.names.Get(id); !ok && id != "" && !slices.Contains(out, id) {
-				out = append(out, id)
+			if _, ok := b.names.Get(id); !ok && id != "" && !slices.Contains(missing, id) {
+				missing = append(missing, id)
 			}
 		}
-		return out
+		return parallel(ctx, missing, func(id string) error {
+			_, err := b.name(ctx, m, id, category)
+			return err
+		})
 	}
-	if err := parallel(ctx, missing(ids), func(id string) error {
-		_, err := b.tagName(ctx, m, id)
-		return err
-	}); err != nil {
+	if err := read(ids, false); err != nil {
 		return err
 	}
 	var cats []string
@@ -209,10 +209,7 @@ func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) 
 			cats = append(cats, v.(tagName).category)
 		}
 	}
-	return parallel(ctx, missing(cats), func(id string) error {
-		_, err := b.categoryName(ctx, m, id)
-		return err
-	})
+	return read(cats, true)
 }
 
 // parallel runs fn on each of ids, nameReads at a time, and returns the
@@ -233,47 +230,36 @@ func parallel(ctx context.Context, ids []string, fn func(id string) error) error
 
 // tag names the tag id and its category, through names.
 func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	t, err := b.tagName(ctx, m, id)
+	t, err := b.name(ctx, m, id, false)
 	if err != nil {
 		return namedTag{}, err
 	}
-	cat, err := b.categoryName(ctx, m, t.category)
+	cat, err := b.name(ctx, m, t.category, true)
 	if err != nil {
 		return namedTag{}, err
 	}
 	return namedTag{name: t.name, category: cat.name}, nil
 }
 
-// tagName is names' entry for the tag id, read when absent or expired.
-func (b *Backend) tagName(ctx context.Context, m *tags.Manager, id string) (tagName, error) {
-	return b.name(id, func() (tagName, error) {
-		got, err := m.GetTag(ctx, id)
-		if err != nil {
-			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
-		}
-		return tagName{name: got.Name, category: got.CategoryID}, nil
-	})
-}
-
-// categoryName is names' entry for the category id, read when absent or
-// expired.
-func (b *Backend) categoryName(ctx context.Context, m *tags.Manager, id string) (tagName, error) {
-	return b.name(id, func() (tagName, error) {
+// name is names' entry for the tag id, or the category id, read when
+// absent or expired.
+func (b *Backend) name(ctx context.Context, m *tags.Manager, id string, category bool) (tagName, error) {
+	if v, ok := b.names.Get(id); ok {
+		return v.(tagName), nil
+	}
+	var n tagName
+	if category {
 		got, err := m.GetCategory(ctx, id)
 		if err != nil {
 			return tagName{}, fmt.Errorf("category %s: %w", id, err)
 		}
-		return tagName{name: got.Name}, nil
-	})
-}
-
-func (b *Backend) name(id string, read func() (tagName, error)) (tagName, error) {
-	if v, ok := b.names.Get(id); ok {
-		return v.(tagName), nil
-	}
-	n, err := read()
-	if err != nil {
-		return tagName{}, err
+		n = tagName{name: got.Name}
+	} else {
+		got, err := m.GetTag(ctx, id)
+		if err != nil {
+			return tagName{}, fmt.Errorf("tag %s: %w", id, err)
+		}
+		n = tagName{name: got.Name, category: got.CategoryID}
 	}
 	b.names.Set(id, n, tagTTL)
 	return n, nil

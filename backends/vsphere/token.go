@@ -120,19 +120,17 @@ func (s *sessions) loginByCertificate(ctx context.Context, c *conn, rc *rest.Cli
 	if err != nil {
 		return err
 	}
-	what := "login"
+	what, login := "login", session.NewManager(c.vim).LoginByToken
+	signed := c.vim.WithHeader(ctx, soap.Header{Security: signer})
 	if rc != nil {
-		what = "REST login"
-		err = rc.LoginByToken(rc.WithSigner(ctx, signer))
-	} else {
-		signed := c.vim.WithHeader(ctx, soap.Header{Security: signer})
-		if err = session.NewManager(c.vim).LoginByToken(signed); err == nil {
-			s.setToken(c, tok)
-		}
+		what, login, signed = "REST login", rc.LoginByToken, rc.WithSigner(ctx, signer)
 	}
-	if err != nil {
+	if err := login(signed); err != nil {
 		return loginFailure(fmt.Errorf("%s with a token for the %s (credentials from %s): %w",
 			what, credentials.CertificateLogin, cr.Source, err))
+	}
+	if rc == nil {
+		s.setToken(c, tok)
 	}
 	return nil
 }
