@@ -390,49 +390,6 @@ func (s *sessions) logRefusals(attempt time.Time) {
 	}
 }
 
-// login logs c in with cr: a user and password, a solution user's
-// certificate (token.go), or a session service's clone ticket
-// (sessionservice.go, SOAP only). Given rc, it logs that REST client in
-// instead of c's SOAP session.
-func (s *sessions) login(ctx context.Context, c *conn, rc *rest.Client, cr credentials.Served) error {
-	if cr.Certificate() {
-		return s.loginByCertificate(ctx, c, rc, cr)
-	}
-	what, login := "login", session.NewManager(c.vim).Login
-	if rc != nil {
-		what, login = "REST login", rc.Login
-	} else {
-		s.setToken(c, token{})
-		if cr.ViaSessionService() {
-			return s.cloneSession(ctx, c, cr)
-		}
-	}
-	if err := login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
-		// The fault says "incorrect user name or password"; it never echoes them.
-		return loginFailure(fmt.Errorf("%s as %q (credentials from %s): %w", what, cr.User, cr.Source, err))
-	}
-	return nil
-}
-
-// loginFailure names why a login failed: vCenter's answer is a rejection,
-// anything else a failure to reach it. An invalid login is a refusal of
-// the credentials themselves: the chain tries its next source.
-func loginFailure(err error) error {
-	if noAnswer(err) {
-		return classify(err)
-	}
-	if fault.Is(err, &types.InvalidLogin{}) {
-		err = refused{err}
-	}
-	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
-}
-
-// refused marks an invalid login as credentials.ErrRejected.
-type refused struct{ error }
-
-func (r refused) Unwrap() error      { return r.error }
-func (refused) Is(target error) bool { return target == credentials.ErrRejected }
-
 // credentialsFailure is a failed walk of the chain: a login's own failure
 // as it is, else the credentials could not be had (only ones vCenter
 // refused before, and not tried again, are its refusal still).
