@@ -51,10 +51,17 @@ func (s *sessions) login(ctx context.Context, c *conn, rc *rest.Client, cr crede
 // anything else a failure to reach it. An invalid login is a refusal of
 // the credentials themselves: the chain tries its next source.
 func loginFailure(err error) error {
-	if noAnswer(err) {
+	return rejection(err, fault.Is(err, &types.InvalidLogin{}))
+}
+
+// rejection is err, a failed login's, as a failure to reach vCenter when
+// it did not answer, else a rejected login (a refusal of the credentials
+// when refusal is set).
+func rejection(err error, refusal bool) error {
+	switch {
+	case noAnswer(err):
 		return classify(err)
-	}
-	if fault.Is(err, &types.InvalidLogin{}) {
+	case refusal:
 		err = refused{err}
 	}
 	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
@@ -152,14 +159,7 @@ func stsFailure(err error, what string) error {
 			refusal = true
 		}
 	}
-	err = fmt.Errorf("%s: %w", what, err)
-	switch {
-	case noAnswer(err):
-		return classify(err)
-	case refusal:
-		err = refused{err}
-	}
-	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
+	return rejection(fmt.Errorf("%s: %w", what, err), refusal)
 }
 
 // loginByCertificate logs c in as cr's solution user, and records when
@@ -215,15 +215,14 @@ func (s *sessions) armRenewalLocked(c *conn, in time.Duration) {
 	c.renewal = time.AfterFunc(in, func() { s.renewDue(c) })
 }
 
-// renewDue starts c's renewal, unless c was replaced or closed meanwhile.
+// renewDue starts c's renewal, unless c was replaced or closed meanwhile,
+// or its renewal is under way.
 func (s *sessions) renewDue(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || c.closed || s.cur != c || c.renewing {
-		return
+	if !s.closed && !c.closed && s.cur == c {
+		s.joinLocked(&c.renewing, func(ctx context.Context) settle { return s.renewFlight(ctx, c) })
 	}
-	c.renewing = true
-	s.tasks.spawn(func() { s.renewFlight(c) })
 }
 
 // renewFlight replaces c by a new session logged in with a fresh token.
@@ -231,30 +230,26 @@ func (s *sessions) renewDue(c *conn) {
 // to (the request timeout), or when its token ends if sooner. If the new
 // login fails, c serves on and the renewal is tried again; should c's
 // token end first, the next call logs c in again (relogin).
-func (s *sessions) renewFlight(c *conn) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+func (s *sessions) renewFlight(ctx context.Context, c *conn) settle {
 	next, err := s.connect(ctx)
-	s.mu.Lock()
-	c.renewing = false
-	if err != nil {
-		retry, expires := max(c.token.lifetime/8, minTokenRenewal), c.token.expires
-		s.armRenewalLocked(c, retry)
-		s.mu.Unlock()
-		s.log.Info("Renewing the certificate login failed; the current session serves on", "err", err, "retryIn", retry, "tokenExpires", expires.UTC().Format(time.RFC3339))
-		return
+	return func() (*conn, error) {
+		switch {
+		case err != nil:
+			retry := max(c.token.lifetime/8, minTokenRenewal)
+			s.armRenewalLocked(c, retry)
+			s.log.Info("Renewing the certificate login failed; the current session serves on", "err", err,
+				"retryIn", retry, "tokenExpires", c.token.expires.UTC().Format(time.RFC3339))
+		case s.closed || c.closed || s.cur != c:
+			// Replaced (a rotation) or closed meanwhile: the new session is
+			// not needed.
+			return next, nil
+		default:
+			s.swapLocked(next, max(0, min(s.requestTimeout(), time.Until(c.token.expires))))
+			s.log.V(2).Info("Renewed the certificate login: a new session with a fresh token",
+				"tokenExpires", next.token.expires.UTC().Format(time.RFC3339))
+		}
+		return nil, nil
 	}
-	if s.closed || c.closed || s.cur != c {
-		// Replaced (a rotation) or closed meanwhile: the new session is
-		// not needed.
-		s.mu.Unlock()
-		_ = s.logout(next)
-		return
-	}
-	s.swapLocked(next, max(0, min(s.requestTimeout(), time.Until(c.token.expires))))
-	expires := next.token.expires
-	s.mu.Unlock()
-	s.log.V(2).Info("Renewed the certificate login: a new session with a fresh token", "tokenExpires", expires.UTC().Format(time.RFC3339))
 }
 
 // The session service: what CPI calls its shared session manager

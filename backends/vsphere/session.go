@@ -203,7 +203,7 @@ type conn struct {
 	// fires when it is due, and renewing is set while it runs.
 	token    token
 	renewal  *time.Timer
-	renewing bool
+	renewing *flight
 }
 
 // setServed records what logged c in; the caller holds s.mu, or c is not
