@@ -181,7 +181,9 @@ func (inv *inventory) run(ctx context.Context) {
 	for {
 		started := time.Now()
 		err := inv.watch(ctx)
-		inv.clear()
+		inv.mu.Lock()
+		inv.list, inv.views = nil, nil // the watch has stopped: what it held goes
+		inv.mu.Unlock()
 		// Its connect or a poll got no answer (or a fault: an answer): a
 		// connection-level event, also before any lookup was made.
 		inv.sessions.recordReachability(ctx, "inventory watch", err)
@@ -512,13 +514,6 @@ func (inv *inventory) setState(w *watched, s *invState, freshUntil time.Time) {
 			inv.loaded()
 		}
 	}
-}
-
-// clear drops every watch's state: the watch has stopped.
-func (inv *inventory) clear() {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	inv.list, inv.views = nil, nil
 }
 
 // status is what the inventory shows of itself.

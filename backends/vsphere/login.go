@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -298,10 +299,7 @@ func (s *sessions) cloneTicket(ctx context.Context, cr credentials.Served) (stri
 	}
 	token := cr.SessionServiceToken
 	if token == "" {
-		path := s.opts.ServiceAccountTokenFile
-		if path == "" {
-			path = DefaultServiceAccountTokenFile
-		}
+		path := cmp.Or(s.opts.ServiceAccountTokenFile, DefaultServiceAccountTokenFile)
 		if token, err = credentials.ServiceAccountToken(path); err != nil {
 			return "", fmt.Errorf("%s: no %s, and the service account token: %w", where,
 				credentials.SessionServiceTokenKey(s.opts.Config.Server), err)
