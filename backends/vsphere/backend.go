@@ -533,10 +533,8 @@ func (b *Backend) Status() backends.Status {
 
 // State implements backends.Backend: two short locks, no allocation.
 func (b *Backend) State() backends.State {
-	var st backends.State
+	st := backends.State{InstanceUUID: b.sessions.instanceUUID(), Inventoried: b.inv != nil}
 	st.Reachability, st.Connect = b.sessions.reachState()
-	st.InstanceUUID = b.sessions.instanceUUID()
-	st.Inventoried = b.inv != nil
 	return st
 }
 

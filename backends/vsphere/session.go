@@ -878,9 +878,7 @@ func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Cert
 		if err != nil {
 			return nil, err
 		}
-		if progress != nil {
-			progress(phaseTCP)
-		}
+		progress(phaseTCP)
 		cfg := t.TLSClientConfig
 		if cfg == nil {
 			cfg = &tls.Config{} //nolint:gosec // the transport's own config decides; none is Go's default
@@ -898,13 +896,9 @@ func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Cert
 			_ = raw.Close()
 			return nil, err
 		}
-		if progress != nil {
-			progress(phaseTLS)
-		}
-		if seen != nil {
-			if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-				seen(certs[0])
-			}
+		progress(phaseTLS)
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			seen(certs[0])
 		}
 		return tc, nil
 	}
