@@ -220,7 +220,11 @@ func (b *Backend) direct(ctx context.Context, n int) (*vim25.Client, error) {
 	if err := b.budget.take(ctx, n); err != nil {
 		return nil, err
 	}
-	return b.sessions.client(ctx)
+	c, err := b.sessions.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.vim, nil
 }
 
 // search returns the references matching q in the whole vCenter; the
@@ -567,9 +571,9 @@ func (b *Backend) Probe(ctx context.Context) (err error) {
 		// Refused before anything was sent: nothing learned of vCenter.
 		return err
 	}
-	vc, err := b.sessions.client(ctx)
+	c, err := b.sessions.current(ctx)
 	if err == nil {
-		_, err = methods.GetCurrentTime(ctx, vc)
+		_, err = methods.GetCurrentTime(ctx, c.vim)
 	}
 	// No answer within ctx's deadline is Down too: that is what a probe
 	// asks (a login's own failure is recorded by the login).

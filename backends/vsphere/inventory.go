@@ -225,11 +225,12 @@ func (inv *inventory) watch(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 	sctx, scancel := context.WithTimeout(ctx, inv.sessions.requestTimeout())
-	vc, err := inv.sessions.client(sctx)
+	c, err := inv.sessions.current(sctx)
 	scancel()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	vc := c.vim
 	failed := make(chan error, 1)
 	start := func(w *watched) {
 		wctx, stop := context.WithCancel(ctx)
@@ -718,14 +719,6 @@ func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
 	return nil, false
 }
 
-// datacenterSpecs are the configured datacenters (empty: every one), as
-// the latest SetDatacenters made them.
-func (inv *inventory) datacenterSpecs() []config.DatacenterSpec {
-	inv.mu.RLock()
-	defer inv.mu.RUnlock()
-	return slices.Clone(inv.specs)
-}
-
 // datacenters is every datacenter of the vCenter, configured or not
 // (invState.datacenters of the list), while the list is current.
 func (inv *inventory) datacenters() ([]config.Datacenter, bool) {
@@ -793,7 +786,7 @@ func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	}
 	out := make([]string, 0, n)
 	for _, s := range held {
-		out = append(out, s.uuids()...)
+		out = s.appendUUIDs(out)
 	}
 	if len(held) > 1 {
 		slices.Sort(out)
@@ -813,10 +806,7 @@ func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placem
 	if !ok {
 		return nil, false
 	}
-	var snap *tagSnapshot
-	if b.bulkTags != nil {
-		snap = b.bulkTags.get()
-	}
+	snap := b.bulkTags.get() // an inventory has its tag cache (New)
 	for i := range out {
 		switch {
 		case len(categories) == 0:

@@ -265,10 +265,9 @@ func (s *invState) eachKey(rec *vmRecord, fn func(x *vmIndex, key string, rec *v
 	}
 }
 
-// uuids lists the BIOS UUIDs held, each once.
-func (s *invState) uuids() []string {
+// appendUUIDs appends the BIOS UUIDs held to out, each once.
+func (s *invState) appendUUIDs(out []string) []string {
 	x := s.byUUID
-	out := make([]string, 0, len(x.one)+len(x.many))
 	for _, r := range x.one {
 		out = append(out, r.vm.UUID)
 	}

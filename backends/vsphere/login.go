@@ -187,14 +187,6 @@ func (s *sessions) loginByCertificate(ctx context.Context, c *conn, rc *rest.Cli
 	return nil
 }
 
-// certificateLogin reports whether the current session is a certificate
-// login.
-func (b *Backend) certificateLogin() bool {
-	b.sessions.mu.Lock()
-	defer b.sessions.mu.Unlock()
-	return b.sessions.cur != nil && b.sessions.cur.certificate
-}
-
 // setToken records c's token (zero: it logged in without one).
 func (s *sessions) setToken(c *conn, tok token) {
 	s.mu.Lock()

@@ -32,7 +32,7 @@ import (
 // reads, and TLSFailure tells a certificate refused from a login refused.
 func (b *Backend) Login(ctx context.Context) (err error) {
 	defer sortFailure("", &err)
-	_, err = b.sessions.client(ctx)
+	_, err = b.sessions.current(ctx)
 	return err
 }
 
@@ -64,7 +64,9 @@ func (b *Backend) SessionUser(ctx context.Context) (user string, certificate boo
 	if us == nil {
 		return "", false, backends.ErrNoSession
 	}
-	return us.UserName, b.certificateLogin(), nil
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	return us.UserName, b.sessions.cur != nil && b.sessions.cur.certificate, nil
 }
 
 // CountVMs counts the VMs of dcs the session's user sees: a login that
@@ -194,7 +196,9 @@ func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeRe
 	var all []config.Datacenter
 	ok := false
 	if b.inv != nil {
-		specs = b.inv.datacenterSpecs()
+		b.inv.mu.RLock()
+		specs = slices.Clone(b.inv.specs) // as the latest SetDatacenters made them
+		b.inv.mu.RUnlock()
 		all, ok = b.inv.datacenters()
 	}
 	if !ok {

@@ -116,8 +116,10 @@ type flight struct {
 }
 
 // joinLocked returns the flight under way in *slot, starting one that
-// runs fly when there is none: fly logs in under the login context and
-// returns how to settle, under s.mu, the flight's outcome, and a conn
+// runs fly when there is none: fly logs in under the flight's context
+// (the request timeout within the sessions' lifetime: not its first
+// caller's ctx, whose giving up must not fail the login for the others)
+// and returns how to settle, under s.mu, the flight's outcome, and a conn
 // given up, logged out once the waiters have the outcome. The caller
 // holds s.mu and has seen s open.
 func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *flight {
@@ -125,9 +127,9 @@ func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *
 		f := &flight{done: make(chan struct{})}
 		*slot = f
 		s.tasks.spawn(func() { //nolint:contextcheck // a flight serves every waiter, not one caller's ctx
-			ctx, cancel := s.loginContext()
+			ctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
 			defer cancel()
-			end := fly(ctx)
+			end := fly(context.WithValue(ctx, loginKey{}, true))
 			s.mu.Lock()
 			*slot = nil
 			var giveUp *conn
@@ -164,13 +166,6 @@ func (f *flight) wait(ctx context.Context, what string) error {
 // loginKey marks the requests of a login flight: the flight records their
 // outcome, not the transport (a rejected login is an HTTP answer, yet Down).
 type loginKey struct{}
-
-// loginContext is a flight's: not its first caller's, whose giving up
-// must not fail the login for the others.
-func (s *sessions) loginContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
-	return context.WithValue(ctx, loginKey{}, true), cancel
-}
 
 // open reports ErrClosed once the sessions are closed.
 func (s *sessions) open() error {
@@ -233,15 +228,7 @@ func (s *sessions) insecure() bool {
 	return c.InsecureFlag && len(c.Thumbprints) == 0 && c.CAFile == ""
 }
 
-// client returns a logged-in SOAP client, connecting on first use.
-func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
-	c, err := s.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.vim, nil
-}
-
+// current returns the logged-in conn, connecting on first use.
 func (s *sessions) current(ctx context.Context) (*conn, error) {
 	for {
 		s.mu.Lock()
