@@ -84,10 +84,11 @@ func (fx *dcFixture) lookups() map[string]struct {
 func TestVMsCarryTheirDatacentersIDAndPath(t *testing.T) {
 	fx := newDCFixture(t)
 	ctx := ctxFor(t)
-	vc, err := fx.direct.sessions.client(ctx)
+	cur, err := fx.direct.sessions.current(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	vc := cur.vim
 	finder := find.NewFinder(vc, false)
 	sawFolder := false
 	for _, want := range fx.vc.VMs {
@@ -165,10 +166,11 @@ func TestFindByEachDatacenterForm(t *testing.T) {
 func TestDatacentersListsEveryDatacenter(t *testing.T) {
 	fx := newDCFixture(t)
 	ctx := ctxFor(t)
-	vc, err := fx.direct.sessions.client(ctx)
+	cur, err := fx.direct.sessions.current(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	vc := cur.vim
 	outer, err := object.NewRootFolder(vc).CreateFolder(ctx, "outer")
 	if err != nil {
 		t.Fatal(err)

@@ -181,7 +181,9 @@ func (inv *inventory) run(ctx context.Context) {
 	for {
 		started := time.Now()
 		err := inv.watch(ctx)
-		inv.clear()
+		inv.mu.Lock()
+		inv.list, inv.views = nil, nil // the watch has stopped: what it held goes
+		inv.mu.Unlock()
 		// Its connect or a poll got no answer (or a fault: an answer): a
 		// connection-level event, also before any lookup was made.
 		inv.sessions.recordReachability(ctx, "inventory watch", err)
@@ -223,11 +225,12 @@ func (inv *inventory) watch(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 	sctx, scancel := context.WithTimeout(ctx, inv.sessions.requestTimeout())
-	vc, err := inv.sessions.client(sctx)
+	c, err := inv.sessions.current(sctx)
 	scancel()
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	vc := c.vim
 	failed := make(chan error, 1)
 	start := func(w *watched) {
 		wctx, stop := context.WithCancel(ctx)
@@ -372,17 +375,25 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		s.entities[vc.ServiceContent.RootFolder] = entity{}
 		return s
 	}
-	loading := newLoad()
+	loading, applied := newLoad(), 0
+	// publish makes loading, applied objects, w's state. Counted before
+	// it is published: a reader that sees the state sees its version
+	// (UUIDs, Inventory).
+	publish := func(now time.Time, snapshot bool) {
+		inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value,
+			"vms", len(loading.vms), "entities", len(loading.entities), "snapshot", snapshot)
+		inv.updates.Add(uint64(applied))
+		inv.setState(w, loading, now.Add(inv.heartbeat+timeout))
+		loading, applied = nil, 0
+	}
 	// seen, while the watch's initial set is applied over a published
 	// snapshot, is what the set named: the rest is dropped when it ends.
 	var seen map[types.ManagedObjectReference]struct{}
 	n, err := inv.snapshot(ctx, vc, pc.Reference(), spec, loading)
 	switch {
 	case err == nil:
-		inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities), "snapshot", true)
-		inv.updates.Add(uint64(n))
-		inv.setState(w, loading, time.Now().Add(inv.heartbeat+timeout))
-		loading = nil
+		applied = n
+		publish(time.Now(), true)
 		seen = map[types.ManagedObjectReference]struct{}{vc.ServiceContent.RootFolder: {}}
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: snapshot: %w", op, err)
@@ -391,7 +402,6 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		inv.log.Info("vCenter inventory snapshot failed, loading from the watch", "datacenter", w.dc.Value, "err", err)
 		loading = newLoad()
 	}
-	applied := 0
 	for {
 		// The poll's deadline: vCenter answers by MaxWaitSeconds even
 		// when nothing changed, so silence beyond that plus the request
@@ -415,31 +425,25 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 		}
 		req.Version = set.Version
 		truncated := set.Truncated != nil && *set.Truncated
-		if loading != nil {
-			for _, fs := range set.FilterSet {
-				loading.apply(fs.ObjectSet)
-				applied += len(fs.ObjectSet)
-			}
-			if !truncated {
-				inv.log.V(2).Info("vCenter inventory loaded", "datacenter", w.dc.Value, "vms", len(loading.vms), "entities", len(loading.entities))
-				// Counted before it is published: a reader that sees the
-				// state sees its version (UUIDs, Inventory).
-				inv.updates.Add(uint64(applied))
-				inv.setState(w, loading, now.Add(inv.heartbeat+timeout))
-				loading = nil
-				applied = 0
-			}
-			continue
+		state := loading
+		if state == nil {
+			inv.mu.Lock() // the published state: changed under the lock
+			state = w.state
 		}
-		inv.mu.Lock()
 		for _, fs := range set.FilterSet {
-			w.state.apply(fs.ObjectSet)
+			state.apply(fs.ObjectSet)
 			applied += len(fs.ObjectSet)
 			if seen != nil {
 				for _, u := range fs.ObjectSet {
 					seen[u.Obj] = struct{}{}
 				}
 			}
+		}
+		if loading != nil {
+			if !truncated {
+				publish(now, false)
+			}
+			continue
 		}
 		if !truncated {
 			if seen != nil {
@@ -513,19 +517,12 @@ func (inv *inventory) setState(w *watched, s *invState, freshUntil time.Time) {
 	}
 }
 
-// clear drops every watch's state: the watch has stopped.
-func (inv *inventory) clear() {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	inv.list, inv.views = nil, nil
-}
-
 // status is what the inventory shows of itself.
 func (inv *inventory) status() backends.InventoryStatus {
 	st := backends.InventoryStatus{Updates: inv.updates.Load()}
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	if held, ok := inv.heldLocked(time.Now()); ok {
+	if held, ok := inv.scopeLocked(inv.specs, time.Now()); ok {
 		st.InService = true
 		for _, s := range held {
 			st.VMs += len(s.vms)
@@ -534,32 +531,20 @@ func (inv *inventory) status() backends.InventoryStatus {
 	return st
 }
 
-// heldLocked returns the states of the datacenters configured while the
-// inventory is in service for all of them (each loaded and current, and
-// the list too); the caller holds inv.mu.
-func (inv *inventory) heldLocked(now time.Time) ([]*invState, bool) {
-	return inv.scopeLocked(inv.specs, now)
-}
-
 // loadedLocked reports whether the list and every datacenter configured
 // have been loaded, current or not: the first load is over when the last
 // is published, also if another went overdue meanwhile (a snapshot whose
 // watch's initial set outlasts heartbeat + requestTimeout), which nothing
-// would publish again. The caller holds inv.mu.
+// would publish again: each is current as of the zero time, before any
+// freshUntil a load sets. The caller holds inv.mu.
 func (inv *inventory) loadedLocked() bool {
-	if inv.list == nil || inv.list.state == nil {
-		return false
-	}
-	for _, ref := range inv.wantedLocked(inv.specs) {
-		if w := inv.views[ref]; w == nil || w.state == nil {
-			return false
-		}
-	}
-	return true
+	_, ok := inv.scopeLocked(inv.specs, time.Time{})
+	return ok
 }
 
 // scopeLocked returns the states of the datacenters specs name (every
-// datacenter of the vCenter when empty) while each is loaded and current;
+// datacenter of the vCenter when empty; inv.specs: the datacenters
+// configured, the inventory in service) while each is loaded and current;
 // ok is false when one is not watched, still loading or overdue: a
 // lookup there cannot be answered from memory. The caller holds inv.mu.
 func (inv *inventory) scopeLocked(specs []config.DatacenterSpec, now time.Time) ([]*invState, bool) {
@@ -734,14 +719,6 @@ func (inv *inventory) get(ref backends.VMRef) (*backends.VM, bool) {
 	return nil, false
 }
 
-// datacenterSpecs are the configured datacenters (empty: every one), as
-// the latest SetDatacenters made them.
-func (inv *inventory) datacenterSpecs() []config.DatacenterSpec {
-	inv.mu.RLock()
-	defer inv.mu.RUnlock()
-	return slices.Clone(inv.specs)
-}
-
 // datacenters is every datacenter of the vCenter, configured or not
 // (invState.datacenters of the list), while the list is current.
 func (inv *inventory) datacenters() ([]config.Datacenter, bool) {
@@ -772,7 +749,7 @@ func (inv *inventory) tagAncestries(vm *backends.VM) ([][]types.ManagedObjectRef
 func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	held, ok := inv.heldLocked(time.Now())
+	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
 		return nil, false
 	}
@@ -795,7 +772,7 @@ func (inv *inventory) entityRefs() ([]types.ManagedObjectReference, bool) {
 func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
-	held, ok := inv.heldLocked(time.Now())
+	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
 		return nil, 0, false
 	}
@@ -809,11 +786,79 @@ func (inv *inventory) uuids(unchangedSince uint64) ([]string, uint64, bool) {
 	}
 	out := make([]string, 0, n)
 	for _, s := range held {
-		out = append(out, s.uuids()...)
+		out = s.appendUUIDs(out)
 	}
 	if len(held) > 1 {
 		slices.Sort(out)
 		out = slices.Compact(out)
 	}
 	return out, version, true
+}
+
+// Placement implements backends.Backend from the inventory and the bulk tag
+// cache only: no request to vCenter, and no bulk tag read started (the
+// cache is loaded by lookups and refreshed in the background).
+func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placement, bool) {
+	if b.inv == nil {
+		return nil, false
+	}
+	out, ancestries, ok := b.inv.placement(uuid)
+	if !ok {
+		return nil, false
+	}
+	snap := b.bulkTags.get() // an inventory has its tag cache (New)
+	for i := range out {
+		switch {
+		case len(categories) == 0:
+			out[i].Tags, out[i].TagsKnown = map[string]string{}, true
+		case ancestries[i] != nil && covers(snap, ancestries[i]):
+			out[i].Tags, out[i].TagsKnown = firstCompleteAncestry(ancestries[i], snap.attached, categories), true
+		}
+	}
+	return out, true
+}
+
+// placement lists, by ID, the VMs of BIOS UUID uuid held while in
+// service for every datacenter configured, each placed (see
+// invState.placed), with its tag ancestries (nil when incomplete). VMs
+// whose datacenter it cannot place are left out.
+func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.ManagedObjectReference, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	held, ok := inv.scopeLocked(inv.specs, time.Now())
+	if !ok {
+		return nil, nil, false
+	}
+	type placed struct {
+		backends.Placement
+		ancestries [][]types.ManagedObjectReference
+	}
+	var found []placed
+	var buf [2]string
+	for _, s := range held {
+		ids := s.byUUID.appendIDs(buf[:0], uuid)
+		slices.Sort(ids)
+		for _, id := range ids {
+			rec, held := s.vms[id]
+			if !held || slices.ContainsFunc(found, func(p placed) bool { return p.VM.Ref.ID == id }) {
+				continue // a VM moving between datacenters: the first placed counts
+			}
+			p := placed{Placement: backends.Placement{VM: s.placed(rec)}}
+			if p.VM.Ref.Datacenter == "" {
+				continue
+			}
+			if a, complete := s.tagAncestries(&p.VM); complete {
+				p.ancestries = a
+			}
+			found = append(found, p)
+		}
+	}
+	// By ID, as one state lists them.
+	slices.SortStableFunc(found, func(a, b placed) int { return cmp.Compare(a.VM.Ref.ID, b.VM.Ref.ID) })
+	var out []backends.Placement
+	var ancestries [][][]types.ManagedObjectReference
+	for _, p := range found {
+		out, ancestries = append(out, p.Placement), append(ancestries, p.ancestries)
+	}
+	return out, ancestries, true
 }

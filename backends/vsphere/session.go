@@ -1,13 +1,18 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,16 +116,37 @@ type flight struct {
 }
 
 // joinLocked returns the flight under way in *slot, starting one that
-// runs fly when there is none (it clears *slot as it ends). The caller
+// runs fly when there is none: fly logs in under the flight's context
+// (the request timeout within the sessions' lifetime: not its first
+// caller's ctx, whose giving up must not fail the login for the others)
+// and returns how to settle, under s.mu, the flight's outcome, and a conn
+// given up, logged out once the waiters have the outcome. The caller
 // holds s.mu and has seen s open.
-func (s *sessions) joinLocked(slot **flight, fly func(*flight)) *flight {
+func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *flight {
 	if *slot == nil {
 		f := &flight{done: make(chan struct{})}
 		*slot = f
-		s.tasks.spawn(func() { fly(f) }) //nolint:contextcheck // a flight serves every waiter: it runs under the sessions' lifetime, not one caller's ctx
+		s.tasks.spawn(func() { //nolint:contextcheck // a flight serves every waiter, not one caller's ctx
+			ctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
+			defer cancel()
+			end := fly(context.WithValue(ctx, loginKey{}, true))
+			s.mu.Lock()
+			*slot = nil
+			var giveUp *conn
+			giveUp, f.err = end()
+			s.mu.Unlock()
+			close(f.done)
+			if giveUp != nil {
+				_ = s.logout(giveUp)
+			}
+		})
 	}
 	return *slot
 }
+
+// settle decides a flight's outcome under sessions.mu, and names a conn
+// given up.
+type settle func() (giveUp *conn, err error)
 
 // wait returns the flight's outcome, or ctx's error if ctx ends first.
 func (f *flight) wait(ctx context.Context, what string) error {
@@ -140,13 +166,6 @@ func (f *flight) wait(ctx context.Context, what string) error {
 // loginKey marks the requests of a login flight: the flight records their
 // outcome, not the transport (a rejected login is an HTTP answer, yet Down).
 type loginKey struct{}
-
-// loginContext is a flight's: not its first caller's, whose giving up
-// must not fail the login for the others.
-func (s *sessions) loginContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
-	return context.WithValue(ctx, loginKey{}, true), cancel
-}
 
 // open reports ErrClosed once the sessions are closed.
 func (s *sessions) open() error {
@@ -184,7 +203,7 @@ type conn struct {
 	// fires when it is due, and renewing is set while it runs.
 	token    token
 	renewal  *time.Timer
-	renewing bool
+	renewing *flight
 }
 
 // setServed records what logged c in; the caller holds s.mu, or c is not
@@ -209,15 +228,7 @@ func (s *sessions) insecure() bool {
 	return c.InsecureFlag && len(c.Thumbprints) == 0 && c.CAFile == ""
 }
 
-// client returns a logged-in SOAP client, connecting on first use.
-func (s *sessions) client(ctx context.Context) (*vim25.Client, error) {
-	c, err := s.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.vim, nil
-}
-
+// current returns the logged-in conn, connecting on first use.
 func (s *sessions) current(ctx context.Context) (*conn, error) {
 	for {
 		s.mu.Lock()
@@ -238,28 +249,21 @@ func (s *sessions) current(ctx context.Context) (*conn, error) {
 	}
 }
 
-// firstLogin is flight f: credentials, connect and login of the first conn.
-func (s *sessions) firstLogin(f *flight) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+// firstLogin is the flight of the first conn: credentials, connect and
+// login, then the conn made current.
+func (s *sessions) firstLogin(ctx context.Context) settle {
 	s.noteProgress(phaseDialing)
 	c, err := s.connect(ctx)
 	s.recordLogin(err)
-	s.mu.Lock()
-	s.connecting = nil
-	var orphan *conn
-	switch {
-	case err != nil:
-	case s.closed:
-		orphan, err = c, backends.ErrClosed
-	default:
+	return func() (*conn, error) {
+		switch {
+		case err != nil:
+			return nil, err
+		case s.closed:
+			return c, backends.ErrClosed
+		}
 		s.swapLocked(c, 0) // no session before it: none to log out
-	}
-	f.err = err
-	s.mu.Unlock()
-	close(f.done)
-	if orphan != nil {
-		_ = s.logout(orphan)
+		return nil, nil
 	}
 }
 
@@ -321,10 +325,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 		return nil, classify(fmt.Errorf("connect: %w", err))
 	}
 	vc.Client = sc // the REST client derives from it; NewClient only sets it for a bare soap.Client
-	idle := s.opts.KeepAlive
-	if idle == 0 {
-		idle = 5 * time.Minute
-	}
+	idle := cmp.Or(s.opts.KeepAlive, 5*time.Minute)
 	c := &conn{vim: vc, raw: rt}
 	relogin := &reloginRoundTripper{next: rt, sessions: s, conn: c}
 	// The keep-alive ping carries a deadline like every other call: the
@@ -342,7 +343,7 @@ func (s *sessions) connect(ctx context.Context) (*conn, error) {
 	c.keepalive = keepalive.NewHandlerSOAP(relogin, idle, ping)
 	vc.RoundTripper = c.keepalive
 	attempt := time.Now()
-	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, cr) })
+	served, err := s.chain.Login(ctx, func(cr credentials.Served) error { return s.login(ctx, c, nil, cr) })
 	if err != nil {
 		s.logRefusals(attempt)
 		c.keepalive.Stop()
@@ -377,42 +378,6 @@ func (s *sessions) logRefusals(attempt time.Time) {
 			"credentials", r.Source, "refusals", r.Refusals, "retry", r.Retry.UTC().Format(time.RFC3339))
 	}
 }
-
-// login logs c in with cr: a user and password, a solution user's
-// certificate (token.go), or a session service's clone ticket (sessionservice.go).
-func (s *sessions) login(ctx context.Context, c *conn, cr credentials.Served) error {
-	if cr.Certificate() {
-		return s.loginByCertificate(ctx, c, cr)
-	}
-	s.setToken(c, token{})
-	if cr.ViaSessionService() {
-		return s.cloneSession(ctx, c, cr)
-	}
-	if err := session.NewManager(c.vim).Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
-		// The fault says "incorrect user name or password"; it never echoes them.
-		return loginFailure(fmt.Errorf("login as %q (credentials from %s): %w", cr.User, cr.Source, err))
-	}
-	return nil
-}
-
-// loginFailure names why a login failed: vCenter's answer is a rejection,
-// anything else a failure to reach it. An invalid login is a refusal of
-// the credentials themselves: the chain tries its next source.
-func loginFailure(err error) error {
-	if noAnswer(err) {
-		return classify(err)
-	}
-	if fault.Is(err, &types.InvalidLogin{}) {
-		err = refused{err}
-	}
-	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
-}
-
-// refused marks an invalid login as credentials.ErrRejected.
-type refused struct{ error }
-
-func (r refused) Unwrap() error      { return r.error }
-func (refused) Is(target error) bool { return target == credentials.ErrRejected }
 
 // credentialsFailure is a failed walk of the chain: a login's own failure
 // as it is, else the credentials could not be had (only ones vCenter
@@ -455,19 +420,17 @@ func (s *sessions) relogin(ctx context.Context, c *conn, seen uint64) error {
 		s.mu.Unlock()
 		return nil
 	}
-	f := s.joinLocked(&c.relogging, func(f *flight) { s.reloginFlight(c, f) })
+	f := s.joinLocked(&c.relogging, func(ctx context.Context) settle { return s.reloginFlight(ctx, c) })
 	s.mu.Unlock()
 	return f.wait(ctx, "re-login")
 }
 
-// reloginFlight is flight f: c's re-login. A session lost because
+// reloginFlight is the flight of c's re-login. A session lost because
 // another appliance now answers at the address (a re-image, a DNS
 // cut-over) is not logged in again on c: c says which vCenter it is by
 // the service content it connected with, and discovery tells vCenters
 // apart by that. c is retired instead, and the next call connects anew.
-func (s *sessions) reloginFlight(c *conn, f *flight) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+func (s *sessions) reloginFlight(ctx context.Context, c *conn) settle {
 	var served credentials.Served
 	err := s.sameAppliance(ctx, c)
 	var changed *applianceChangedError
@@ -488,35 +451,34 @@ func (s *sessions) reloginFlight(c *conn, f *flight) {
 					_, _ = methods.Logout(ctx, c.raw, &types.Logout{This: *sm})
 				}
 			}
-			return s.login(ctx, c, cr)
+			return s.login(ctx, c, nil, cr)
 		})
 		if err != nil {
 			err = credentialsFailure(err)
 		}
 		s.recordLogin(err)
 	}
-	s.mu.Lock()
-	c.relogging = nil
-	switch {
-	case changed != nil:
-		if s.cur == c && !s.closed {
-			s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew", "was", changed.was, "now", changed.now)
-			s.cur = nil
+	return func() (*conn, error) {
+		switch {
+		case changed != nil:
+			if s.cur == c && !s.closed {
+				s.log.Info("Another vCenter answers at the address: its session is not carried over; connecting anew",
+					"was", changed.was, "now", changed.now)
+				s.cur = nil
+				s.generation++
+				return c, err
+			}
+		case err == nil:
+			c.setServed(served)
+			c.restValid = false
 			s.generation++
-			s.tasks.spawn(func() { _ = s.logout(c) })
+			if s.cur == c {
+				s.noteServedLocked(served)
+				s.armRenewalLocked(c, time.Until(c.token.renewAt))
+			}
 		}
-	case err == nil:
-		c.setServed(served)
-		c.restValid = false
-		s.generation++
-		if s.cur == c {
-			s.noteServedLocked(served)
-			s.armRenewalLocked(c)
-		}
+		return nil, err
 	}
-	f.err = err
-	s.mu.Unlock()
-	close(f.done)
 }
 
 // sameAppliance is an applianceChangedError when the address now answers
@@ -617,7 +579,7 @@ func (s *sessions) swapLocked(next *conn, grace time.Duration) {
 	s.cur = next
 	s.generation++
 	s.noteServedLocked(next.served)
-	s.armRenewalLocked(next)
+	s.armRenewalLocked(next, time.Until(next.token.renewAt))
 	if old != nil {
 		s.tasks.spawn(func() {
 			t := time.NewTimer(grace)
@@ -657,7 +619,7 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 			s.mu.Unlock()
 			return rc, nil
 		}
-		f := s.joinLocked(&c.restLogin, func(f *flight) { s.restLoginFlight(c, rc, f) })
+		f := s.joinLocked(&c.restLogin, func(ctx context.Context) settle { return s.restLoginFlight(ctx, c, rc) })
 		s.mu.Unlock()
 		if err := f.wait(ctx, "REST login"); err != nil {
 			return nil, err
@@ -666,10 +628,8 @@ func (s *sessions) restClient(ctx context.Context) (*rest.Client, error) {
 	}
 }
 
-// restLoginFlight is flight f: the REST login of c.
-func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
-	ctx, cancel := s.loginContext()
-	defer cancel()
+// restLoginFlight is the flight of c's REST login.
+func (s *sessions) restLoginFlight(ctx context.Context, c *conn, rc *rest.Client) settle {
 	s.mu.Lock()
 	served, shared := c.served, c.viaSessionService
 	s.mu.Unlock()
@@ -682,12 +642,10 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 			err = credentialsFailure(err) // no REST login with credentials vCenter refused
 		} else if cr.ViaSessionService() {
 			shared = true // it names a session service now: share its session as the next login will
-		} else if cr.Certificate() {
+		} else {
 			sv := served
 			sv.Credentials = cr
-			err = s.restLoginByCertificate(ctx, c, rc, sv)
-		} else if err = rc.Login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
-			err = loginFailure(fmt.Errorf("REST login as %q (credentials from %s): %w", cr.User, served.Source, err))
+			err = s.login(ctx, c, rc, sv)
 		}
 	}
 	if shared && err == nil {
@@ -700,15 +658,13 @@ func (s *sessions) restLoginFlight(c *conn, rc *rest.Client, f *flight) {
 	if err == nil || (errors.As(err, &ce) && !errors.Is(err, backends.ErrAuth)) {
 		s.recordLogin(err)
 	}
-	s.mu.Lock()
-	c.restLogin = nil
-	if err == nil {
-		c.restValid = true
-		c.restShared = shared
+	return func() (*conn, error) {
+		if err == nil {
+			c.restValid = true
+			c.restShared = shared
+		}
+		return nil, err
 	}
-	f.err = err
-	s.mu.Unlock()
-	close(f.done)
 }
 
 // restUnauthorized marks the REST session as lost.
@@ -846,4 +802,131 @@ func missingNotAuthenticated(res soap.HasFault) error {
 		}
 	}
 	return nil
+}
+
+// maxDrain bounds what closing a body reads: enough for a decoder's
+// leftovers, little for a body abandoned midway (that connection closes).
+const maxDrain = 4 << 10
+
+// drainOnClose makes closing a response body read what is left of it (up
+// to maxDrain) first. govmomi's SOAP client stops decoding at the end of
+// the envelope and closes the body without reading its end (the final
+// chunk of a large answer); net/http does not reuse a connection whose
+// body was closed unread, so without this every large response costs
+// vCenter a new TLS handshake (the bench counted 73 connections to
+// initialize 1000 Nodes).
+func drainOnClose(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		res, err := next.RoundTrip(req)
+		if err != nil || res.Body == nil || res.Body == http.NoBody {
+			return res, err
+		}
+		res.Body = &drainingBody{ReadCloser: res.Body}
+		return res, nil
+	})
+}
+
+type drainingBody struct{ io.ReadCloser }
+
+func (b *drainingBody) Close() error {
+	_, _ = io.CopyN(io.Discard, b.ReadCloser, maxDrain)
+	return b.ReadCloser.Close()
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// maxIdleConnsPerVCenter is how many idle connections a session keeps to
+// its vCenter for the next requests: enough for the lookups that run at
+// once (each idle one holds a socket, its buffers and two goroutines
+// until the transport's idle timeout, 90 s).
+const maxIdleConnsPerVCenter = 16
+
+// boundTLSDial replaces govmomi's TLS dialer, which calls tls.Dial: no
+// context and no timeout, so a server that accepts TCP and never completes
+// the handshake holds a goroutine and a socket for ever — one more at every
+// retry and probe of a dead vCenter. This one dials and handshakes under the
+// request context, bounded by timeout (net/http detaches dials from their
+// request). What it verifies is the transport's TLS config alone (see
+// pinned): govmomi's fallback from a failed verification to a thumbprint is
+// not kept, and neither is its trust in any CA beside a pin. Each
+// handshake that succeeds hands the server's leaf certificate to seen
+// (its expiry is shown), whatever verified it (pin, CA, or nothing with
+// insecureFlag). The TCP connect and the handshake are told to progress
+// as each completes: what a lookup waiting for a vCenter still
+// connecting judges it by (ConnectProgress).
+func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Certificate), progress func(phase string)) {
+	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		// As tls.Dialer, in two steps.
+		raw, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		progress(phaseTCP)
+		cfg := t.TLSClientConfig
+		if cfg == nil {
+			cfg = &tls.Config{} //nolint:gosec // the transport's own config decides; none is Go's default
+		}
+		if cfg.ServerName == "" {
+			host := addr
+			if i := strings.LastIndex(addr, ":"); i >= 0 {
+				host = addr[:i]
+			}
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+		progress(phaseTLS)
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			seen(certs[0])
+		}
+		return tc, nil
+	}
+}
+
+// pinned is the TLS config of a vCenter pinned by thumbprints: the leaf
+// certificate it presents must have one of them as its SHA-256 or SHA-1
+// thumbprint (several while a certificate is replaced: the old one and
+// the new), and nothing else vouches for it — no CA, however trusted, and
+// no name (the pin is the identity). The check is part of the handshake,
+// so a server that does not match never sees a request, let alone a
+// password.
+func pinned(host string, thumbprints []string) *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // replaced by VerifyConnection's thumbprint check
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 && slices.ContainsFunc(thumbprints, func(tp string) bool { return thumbprintMatches(tp, cs.PeerCertificates[0]) }) {
+				return nil
+			}
+			return &thumbprintMismatch{host: host, thumbprints: thumbprints}
+		},
+	}
+}
+
+// thumbprintMatches compares thumbprints as vSphere writes them (colon-
+// separated hex), in either case.
+func thumbprintMatches(thumbprint string, cert *x509.Certificate) bool {
+	return strings.EqualFold(thumbprint, soap.ThumbprintSHA256(cert)) ||
+		strings.EqualFold(thumbprint, soap.ThumbprintSHA1(cert))
+}
+
+// thumbprintMismatch is a server whose certificate is none of the pinned
+// ones. The message is govmomi's (for one).
+type thumbprintMismatch struct {
+	host        string
+	thumbprints []string
+}
+
+func (e *thumbprintMismatch) Error() string {
+	if len(e.thumbprints) == 1 {
+		return fmt.Sprintf("host %q thumbprint does not match %q", e.host, e.thumbprints[0])
+	}
+	return fmt.Sprintf("host %q thumbprint does not match any of %q", e.host, e.thumbprints)
 }

@@ -24,10 +24,11 @@ func TestLargeResponsesReuseTheirConnection(t *testing.T) {
 	b.Start()
 	ctx := ctxFor(t)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	c, err := b.sessions.client(ctx)
+	cur, err := b.sessions.current(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := cur.vim
 	v, err := view.NewManager(c).CreateContainerView(ctx, c.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
 	if err != nil {
 		t.Fatal(err)
