@@ -120,7 +120,7 @@ func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *
 	if *slot == nil {
 		f := &flight{done: make(chan struct{})}
 		*slot = f
-		s.tasks.spawn(func() { //nolint:contextcheck // a flight serves every waiter, not one caller's ctx
+		s.tasks.spawn(func() {
 			ctx, cancel := context.WithTimeout(s.lifetime(), s.requestTimeout())
 			defer cancel()
 			end := fly(context.WithValue(ctx, loginKey{}, true))
@@ -555,7 +555,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 		err = fmt.Errorf("new credentials from %s rejected, keeping the current session (credentials from %s)",
 			cur.Source, next.served.Source)
 	default:
-		s.swapLocked(next, grace) //nolint:contextcheck // logging the old session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
+		s.swapLocked(next, grace)
 	}
 	s.mu.Unlock()
 	if err != nil {
