@@ -176,65 +176,79 @@ func (c *Chain) Get(ctx context.Context) (Credentials, error) {
 // current credentials and no retry is due (Login would try none).
 func (c *Chain) Current(ctx context.Context) (Served, error) {
 	const op = "credentials.Chain.Current"
-	var found, due *Served
-	var skipped []error
-	now := c.now()
-	errs, err := c.walk(ctx, func(s Served) bool {
-		switch c.passOver(ctx, s, now, &skipped) {
-		case fresh:
-			found = &s
-			return false
-		case retryDue:
-			if due == nil {
-				due = &s
-			}
-		}
-		return true
+	var found *Served
+	readErrs, skipped, err := c.candidates(ctx, func(s Served) bool {
+		found = &s
+		return false
 	})
 	switch {
 	case err != nil:
 		return Served{}, fmt.Errorf("%s: %w", op, err)
 	case found != nil:
 		return *found, nil
-	case due != nil:
-		return *due, nil
 	}
-	return Served{}, fmt.Errorf("%s: %w", op, c.none(append(errs, skipped...)))
+	return Served{}, fmt.Errorf("%s: %w", op, c.none(append(readErrs, skipped...)))
+}
+
+// candidates reads the links in order and hands yield, until it returns
+// false, each one's credentials that are fresh as they are read, then
+// those vCenter refused before whose retry is due: they come last, once
+// nothing else logs in. A link that has none for this vCenter
+// (ErrNoCredentials) is skipped, its error kept in readErrs for the final
+// message; any other error ends the walk (err, with those before it in
+// readErrs) and nothing due is handed. skipped says why credentials were
+// passed over (see passOver).
+func (c *Chain) candidates(ctx context.Context, yield func(Served) bool) (readErrs, skipped []error, err error) {
+	var due []Served
+	now := c.now()
+	for i, l := range c.links {
+		cr, err := l.Get(ctx)
+		if err != nil {
+			readErrs = append(readErrs, err)
+			if errors.Is(err, ErrNoCredentials) {
+				continue
+			}
+			return readErrs, skipped, joinErrors(readErrs)
+		}
+		s := Served{Credentials: cr, Source: l.String(), link: i}
+		switch c.passOver(ctx, s, now, &skipped) {
+		case fresh:
+			if !yield(s) {
+				return readErrs, skipped, nil
+			}
+		case retryDue:
+			due = append(due, s)
+		}
+	}
+	for _, s := range due {
+		if !yield(s) {
+			break
+		}
+	}
+	return readErrs, skipped, nil
 }
 
 // passOver is s's standing at now; when s is passed over it adds why to
 // skipped: vCenter refused its credentials, which have not changed since
 // (waiting), or, on a standby, the leader does not back them (deferred).
 func (c *Chain) passOver(ctx context.Context, s Served, now time.Time, skipped *[]error) standing {
-	st, why := c.standing(ctx, s, now)
+	k := c.key(s)
+	st, why := c.ledger.standing(ctx, k, c.retry, now)
 	switch st {
 	case waiting:
 		*skipped = append(*skipped, fmt.Errorf("%s: %w", s.Source, ErrRefusedBefore))
 	case deferred:
 		*skipped = append(*skipped, fmt.Errorf("%s: %w (%w)", s.Source, ErrDeferred, why))
 	}
-	return st
-}
-
-// walk reads the links in order and hands each one's credentials to
-// yield until it returns false. A link that has none for this vCenter
-// (ErrNoCredentials) is skipped, its error kept in errs for the final
-// message; any other error ends the walk (err, with those before it).
-func (c *Chain) walk(ctx context.Context, yield func(Served) bool) (errs []error, err error) {
-	for i, l := range c.links {
-		cr, err := l.Get(ctx)
-		if err != nil {
-			errs = append(errs, err)
-			if errors.Is(err, ErrNoCredentials) {
-				continue
-			}
-			return errs, joinErrors(errs)
-		}
-		if !yield(Served{Credentials: cr, Source: l.String(), link: i}) {
-			break
-		}
+	if st == waiting || st == retryDue {
+		// Refused through another chain of the ledger (a backend this
+		// one replaced, another entry of the server): reported as this
+		// chain's own.
+		c.mu.Lock()
+		c.rejected[s.link] = k
+		c.mu.Unlock()
 	}
-	return errs, nil
+	return st
 }
 
 // Login offers the chain's credentials to try, in order, until try
@@ -252,17 +266,15 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 	case <-ctx.Done():
 		return Served{}, fmt.Errorf("%s: waiting for another login of %s: %w", op, c, ctx.Err())
 	}
-	var errs, skipped []error
+	var errs []error
 	var rejected []string
-	var later []Served // refused before, retry due: offered once nothing else logs in
 	var result *Served
 	var failed error
-	// offer tries s and says whether to go on.
-	offer := func(s Served) bool {
+	readErrs, skipped, _ := c.candidates(ctx, func(s Served) bool {
 		s.Rejected = append([]string(nil), rejected...)
 		err := try(s)
 		if err == nil {
-			c.accepted(s)
+			c.outcome(s, true)
 			result = &s
 			return false
 		}
@@ -271,27 +283,10 @@ func (c *Chain) Login(ctx context.Context, try func(Served) error) (Served, erro
 			failed = fmt.Errorf("%s: %w", op, joinErrors(errs))
 			return false
 		}
-		c.refused(s)
+		c.outcome(s, false)
 		rejected = append(rejected, s.Source)
 		return true
-	}
-	now := c.now()
-	readErrs, err := c.walk(ctx, func(s Served) bool {
-		switch c.passOver(ctx, s, now, &skipped) {
-		case fresh:
-			return offer(s)
-		case retryDue:
-			later = append(later, s)
-		}
-		return true
 	})
-	if err == nil {
-		for _, s := range later {
-			if result != nil || failed != nil || !offer(s) {
-				break
-			}
-		}
-	}
 	switch {
 	case failed != nil:
 		return Served{}, failed
@@ -347,7 +342,7 @@ func (c *Chain) Refused() []Refusal {
 		if !ok {
 			continue
 		}
-		count, at := c.ledger.refusal(k.Account, k.fp)
+		count, at := c.ledger.refusal(k)
 		if count == 0 {
 			continue
 		}
@@ -375,36 +370,17 @@ func (c *Chain) key(s Served) ledgerKey {
 	return ledgerKey{AccountOf(c.server, s.Credentials), s.Fingerprint()}
 }
 
-func (c *Chain) standing(ctx context.Context, s Served, now time.Time) (standing, error) {
+// outcome records that vCenter accepted or refused s's credentials now.
+func (c *Chain) outcome(s Served, accepted bool) {
 	k := c.key(s)
-	st, err := c.ledger.standing(ctx, k.Account, k.fp, c.retry, now)
-	if st == waiting || st == retryDue {
-		// Refused through another chain of the ledger (a backend this
-		// one replaced, another entry of the server): reported as this
-		// chain's own.
-		c.mu.Lock()
+	c.mu.Lock()
+	if accepted {
+		delete(c.rejected, s.link)
+	} else {
 		c.rejected[s.link] = k
-		c.mu.Unlock()
 	}
-	return st, err
-}
-
-// refused records that vCenter refused s's credentials now.
-func (c *Chain) refused(s Served) {
-	k := c.key(s)
-	c.mu.Lock()
-	c.rejected[s.link] = k
 	c.mu.Unlock()
-	c.ledger.refused(k.Account, k.fp, c.now())
-}
-
-// accepted records that vCenter accepted s's credentials now.
-func (c *Chain) accepted(s Served) {
-	k := c.key(s)
-	c.mu.Lock()
-	delete(c.rejected, s.link)
-	c.mu.Unlock()
-	c.ledger.accepted(k.Account, k.fp, c.now())
+	c.ledger.outcome(k, c.now(), accepted)
 }
 
 // none is the error of a chain whose sources hold nothing.

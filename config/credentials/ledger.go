@@ -153,11 +153,10 @@ func (l *Ledger) recordLocked(k ledgerKey, now time.Time) *ledgerRecord {
 	return r
 }
 
-// standing is what may be done with credentials cr (fingerprint fp) of
-// account a at now under retry r.
-func (l *Ledger) standing(ctx context.Context, a Account, fp [32]byte, r Retry, now time.Time) (standing, error) {
+// standing is what may be done with credentials k at now under retry r.
+func (l *Ledger) standing(ctx context.Context, k ledgerKey, r Retry, now time.Time) (standing, error) {
 	l.mu.Lock()
-	rec := l.recordLocked(ledgerKey{a, fp}, now)
+	rec := l.recordLocked(k, now)
 	leading, backing := l.leading, l.backing
 	count, refused, held := rec.count, rec.refused, rec.held
 	l.mu.Unlock()
@@ -175,37 +174,29 @@ func (l *Ledger) standing(ctx context.Context, a Account, fp [32]byte, r Retry, 
 	// for one no earlier than it read them, give or take the time the
 	// Secret takes to reach every replica.
 	if count > 0 {
-		if backing.Backs(ctx, a, refused.Add(time.Nanosecond)) != nil { // strictly after
+		if backing.Backs(ctx, k.Account, refused.Add(time.Nanosecond)) != nil { // strictly after
 			return waiting, nil
 		}
 		return retryDue, nil
 	}
-	if err := backing.Backs(ctx, a, held.Add(-heldSlack)); err != nil {
+	if err := backing.Backs(ctx, k.Account, held.Add(-heldSlack)); err != nil {
 		return deferred, err
 	}
 	return fresh, nil
 }
 
-// refused records that vCenter refused fp of a at now: one more in a row.
-func (l *Ledger) refused(a Account, fp [32]byte, now time.Time) {
-	l.outcome(a, fp, now, func(rec *ledgerRecord) {
+// outcome records that vCenter accepted k at now, or refused it (one
+// more in a row), then, while leading, calls onChange (outside the lock:
+// it reads Accounts).
+func (l *Ledger) outcome(k ledgerKey, now time.Time, accepted bool) {
+	l.mu.Lock()
+	rec := l.recordLocked(k, now)
+	if accepted {
+		rec.count, rec.refused, rec.accepted = 0, time.Time{}, now
+	} else {
 		rec.count++
 		rec.refused = now
-	})
-}
-
-// accepted records that vCenter accepted fp of a at now.
-func (l *Ledger) accepted(a Account, fp [32]byte, now time.Time) {
-	l.outcome(a, fp, now, func(rec *ledgerRecord) {
-		rec.count, rec.refused, rec.accepted = 0, time.Time{}, now
-	})
-}
-
-// outcome records a login's outcome with update, then, while leading,
-// calls onChange (outside the lock: it reads Accounts).
-func (l *Ledger) outcome(a Account, fp [32]byte, now time.Time, update func(*ledgerRecord)) {
-	l.mu.Lock()
-	update(l.recordLocked(ledgerKey{a, fp}, now))
+	}
 	notify := l.onChange
 	if !l.leading {
 		notify = nil
@@ -216,11 +207,11 @@ func (l *Ledger) outcome(a Account, fp [32]byte, now time.Time, update func(*led
 	}
 }
 
-// refusal is fp of a's refusals in a row and the last one's time.
-func (l *Ledger) refusal(a Account, fp [32]byte) (count int, at time.Time) {
+// refusal is k's refusals in a row and the last one's time.
+func (l *Ledger) refusal(k ledgerKey) (count int, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r, ok := l.records[ledgerKey{a, fp}]; ok {
+	if r, ok := l.records[k]; ok {
 		return r.count, r.refused
 	}
 	return 0, time.Time{}
