@@ -197,9 +197,12 @@ func (d Directory) Get(context.Context) (Credentials, error) {
 			continue
 		}
 		data, err := readSecretFile(filepath.Join(d.Dir, e.Name()))
+		if err != nil {
+			err = fmt.Errorf("%s: %w", d, err)
+		}
 		values[e.Name()] = value{data: data, err: err}
 	}
-	c, err := parseLayout(values).lookup(d.Server, d.String())
+	c, err := parseLayout(values, d.String()).lookup(d.Server)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}

@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -59,7 +60,8 @@ const (
 )
 
 // value is one key's content, or why it could not be read (a file of a
-// secrets directory; the error names the file, never its content).
+// secrets directory; the error names the directory and the file, never
+// its content).
 type value struct {
 	data []byte
 	err  error
@@ -70,19 +72,21 @@ type entry map[string]value
 
 // layout is a Secret's or directory's keys, classified.
 type layout struct {
+	where  string           // the Secret or directory, for errors
 	dotted map[string]entry // by server
-	// alternative form, by id
-	altServer, altUser, altPassword map[string]value
+	// alt is the alternative form: by prefix (prefixAltServer,
+	// prefixAltUser, prefixAltPassword), then by id.
+	alt map[string]map[string]value
 	// notUnderstood are keys ignored, each with why (names, never values).
 	notUnderstood []string
 }
 
-func parseLayout(values map[string]value) *layout {
-	l := &layout{
-		dotted:    map[string]entry{},
-		altServer: map[string]value{}, altUser: map[string]value{}, altPassword: map[string]value{},
-	}
+func parseLayout(values map[string]value, where string) *layout {
+	l := &layout{where: where, dotted: map[string]entry{}, alt: map[string]map[string]value{
+		prefixAltServer: {}, prefixAltUser: {}, prefixAltPassword: {},
+	}}
 	ignore := func(key, why string) { l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (%s)", key, why)) }
+keys:
 	for _, key := range slices.Sorted(maps.Keys(values)) {
 		v := values[key]
 		if suffix, ok := dottedSuffix(key); ok {
@@ -97,39 +101,31 @@ func parseLayout(values map[string]value) *layout {
 			l.dotted[server][suffix] = v
 			continue
 		}
-		switch {
-		case strings.HasPrefix(key, prefixAltServer):
-			l.altServer[strings.TrimPrefix(key, prefixAltServer)] = v
-		case strings.HasPrefix(key, prefixAltUser):
-			l.altUser[strings.TrimPrefix(key, prefixAltUser)] = v
-		case strings.HasPrefix(key, prefixAltPassword):
-			l.altPassword[strings.TrimPrefix(key, prefixAltPassword)] = v
-		default:
-			ignore(key, "not a key of CPI's layout")
+		for _, prefix := range [...]string{prefixAltServer, prefixAltUser, prefixAltPassword} {
+			if id, ok := strings.CutPrefix(key, prefix); ok {
+				l.alt[prefix][id] = v
+				continue keys
+			}
+		}
+		ignore(key, "not a key of CPI's layout")
+	}
+	servers := l.alt[prefixAltServer]
+	for _, prefix := range [...]string{prefixAltUser, prefixAltPassword} {
+		for id := range l.alt[prefix] {
+			switch _, ok := servers[id]; {
+			case id == "":
+				ignore(prefix, "no id")
+			case !ok:
+				ignore(prefix+id, fmt.Sprintf("no %q", prefixAltServer+id))
+			}
 		}
 	}
-	l.notUnderstood = append(l.notUnderstood, orphans(prefixAltUser, l.altUser, l.altServer)...)
-	l.notUnderstood = append(l.notUnderstood, orphans(prefixAltPassword, l.altPassword, l.altServer)...)
-	if _, ok := l.altServer[""]; ok {
-		l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (no id)", prefixAltServer))
-		delete(l.altServer, "")
+	if _, ok := servers[""]; ok {
+		ignore(prefixAltServer, "no id")
+		delete(servers, "")
 	}
 	slices.Sort(l.notUnderstood)
 	return l
-}
-
-// orphans names the keys of m (prefix+id) that have no id or no server_<id>.
-func orphans(prefix string, m, servers map[string]value) []string {
-	var out []string
-	for id := range m {
-		switch _, ok := servers[id]; {
-		case id == "":
-			out = append(out, fmt.Sprintf("%q (no id)", prefix))
-		case !ok:
-			out = append(out, fmt.Sprintf("%q (no %q)", prefix+id, prefixAltServer+id))
-		}
-	}
-	return out
 }
 
 // dottedSuffix is the suffix of the first form key ends with, in CPI's
@@ -154,56 +150,58 @@ func (v value) text(trim func(string) string) (string, error) {
 
 func trimNewline(s string) string { return strings.TrimRight(s, "\r\n") }
 
-// lookup returns the credentials of server. where names the Secret or
-// directory in errors. An error wrapping ErrNoCredentials means the layout
-// holds nothing for server; any other error is an entry of server's that
-// cannot log in (partial, unreadable, ambiguous).
-func (l *layout) lookup(server, where string) (Credentials, error) {
+// lookup returns the credentials of server. An error wrapping
+// ErrNoCredentials means the layout holds nothing for server; any other
+// error is an entry of server's that cannot log in (partial, unreadable,
+// ambiguous).
+func (l *layout) lookup(server string) (Credentials, error) {
 	e := l.dotted[server]
 	// 1. The session service: its URL wins over any user and password.
-	if c, ok, err := sessionService(e, where); ok || err != nil {
+	if c, ok, err := sessionService(e); ok || err != nil {
 		return c, err
 	}
 	// 2. The alternative form: server_<id> naming server.
-	c, ok, unreadable, err := l.altNaming(server, where)
+	c, ok, unreadable, err := l.altNaming(server)
 	if ok || err != nil {
 		return c, err
 	}
 	// 3. The first form.
-	if _, hasUser := e[keyUser]; !hasUser {
-		if _, hasPassword := e[keyPassword]; !hasPassword {
-			if len(unreadable) > 0 {
-				// It may name server: not knowing is not absence.
-				return Credentials{}, fmt.Errorf("%s: %w", where, l.altServer[unreadable[0]].err)
-			}
-			return Credentials{}, l.nothingFor(server, e, where)
-		}
+	_, hasUser := e[keyUser]
+	_, hasPassword := e[keyPassword]
+	switch {
+	case hasUser || hasPassword:
+		return l.userPassword(server, e)
+	case unreadable != nil:
+		// It may name server: not knowing is not absence.
+		return Credentials{}, unreadable
 	}
-	return l.userPassword(server, e, where)
+	return Credentials{}, l.nothingFor(server, e)
 }
 
 // sessionService reads e's session service URL and token; ok is false
 // when e has no URL (or an empty one). A key e lacks reads as empty.
-func sessionService(e entry, where string) (c Credentials, ok bool, err error) {
+func sessionService(e entry) (c Credentials, ok bool, err error) {
 	u, err := e[keySessionURL].text(strings.TrimSpace)
 	if err != nil || u == "" {
-		return Credentials{}, false, wrapWhere(where, err)
+		return Credentials{}, false, err
 	}
 	tok, err := e[keySessionToken].text(strings.TrimSpace)
 	if err != nil {
-		return Credentials{}, false, wrapWhere(where, err)
+		return Credentials{}, false, err
 	}
 	return Credentials{SessionServiceURL: u, SessionServiceToken: config.Password(tok)}, true, nil
 }
 
 // altNaming reads the server_<id> sets naming server; ok is false when
-// none does. unreadable are the ids whose server_<id> could not be read.
-func (l *layout) altNaming(server, where string) (c Credentials, ok bool, unreadable []string, err error) {
+// none does. unreadable is the error of the first server_<id> that could
+// not be read.
+func (l *layout) altNaming(server string) (c Credentials, ok bool, unreadable, err error) {
 	var ids []string
-	for _, id := range slices.Sorted(maps.Keys(l.altServer)) {
-		name, err := l.altServer[id].text(strings.TrimSpace)
+	servers := l.alt[prefixAltServer]
+	for _, id := range slices.Sorted(maps.Keys(servers)) {
+		name, err := servers[id].text(strings.TrimSpace)
 		if err != nil {
-			unreadable = append(unreadable, id)
+			unreadable = cmp.Or(unreadable, err)
 			continue
 		}
 		if name == server {
@@ -213,17 +211,17 @@ func (l *layout) altNaming(server, where string) (c Credentials, ok bool, unread
 	if len(ids) == 0 {
 		return Credentials{}, false, unreadable, nil
 	}
-	first, err := l.alt(ids[0], server, where)
+	first, err := l.altLogin(ids[0], server)
 	if err != nil {
 		return Credentials{}, false, nil, err
 	}
 	// CPI takes whichever its map iteration meets last: two sets naming
 	// one server are fine only when they agree.
 	for _, id := range ids[1:] {
-		other, err := l.alt(id, server, where)
+		other, err := l.altLogin(id, server)
 		if err != nil || other.Fingerprint() != first.Fingerprint() {
 			return Credentials{}, false, nil, fmt.Errorf("%s: %s and %s both name server %s, with different credentials%s",
-				where, prefixAltServer+ids[0], prefixAltServer+id, server, l.hint())
+				l.where, prefixAltServer+ids[0], prefixAltServer+id, server, l.hint())
 		}
 	}
 	return first, true, nil, nil
@@ -231,65 +229,56 @@ func (l *layout) altNaming(server, where string) (c Credentials, ok bool, unread
 
 // nothingFor says why e holds no credentials for server: a token without
 // a URL, an empty URL, or nothing at all (wrapping ErrNoCredentials).
-func (l *layout) nothingFor(server string, e entry, where string) error {
+func (l *layout) nothingFor(server string, e entry) error {
 	if _, ok := e[keySessionToken]; ok {
-		return fmt.Errorf("%s: key %s is set but %s is not%s", where, SessionServiceTokenKey(server), SessionServiceURLKey(server), l.hint())
+		return fmt.Errorf("%s: key %s is set but %s is not%s",
+			l.where, SessionServiceTokenKey(server), SessionServiceURLKey(server), l.hint())
 	}
 	if _, ok := e[keySessionURL]; ok {
-		return fmt.Errorf("%s: key %s is empty%s", where, SessionServiceURLKey(server), l.hint())
+		return fmt.Errorf("%s: key %s is empty%s", l.where, SessionServiceURLKey(server), l.hint())
 	}
-	return fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", where, ErrNoCredentials,
+	return fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", l.where, ErrNoCredentials,
 		server, UsernameKey(server), PasswordKey(server), SessionServiceURLKey(server), prefixAltServer, l.hint())
 }
 
 // userPassword reads e's user and password; both must be set.
-func (l *layout) userPassword(server string, e entry, where string) (Credentials, error) {
+func (l *layout) userPassword(server string, e entry) (Credentials, error) {
 	user, err := e[keyUser].text(strings.TrimSpace)
 	if err != nil {
-		return Credentials{}, wrapWhere(where, err)
+		return Credentials{}, err
 	}
 	pass, err := e[keyPassword].text(trimNewline)
 	if err != nil {
-		return Credentials{}, wrapWhere(where, err)
+		return Credentials{}, err
 	}
 	switch {
 	case user == "":
-		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", where, UsernameKey(server), l.hint())
+		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", l.where, UsernameKey(server), l.hint())
 	case pass == "":
-		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", where, PasswordKey(server), l.hint())
+		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", l.where, PasswordKey(server), l.hint())
 	}
 	return Credentials{User: user, Password: config.Password(pass)}, nil
 }
 
-// wrapWhere prefixes err, if any, with where.
-func wrapWhere(where string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", where, err)
-}
-
-// alt is the user and password of set id, which names server.
-func (l *layout) alt(id, server, where string) (Credentials, error) {
-	get := func(prefix string, m map[string]value, trim func(string) string) (string, error) {
-		v, ok := m[id]
+// altLogin is the user and password of set id, which names server.
+func (l *layout) altLogin(id, server string) (Credentials, error) {
+	get := func(prefix string, trim func(string) string) (string, error) {
+		v, ok := l.alt[prefix][id]
 		if !ok {
-			return "", fmt.Errorf("%s: key %s is missing (%s names server %s)%s", where, prefix+id, prefixAltServer+id, server, l.hint())
+			return "", fmt.Errorf("%s: key %s is missing (%s names server %s)%s",
+				l.where, prefix+id, prefixAltServer+id, server, l.hint())
 		}
 		s, err := v.text(trim)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", where, err)
+		if err == nil && s == "" {
+			err = fmt.Errorf("%s: key %s is empty (%s names server %s)", l.where, prefix+id, prefixAltServer+id, server)
 		}
-		if s == "" {
-			return "", fmt.Errorf("%s: key %s is empty (%s names server %s)", where, prefix+id, prefixAltServer+id, server)
-		}
-		return s, nil
+		return s, err
 	}
-	user, err := get(prefixAltUser, l.altUser, strings.TrimSpace)
+	user, err := get(prefixAltUser, strings.TrimSpace)
 	if err != nil {
 		return Credentials{}, err
 	}
-	pass, err := get(prefixAltPassword, l.altPassword, trimNewline)
+	pass, err := get(prefixAltPassword, trimNewline)
 	if err != nil {
 		return Credentials{}, err
 	}

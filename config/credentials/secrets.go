@@ -158,9 +158,9 @@ func (s *secretSource) Get(ctx context.Context) (Credentials, error) {
 	for k, v := range secret.Data {
 		values[k] = value{data: v}
 	}
-	l := parseLayout(values)
+	l := parseLayout(values, s.String())
 	s.secrets.warnIgnored(s.ref, secret.ResourceVersion, l)
-	c, err := l.lookup(s.server, s.String())
+	c, err := l.lookup(s.server)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", op, err)
 	}
