@@ -139,7 +139,7 @@ func setIPFamily(p *StringList, v string) error {
 func setBool(p **bool, v string) error {
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return fmt.Errorf("not true or false")
+		return errors.New("not true or false")
 	}
 	*p = &b
 	return nil
@@ -148,10 +148,9 @@ func setBool(p **bool, v string) error {
 func setUint(p **uint, v string) error {
 	n, err := strconv.ParseUint(v, 10, 32)
 	if err != nil {
-		return fmt.Errorf("not a whole number")
+		return errors.New("not a whole number")
 	}
-	u := uint(n)
-	*p = &u
+	*p = new(uint(n))
 	return nil
 }
 

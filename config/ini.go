@@ -64,7 +64,11 @@ func iniSection(name string) (key string, named bool) {
 // collects what gcfg would skip (a subsection of a section that takes
 // none).
 func iniToYAML(data []byte) (*yaml.Node, []Notice, error) {
-	r := newINIReader(data)
+	src := bytes.TrimPrefix(data, utf8BOM)
+	r := &iniReader{fset: token.NewFileSet(), root: &yaml.Node{Kind: yaml.MappingNode}}
+	file := r.fset.AddFile("", r.fset.Base(), len(src))
+	r.s.Init(file, src, func(p token.Position, msg string) { r.scanErrs.Add(p, msg) }, 0)
+	r.next()
 	for r.tok != token.EOF {
 		if len(r.scanErrs) > 0 {
 			return nil, nil, r.fail("")
@@ -111,15 +115,6 @@ type iniReader struct {
 	root    *yaml.Node
 	section *yaml.Node
 	notices []Notice
-}
-
-func newINIReader(data []byte) *iniReader {
-	src := bytes.TrimPrefix(data, utf8BOM)
-	r := &iniReader{fset: token.NewFileSet(), root: &yaml.Node{Kind: yaml.MappingNode}}
-	file := r.fset.AddFile("", r.fset.Base(), len(src))
-	r.s.Init(file, src, func(p token.Position, msg string) { r.scanErrs.Add(p, msg) }, 0)
-	r.next()
-	return r
 }
 
 func (r *iniReader) next()     { r.pos, r.tok, r.lit = r.s.Scan() }
@@ -240,7 +235,12 @@ func iniValue(key, v string) *yaml.Node {
 	n := scalar(v)
 	switch key {
 	case "insecureFlag", "apiDisable", "inventory":
-		n.Value = gcfgBool(v)
+		// gcfg's boolean spellings (1/0, yes/no, on/off, any case) as
+		// YAML's, read by gcfg's own parser; anything else is left for
+		// the type check to refuse.
+		if b, err := types.ParseBool(v); err == nil {
+			n.Value = strconv.FormatBool(b)
+		}
 	case "soapRoundtripCount":
 	default:
 		n.Tag = "!!str"
@@ -311,14 +311,4 @@ func camel(key string) string {
 		}
 	}
 	return strings.Join(parts, "")
-}
-
-// gcfgBool maps gcfg's boolean spellings (1/0, yes/no, on/off, any case)
-// to YAML's, read by gcfg's own parser; anything else is left for the type
-// check to refuse.
-func gcfgBool(v string) string {
-	if b, err := types.ParseBool(v); err == nil {
-		return strconv.FormatBool(b)
-	}
-	return v
 }

@@ -51,8 +51,7 @@ const frozenScalar = "frozen"
 func (s *nodeDeletionSection) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode {
 		if n.ShortTag() == "!!str" && n.Value == frozenScalar {
-			frozen := true
-			*s = nodeDeletionSection{Frozen: &frozen}
+			*s = nodeDeletionSection{Frozen: new(true)}
 			return nil
 		}
 		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, s.accepts())}}

@@ -232,13 +232,14 @@ func (w *keyWalk) check(n *yaml.Node, t reflect.Type, path string) {
 // if n cannot be decoded into it, what is wrong.
 func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 	var want string
+	whole := false // a number's field that takes whole numbers only
 	switch t.Kind() {
 	case reflect.Bool:
 		want = "want true or false"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		want = "want a whole number"
+		want, whole = "want a whole number", true
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		want = "want a whole number, 0 or more"
+		want, whole = "want a whole number, 0 or more", true
 	case reflect.Float32, reflect.Float64:
 		want = "want a number"
 	case reflect.String:
@@ -252,8 +253,8 @@ func checkLeaf(n *yaml.Node, t reflect.Type) (problem string, leaf bool) {
 		return "", true
 	}
 	got := describe(n)
-	if got == "a number" && t.Kind() != reflect.String && t.Kind() != reflect.Bool && t.Kind() != reflect.Slice && t.Kind() != reflect.Float32 && t.Kind() != reflect.Float64 {
-		// A number that does not fit a number's field.
+	if got == "a number" && whole {
+		// A number that does not fit a whole number's field.
 		switch {
 		case n.ShortTag() == "!!float":
 			got = "a number that is not whole"
@@ -477,8 +478,13 @@ func sharedLoginOf(vc VCenter, cfg *Config) (sharedLogin, bool) {
 // unless a section already names it.
 func (f *fileSchema) sections() map[string]*vcenterSection {
 	gs := f.Global.Server
-	if gs == "" || f.VCenter[gs] != nil || hasServer(f.VCenter, gs) {
+	if gs == "" || f.VCenter[gs] != nil {
 		return f.VCenter
+	}
+	for _, v := range f.VCenter {
+		if v != nil && strings.TrimSpace(v.Server) == strings.TrimSpace(gs) {
+			return f.VCenter
+		}
 	}
 	vcs := map[string]*vcenterSection{}
 	maps.Copy(vcs, f.VCenter)
@@ -577,16 +583,6 @@ func resolvePlacementLabels(names []string, add func(string, string, ...any)) []
 		}
 	}
 	return out
-}
-
-// hasServer reports whether a vcenter section names server.
-func hasServer(vcs map[string]*vcenterSection, server string) bool {
-	for _, v := range vcs {
-		if v != nil && strings.TrimSpace(v.Server) == strings.TrimSpace(server) {
-			return true
-		}
-	}
-	return false
 }
 
 // inherit is parent (global's values, for a vcenter section) with the
