@@ -210,23 +210,22 @@ func (e Env) apply(f *fileSchema) []Notice {
 		}
 	}
 	var notices []Notice
-	skip := func(name, reason string) {
+	note := func(name, reason string) {
 		notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: reason})
 	}
 	// set applies variable name, when set, to the key at path.
 	set := func(name, path string, set func(string) error) {
-		if _, ok := vars[name]; !ok {
+		v, ok := vars[name]
+		if !ok {
 			return
 		}
-		if serviceLinkValue(vars[name]) {
-			skip(name, path+": "+serviceLinkValueSkipped)
-			return
+		if serviceLinkValue(v) {
+			note(name, path+": "+serviceLinkValueSkipped)
+		} else if err := set(v); err != nil {
+			note(name, fmt.Sprintf("%s: skipped, %v", path, err))
+		} else {
+			note(name, "sets "+path)
 		}
-		if err := set(vars[name]); err != nil {
-			skip(name, fmt.Sprintf("%s: skipped, %v", path, err))
-			return
-		}
-		notices = append(notices, Notice{Kind: NoticeEnv, Path: name, Reason: "sets " + path})
 	}
 	for _, o := range envGlobal(f) {
 		set(o.name, o.path, o.set)
@@ -242,13 +241,13 @@ func (e Env) apply(f *fileSchema) []Notice {
 		variable, name := "VSPHERE_VCENTER_"+id, vars["VSPHERE_VCENTER_"+id]
 		switch {
 		case serviceLinkID.MatchString(id):
-			skip(variable, serviceLinkNameSkipped)
+			note(variable, serviceLinkNameSkipped)
 			continue
 		case serviceLinkValue(name):
-			skip(variable, "vcenter: "+serviceLinkValueSkipped)
+			note(variable, "vcenter: "+serviceLinkValueSkipped)
 			continue
 		case strings.TrimSpace(name) == "":
-			skip(variable, "vcenter: skipped, blank")
+			note(variable, "vcenter: skipped, blank")
 			continue
 		}
 		if f.VCenter == nil {
@@ -259,7 +258,7 @@ func (e Env) apply(f *fileSchema) []Notice {
 			v = &vcenterSection{}
 			f.VCenter[name] = v
 		}
-		notices = append(notices, Notice{Kind: NoticeEnv, Path: variable, Reason: "sets vcenter." + name})
+		note(variable, "sets vcenter."+name)
 		for _, o := range envVCenter(v) {
 			set("VCENTER_"+id+"_"+o.name, "vcenter."+name+"."+o.path, o.set)
 		}
@@ -269,8 +268,8 @@ func (e Env) apply(f *fileSchema) []Notice {
 	}
 	if f.Global.SecretsDirectory == "" && e.DirExists != nil && e.DirExists(DefaultSecretsDirectory) {
 		f.defaultSecretsDirectory = DefaultSecretsDirectory
-		notices = append(notices, Notice{Kind: NoticeEnv, Path: "global.secretsDirectory",
-			Reason: "CPI's default " + DefaultSecretsDirectory + " exists and the config names no secrets directory: it is used"})
+		note("global.secretsDirectory",
+			"CPI's default "+DefaultSecretsDirectory+" exists and the config names no secrets directory: it is used")
 	}
 	return notices
 }

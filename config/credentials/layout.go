@@ -89,17 +89,20 @@ func parseLayout(values map[string]value, where string) *layout {
 keys:
 	for _, key := range slices.Sorted(maps.Keys(values)) {
 		v := values[key]
-		if suffix, ok := dottedSuffix(key); ok {
-			server, _, found := strings.Cut(key, "."+suffix)
-			if !found || server == "" {
-				ignore(key, "names no server")
+		// The first form, by suffix in CPI's order of matching.
+		for _, suffix := range [...]string{keyPassword, keyUser, keySessionURL, keySessionToken} {
+			if !strings.HasSuffix(key, suffix) {
 				continue
 			}
-			if l.dotted[server] == nil {
-				l.dotted[server] = entry{}
+			switch server, _, found := strings.Cut(key, "."+suffix); {
+			case !found || server == "":
+				ignore(key, "names no server")
+			case l.dotted[server] == nil:
+				l.dotted[server] = entry{suffix: v}
+			default:
+				l.dotted[server][suffix] = v
 			}
-			l.dotted[server][suffix] = v
-			continue
+			continue keys
 		}
 		for _, prefix := range [...]string{prefixAltServer, prefixAltUser, prefixAltPassword} {
 			if id, ok := strings.CutPrefix(key, prefix); ok {
@@ -126,17 +129,6 @@ keys:
 	}
 	slices.Sort(l.notUnderstood)
 	return l
-}
-
-// dottedSuffix is the suffix of the first form key ends with, in CPI's
-// order of matching.
-func dottedSuffix(key string) (string, bool) {
-	for _, s := range [...]string{keyPassword, keyUser, keySessionURL, keySessionToken} {
-		if strings.HasSuffix(key, s) {
-			return s, true
-		}
-	}
-	return "", false
 }
 
 // text is a value as a string, or the error of reading it; trim says how
