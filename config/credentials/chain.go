@@ -386,7 +386,7 @@ func (c *Chain) outcome(s Served, accepted bool) {
 // none is the error of a chain whose sources hold nothing.
 func (c *Chain) none(errs []error) error {
 	if len(errs) == 0 {
-		return errorsWith{msg: c.String() + ": " + ErrNoCredentials.Error(), errs: []error{ErrNoCredentials}}
+		return fmt.Errorf("%s: %w", c, ErrNoCredentials)
 	}
 	return joinErrors(errs)
 }
@@ -397,17 +397,9 @@ func joinErrors(errs []error) error {
 	if len(errs) == 1 {
 		return errs[0]
 	}
-	msgs := make([]string, len(errs))
+	args := make([]any, len(errs))
 	for i, e := range errs {
-		msgs[i] = e.Error()
+		args[i] = e
 	}
-	return errorsWith{msg: strings.Join(msgs, "; "), errs: errs}
+	return fmt.Errorf(strings.TrimPrefix(strings.Repeat("; %w", len(errs)), "; "), args...)
 }
-
-type errorsWith struct {
-	msg  string
-	errs []error
-}
-
-func (e errorsWith) Error() string   { return e.msg }
-func (e errorsWith) Unwrap() []error { return e.errs }
