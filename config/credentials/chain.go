@@ -95,30 +95,28 @@ func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets, ledger 
 	case vc.CredentialsFrom == config.FromDirectory:
 		links = append(links, Directory{Dir: cfg.SecretsDirectory, Server: vc.Server})
 	}
-	c := NewChain(links...)
-	c.server = vc.Server
-	if ledger != nil {
-		c.ledger = ledger
-	}
-	return c
+	return newChain(links, vc.Server, ledger, DefaultRetry, time.Now)
 }
 
 // NewChain returns the chain of links, first tried first.
 // Refused credentials are offered again as DefaultRetry says.
 func NewChain(links ...Source) *Chain {
-	return newChain(links, DefaultRetry, time.Now)
+	return newChain(links, "", nil, DefaultRetry, time.Now)
 }
 
-func newChain(links []Source, r Retry, now func() time.Time) *Chain {
-	return &Chain{links: links, turn: make(chan struct{}, 1), retry: r, now: now, ledger: NewLedger(), rejected: map[int]ledgerKey{}}
+// newChain is the chain of server's links; ledger nil: one of its own.
+func newChain(links []Source, server string, ledger *Ledger, r Retry, now func() time.Time) *Chain {
+	if ledger == nil {
+		ledger = NewLedger()
+	}
+	return &Chain{links: links, server: server, turn: make(chan struct{}, 1), retry: r, now: now, ledger: ledger,
+		rejected: map[int]ledgerKey{}}
 }
 
 // WithRetry is a chain of the same sources, server and ledger that offers
 // refused credentials again as r says.
 func (c *Chain) WithRetry(r Retry) *Chain {
-	n := newChain(c.links, r, c.now)
-	n.server, n.ledger = c.server, c.ledger
-	return n
+	return newChain(c.links, c.server, c.ledger, r, c.now)
 }
 
 // AsChain is src itself when it is a chain, else the chain of src alone.
