@@ -210,11 +210,8 @@ func (r *iniReader) keyValue() error {
 		}
 		v := gcfgUnquote(r.lit)
 		r.next()
-		if len(r.scanErrs) > 0 {
-			return r.fail("")
-		}
-		if !r.endOfLine() {
-			return r.fail("text after the value (quote the whole value)")
+		if len(r.scanErrs) > 0 || !r.endOfLine() {
+			return r.fail("text after the value (quote the whole value)") // or the scanner's error
 		}
 		val = iniValue(k, v)
 	}

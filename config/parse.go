@@ -439,10 +439,18 @@ func (f *fileSchema) resolve(lines map[string]int) (*Config, []error) {
 		cfg.Notices = append(cfg.Notices, Notice{Kind: NoticeDiffers, Path: "labels",
 			Reason: "zone and region are used only together (CPI's rule): no zone or region label is set"})
 	}
-	cfg.Nodes = f.Nodes.resolve(add)
-	cfg.ReconcileTopology = derefOr(f.Nodes.ReconcileTopology, false)
-	cfg.PlacementLabels = resolvePlacementLabels(f.Nodes.PlacementLabels, add)
-	cfg.TagLabels = resolveTagLabels(f.Nodes.TagLabels, add)
+	n := f.Nodes
+	cfg.Nodes = AddressRules{
+		InternalSubnets:        parseCIDRs(n.InternalNetworkSubnetCIDR, "nodes.internalNetworkSubnetCidr", add),
+		ExternalSubnets:        parseCIDRs(n.ExternalNetworkSubnetCIDR, "nodes.externalNetworkSubnetCidr", add),
+		ExcludeInternalSubnets: parseCIDRs(n.ExcludeInternalNetworkSubnetCIDR, "nodes.excludeInternalNetworkSubnetCidr", add),
+		ExcludeExternalSubnets: parseCIDRs(n.ExcludeExternalNetworkSubnetCIDR, "nodes.excludeExternalNetworkSubnetCidr", add),
+		InternalNetworkName:    strings.TrimSpace(n.InternalVMNetworkName),
+		ExternalNetworkName:    strings.TrimSpace(n.ExternalVMNetworkName),
+	}
+	cfg.ReconcileTopology = derefOr(n.ReconcileTopology, false)
+	cfg.PlacementLabels = resolvePlacementLabels(n.PlacementLabels, add)
+	cfg.TagLabels = resolveTagLabels(n.TagLabels, add)
 	return cfg, errs
 }
 
@@ -554,18 +562,6 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults VCe
 	return vc.WithDefaults()
 }
 
-// resolve parses the address rules.
-func (n Nodes) resolve(add func(string, string, ...any)) AddressRules {
-	return AddressRules{
-		InternalSubnets:        parseCIDRs(n.InternalNetworkSubnetCIDR, "nodes.internalNetworkSubnetCidr", add),
-		ExternalSubnets:        parseCIDRs(n.ExternalNetworkSubnetCIDR, "nodes.externalNetworkSubnetCidr", add),
-		ExcludeInternalSubnets: parseCIDRs(n.ExcludeInternalNetworkSubnetCIDR, "nodes.excludeInternalNetworkSubnetCidr", add),
-		ExcludeExternalSubnets: parseCIDRs(n.ExcludeExternalNetworkSubnetCIDR, "nodes.excludeExternalNetworkSubnetCidr", add),
-		InternalNetworkName:    strings.TrimSpace(n.InternalVMNetworkName),
-		ExternalNetworkName:    strings.TrimSpace(n.ExternalVMNetworkName),
-	}
-}
-
 // resolvePlacementLabels checks nodes.placementLabels: each a known
 // label, once.
 func resolvePlacementLabels(names []string, add func(string, string, ...any)) []PlacementLabel {
@@ -659,10 +655,10 @@ func entry(i, n int) string {
 }
 
 func pick(a, b []string) []string {
-	if len(a) > 0 {
-		return append([]string(nil), a...)
+	if len(a) == 0 {
+		a = b
 	}
-	return append([]string(nil), b...)
+	return append([]string(nil), a...)
 }
 
 func derefOr[T any](p *T, def T) T {

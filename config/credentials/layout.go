@@ -148,9 +148,18 @@ func trimNewline(s string) string { return strings.TrimRight(s, "\r\n") }
 // ambiguous).
 func (l *layout) lookup(server string) (Credentials, error) {
 	e := l.dotted[server]
-	// 1. The session service: its URL wins over any user and password.
-	if c, ok, err := sessionService(e); ok || err != nil {
-		return c, err
+	// 1. The session service: its URL wins over any user and password. A
+	// key e lacks reads as empty.
+	u, err := e[keySessionURL].text(strings.TrimSpace)
+	if err != nil {
+		return Credentials{}, err
+	}
+	if u != "" {
+		tok, err := e[keySessionToken].text(strings.TrimSpace)
+		if err != nil {
+			return Credentials{}, err
+		}
+		return Credentials{SessionServiceURL: u, SessionServiceToken: config.Password(tok)}, nil
 	}
 	// 2. The alternative form: server_<id> naming server.
 	c, ok, unreadable, err := l.altNaming(server)
@@ -168,20 +177,6 @@ func (l *layout) lookup(server string) (Credentials, error) {
 		return Credentials{}, unreadable
 	}
 	return Credentials{}, l.nothingFor(server, e)
-}
-
-// sessionService reads e's session service URL and token; ok is false
-// when e has no URL (or an empty one). A key e lacks reads as empty.
-func sessionService(e entry) (c Credentials, ok bool, err error) {
-	u, err := e[keySessionURL].text(strings.TrimSpace)
-	if err != nil || u == "" {
-		return Credentials{}, false, err
-	}
-	tok, err := e[keySessionToken].text(strings.TrimSpace)
-	if err != nil {
-		return Credentials{}, false, err
-	}
-	return Credentials{SessionServiceURL: u, SessionServiceToken: config.Password(tok)}, true, nil
 }
 
 // altNaming reads the server_<id> sets naming server; ok is false when
