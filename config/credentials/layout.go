@@ -166,17 +166,31 @@ func (l *layout) lookup(server string) (Credentials, error) {
 	if ok || err != nil {
 		return c, err
 	}
-	// 3. The first form.
+	// 3. The first form: both user and password.
 	_, hasUser := e[keyUser]
 	_, hasPassword := e[keyPassword]
-	switch {
-	case hasUser || hasPassword:
-		return l.userPassword(server, e)
-	case unreadable != nil:
-		// It may name server: not knowing is not absence.
-		return Credentials{}, unreadable
+	if !hasUser && !hasPassword {
+		if unreadable != nil {
+			// It may name server: not knowing is not absence.
+			return Credentials{}, unreadable
+		}
+		return Credentials{}, l.nothingFor(server, e)
 	}
-	return Credentials{}, l.nothingFor(server, e)
+	user, err := e[keyUser].text(strings.TrimSpace)
+	if err != nil {
+		return Credentials{}, err
+	}
+	pass, err := e[keyPassword].text(trimNewline)
+	if err != nil {
+		return Credentials{}, err
+	}
+	switch {
+	case user == "":
+		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", l.where, UsernameKey(server), l.hint())
+	case pass == "":
+		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", l.where, PasswordKey(server), l.hint())
+	}
+	return Credentials{User: user, Password: config.Password(pass)}, nil
 }
 
 // altNaming reads the server_<id> sets naming server; ok is false when
@@ -226,25 +240,6 @@ func (l *layout) nothingFor(server string, e entry) error {
 	}
 	return fmt.Errorf("%s: %w for server %s: none of %s/%s, %s, or a %s<id> naming it%s", l.where, ErrNoCredentials,
 		server, UsernameKey(server), PasswordKey(server), SessionServiceURLKey(server), prefixAltServer, l.hint())
-}
-
-// userPassword reads e's user and password; both must be set.
-func (l *layout) userPassword(server string, e entry) (Credentials, error) {
-	user, err := e[keyUser].text(strings.TrimSpace)
-	if err != nil {
-		return Credentials{}, err
-	}
-	pass, err := e[keyPassword].text(trimNewline)
-	if err != nil {
-		return Credentials{}, err
-	}
-	switch {
-	case user == "":
-		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", l.where, UsernameKey(server), l.hint())
-	case pass == "":
-		return Credentials{}, fmt.Errorf("%s: key %s is missing or empty%s", l.where, PasswordKey(server), l.hint())
-	}
-	return Credentials{User: user, Password: config.Password(pass)}, nil
 }
 
 // altLogin is the user and password of set id, which names server.
