@@ -93,8 +93,7 @@ func iniToYAML(data []byte) (*yaml.Node, []Notice, error) {
 	if vcs := find(r.root, "vcenter"); vcs != nil {
 		for i := 0; i+1 < len(vcs.Content); i += 2 {
 			if find(vcs.Content[i+1], "server") == nil {
-				v := scalar(vcs.Content[i].Value)
-				v.Tag = "!!str"
+				v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: vcs.Content[i].Value}
 				vcs.Content[i+1].Content = append(vcs.Content[i+1].Content, scalar("server"), v)
 			}
 		}

@@ -383,16 +383,11 @@ func (f *fileSchema) resolve(lines map[string]int) (*Config, []error) {
 	var errs []error
 	add := func(path, msg string, args ...any) {
 		err := fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...))
-		for p := path; p != ""; {
+		for p := path; p != ""; p = p[:max(strings.LastIndexByte(p, '.'), 0)] {
 			if line, known := lines[p]; known {
 				err = fmt.Errorf("%w (line %d)", err, line)
 				break
 			}
-			cut := strings.LastIndexByte(p, '.')
-			if cut < 0 {
-				break
-			}
-			p = p[:cut]
 		}
 		errs = append(errs, err)
 	}
