@@ -93,19 +93,16 @@ func resolveHostGroups(h *hostGroupsSection, path string, add func(string, strin
 	for _, group := range slices.Sorted(maps.Keys(h.ZoneHostGroups)) {
 		zone := strings.TrimSpace(h.ZoneHostGroups[group])
 		p := path + ".zoneHostGroups[" + group + "]"
-		if strings.TrimSpace(group) == "" {
+		switch why := InvalidZone(zone); {
+		case strings.TrimSpace(group) == "":
 			add(path+".zoneHostGroups", "a host group name is empty")
-			continue
-		}
-		if zone == "" {
+		case zone == "":
 			add(p, "the zone is empty")
-			continue
-		}
-		if why := InvalidZone(zone); why != "" {
+		case why != "":
 			add(p, "zone %q is no valid label value: %s", zone, why)
-			continue
+		default:
+			z.Groups[group] = zone
 		}
-		z.Groups[group] = zone
 	}
 	if s := h.ZoneHostGroupPattern; s != "" {
 		re, err := regexp.Compile(s)

@@ -409,11 +409,7 @@ func (f *fileSchema) resolve(lines map[string]int) (*Config, []error) {
 	// own target, with its own credentials and datacenters.
 	logins := map[sharedLogin]string{}
 	for _, name := range slices.Sorted(maps.Keys(vcs)) {
-		v := vcs[name]
-		if v == nil {
-			v = &vcenterSection{}
-		}
-		vc := f.resolveVCenter(name, v, defaults, cfg, add)
+		vc := f.resolveVCenter(name, cmp.Or(vcs[name], &vcenterSection{}), defaults, cfg, add) // nil: a section of no keys
 		if vc.Server == "" {
 			add("vcenter."+name+".server", "required")
 		} else if key, ok := sharedLoginOf(vc, cfg); ok {
