@@ -148,14 +148,13 @@ func ParseDatacenter(s string) (DatacenterSpec, error) {
 		return spec, nil
 	}
 	if !strings.Contains(s, "/") {
-		if prefix, _, ok := strings.Cut(s, "-"); ok {
-			if typ, isRef := refPrefixes[prefix]; isRef {
-				if typ != "Datacenter" {
-					return spec, fmt.Errorf("%q is read as a reference to a %s, not a Datacenter (CPI reads a datacenter's name of this form so too); write a datacenter of that name as its inventory path, like \"/%s\"", s, typ, s)
-				}
-				spec.Kind, spec.Value = DatacenterByID, s
-				return spec, nil
+		prefix, _, ok := strings.Cut(s, "-")
+		if typ := refPrefixes[prefix]; ok && typ != "" {
+			if typ != "Datacenter" {
+				return spec, fmt.Errorf("%q is read as a reference to a %s, not a Datacenter (CPI reads a datacenter's name of this form so too); write a datacenter of that name as its inventory path, like \"/%s\"", s, typ, s)
 			}
+			spec.Kind, spec.Value = DatacenterByID, s
+			return spec, nil
 		}
 		spec.Kind, spec.Value = DatacenterByName, s
 		return spec, nil

@@ -189,13 +189,10 @@ func (c *Chain) Current(ctx context.Context) (Served, error) {
 }
 
 // candidates reads the links in order and hands yield, until it returns
-// false, each one's credentials that are fresh as they are read, then
-// those vCenter refused before whose retry is due: they come last, once
-// nothing else logs in. A link that has none for this vCenter
-// (ErrNoCredentials) is skipped, its error kept in readErrs for the final
-// message; any other error ends the walk (err, with those before it in
-// readErrs) and nothing due is handed. skipped says why credentials were
-// passed over (see passOver).
+// false, each one's fresh credentials as read, then those whose retry is
+// due. A link that has none for this vCenter (ErrNoCredentials) is
+// skipped, its error kept in readErrs; any other ends the walk (err).
+// skipped says why credentials were passed over (see passOver).
 func (c *Chain) candidates(ctx context.Context, yield func(Served) bool) (readErrs, skipped []error, err error) {
 	var due []Served
 	now := c.now()

@@ -113,19 +113,16 @@ keys:
 		ignore(key, "not a key of CPI's layout")
 	}
 	servers := l.alt[prefixAltServer]
-	for _, prefix := range [...]string{prefixAltUser, prefixAltPassword} {
-		for id := range l.alt[prefix] {
+	for prefix, ids := range l.alt {
+		for id := range ids {
 			switch _, ok := servers[id]; {
 			case id == "":
 				ignore(prefix, "no id")
+				delete(ids, id)
 			case !ok:
 				ignore(prefix+id, fmt.Sprintf("no %q", prefixAltServer+id))
 			}
 		}
-	}
-	if _, ok := servers[""]; ok {
-		ignore(prefixAltServer, "no id")
-		delete(servers, "")
 	}
 	slices.Sort(l.notUnderstood)
 	return l
