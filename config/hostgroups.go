@@ -7,7 +7,6 @@ package config
 // is the group of the host it runs on now.
 
 import (
-	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -126,5 +125,5 @@ func (z *HostGroupZones) String() string {
 	if z == nil {
 		return "no host groups"
 	}
-	return fmt.Sprintf("%s.zoneHostGroups", z.From)
+	return z.From + ".zoneHostGroups"
 }

@@ -350,7 +350,7 @@ func (c *Chain) Refused() []Refusal {
 	return out
 }
 
-// standing is what the chain makes of link's credentials cr at now.
+// standing is what may be done with a link's credentials now.
 type standing int
 
 const (

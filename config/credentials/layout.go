@@ -67,13 +67,10 @@ type value struct {
 	err  error
 }
 
-// entry is the keys a server has in the first form, by suffix.
-type entry map[string]value
-
 // layout is a Secret's or directory's keys, classified.
 type layout struct {
-	where  string           // the Secret or directory, for errors
-	dotted map[string]entry // by server
+	where  string                      // the Secret or directory, for errors
+	dotted map[string]map[string]value // the first form: by server, then suffix
 	// alt is the alternative form: by prefix (prefixAltServer,
 	// prefixAltUser, prefixAltPassword), then by id.
 	alt map[string]map[string]value
@@ -82,7 +79,7 @@ type layout struct {
 }
 
 func parseLayout(values map[string]value, where string) *layout {
-	l := &layout{where: where, dotted: map[string]entry{}, alt: map[string]map[string]value{
+	l := &layout{where: where, dotted: map[string]map[string]value{}, alt: map[string]map[string]value{
 		prefixAltServer: {}, prefixAltUser: {}, prefixAltPassword: {},
 	}}
 	ignore := func(key, why string) { l.notUnderstood = append(l.notUnderstood, fmt.Sprintf("%q (%s)", key, why)) }
@@ -98,7 +95,7 @@ keys:
 			case !found || server == "":
 				ignore(key, "names no server")
 			case l.dotted[server] == nil:
-				l.dotted[server] = entry{suffix: v}
+				l.dotted[server] = map[string]value{suffix: v}
 			default:
 				l.dotted[server][suffix] = v
 			}
@@ -227,7 +224,7 @@ func (l *layout) altNaming(server string) (c Credentials, ok bool, unreadable, e
 
 // nothingFor says why e holds no credentials for server: a token without
 // a URL, an empty URL, or nothing at all (wrapping ErrNoCredentials).
-func (l *layout) nothingFor(server string, e entry) error {
+func (l *layout) nothingFor(server string, e map[string]value) error {
 	if _, ok := e[keySessionToken]; ok {
 		return fmt.Errorf("%s: key %s is set but %s is not%s",
 			l.where, SessionServiceTokenKey(server), SessionServiceURLKey(server), l.hint())

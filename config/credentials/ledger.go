@@ -156,15 +156,14 @@ func (l *Ledger) recordLocked(k ledgerKey, now time.Time) *ledgerRecord {
 // standing is what may be done with credentials k at now under retry r.
 func (l *Ledger) standing(ctx context.Context, k ledgerKey, r Retry, now time.Time) (standing, error) {
 	l.mu.Lock()
-	rec := l.recordLocked(k, now)
+	rec := *l.recordLocked(k, now) // a copy, read after the lock
 	leading, backing := l.leading, l.backing
-	count, refused, held := rec.count, rec.refused, rec.held
 	l.mu.Unlock()
 	if leading || backing == nil {
-		if count == 0 {
+		if rec.count == 0 {
 			return fresh, nil
 		}
-		if d, ok := r.wait(count); ok && !now.Before(refused.Add(d)) {
+		if d, ok := r.wait(rec.count); ok && !now.Before(rec.refused.Add(d)) {
 			return retryDue, nil
 		}
 		return waiting, nil
@@ -173,13 +172,13 @@ func (l *Ledger) standing(ctx context.Context, k ledgerKey, r Retry, now time.Ti
 	// leader's after the refusal (never a schedule of its own); others
 	// for one no earlier than it read them, give or take the time the
 	// Secret takes to reach every replica.
-	if count > 0 {
-		if backing.Backs(ctx, k.Account, refused.Add(time.Nanosecond)) != nil { // strictly after
+	if rec.count > 0 {
+		if backing.Backs(ctx, k.Account, rec.refused.Add(time.Nanosecond)) != nil { // strictly after
 			return waiting, nil
 		}
 		return retryDue, nil
 	}
-	if err := backing.Backs(ctx, k.Account, held.Add(-heldSlack)); err != nil {
+	if err := backing.Backs(ctx, k.Account, rec.held.Add(-heldSlack)); err != nil {
 		return deferred, err
 	}
 	return fresh, nil
