@@ -141,9 +141,8 @@ func child(parent *yaml.Node, key string, line int) *yaml.Node {
 	if n := find(parent, key); n != nil {
 		return n
 	}
-	k, n := scalar(key), &yaml.Node{Kind: yaml.MappingNode, Line: line}
-	k.Line = line
-	parent.Content = append(parent.Content, k, n)
+	n := &yaml.Node{Kind: yaml.MappingNode, Line: line}
+	parent.Content = append(parent.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key, Line: line}, n)
 	return n
 }
 

@@ -76,14 +76,13 @@ func (r Retry) wait(n int) (d time.Duration, ok bool) {
 	return max(min(d, r.Max), r.After), true
 }
 
-// ForVCenter is the chain CPI's connection manager tries for vc: the user
-// and password written in the config first (config.Parse keeps only the
-// vCenter section's own when a Secret or directory applies, as CPI); then,
-// once vCenter refuses them as an invalid login (or when the config has
-// none), the source CPI's rules pick (vc.CredentialsFrom): the Secret (read
-// through secrets; nil: no Kubernetes, no Secret) or the secrets directory.
-// The CCM and its validate command build their logins with it; refusals
-// are kept in ledger (nil: one of the chain's own).
+// ForVCenter is the chain CPI's connection manager tries for vc (see
+// Chain): the user and password written in the config (config.Parse keeps
+// only the vCenter section's own when a Secret or directory applies, as
+// CPI), then the source CPI's rules pick (vc.CredentialsFrom): the Secret
+// (read through secrets; nil: no Kubernetes, no Secret) or the secrets
+// directory. The CCM and its validate command build their logins with it;
+// refusals are kept in ledger (nil: one of the chain's own).
 func ForVCenter(cfg *config.Config, vc config.VCenter, secrets *Secrets, ledger *Ledger) *Chain {
 	var links []Source
 	if vc.User != "" || vc.Password != "" {
