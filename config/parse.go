@@ -512,24 +512,23 @@ func (f *fileSchema) resolveVCenter(name string, v *vcenterSection, defaults VCe
 	vc.IPFamily = pick(v.IPFamily, g.IPFamily)
 	vc.RoundTripCount = derefOr(v.SoapRoundtripCount, derefOr(g.SoapRoundtripCount, DefaultRoundTripCount))
 	vc.Inventory = derefOr(v.Inventory, derefOr(g.Inventory, true))
-	if port := cmp.Or(v.Port, g.Port); port != "" {
-		n, err := strconv.Atoi(port)
-		switch {
-		case err == nil && n >= 1 && n <= 65535:
-			vc.Port = n
-		case v.Port == "":
-			add("global.port", "must be a number from 1 to 65535")
-		default:
-			add(p+".port", "must be a number from 1 to 65535")
+	// A value from global is named by global's key.
+	keyPath := func(own bool, key string) string {
+		if own {
+			return p + "." + key
 		}
+		return "global." + key
 	}
-	dcPath := p + ".datacenters"
-	if len(v.Datacenters) == 0 {
-		dcPath = "global.datacenters"
+	if port := cmp.Or(v.Port, g.Port); port != "" {
+		if n, err := strconv.Atoi(port); err == nil && n >= 1 && n <= 65535 {
+			vc.Port = n
+		} else {
+			add(keyPath(v.Port != "", "port"), "must be a number from 1 to 65535")
+		}
 	}
 	for i, raw := range vc.Datacenters {
 		if _, err := ParseDatacenter(raw); err != nil {
-			add(fmt.Sprintf("%s[%d]", dcPath, i), "%v", err)
+			add(fmt.Sprintf("%s[%d]", keyPath(len(v.Datacenters) > 0, "datacenters"), i), "%v", err)
 		}
 	}
 	for i, fam := range vc.IPFamily {
