@@ -18,7 +18,6 @@ import (
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/cache"
@@ -268,18 +267,24 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 	return out, nil
 }
 
-// viewRetrieve reads props of every object of kind below root into dst
-// (a pointer to a slice of mo types), through a container view destroyed
-// afterwards.
-func (b *Backend) viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference,
-	kind string, props []string, dst any,
-) error {
+// viewRead reads what spec selects of v, a container view of the kind's
+// objects below root (retrieveSpec), destroying the view afterwards.
+func (b *Backend) viewRead(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference, kind string,
+	spec func(v types.ManagedObjectReference) types.PropertyFilterSpec,
+) (*invState, error) {
 	v, err := view.NewManager(vc).CreateContainerView(ctx, root, []string{kind}, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
-	return v.Retrieve(ctx, []string{kind}, props, dst)
+	return retrieveSpec(ctx, vc, spec(v.Reference()))
+}
+
+// vmNamesSpec asks for the name of every VM of v, a container view.
+func vmNamesSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
+	spec := filterSpec(v)
+	spec.PropSet = []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"name"}}}
+	return spec
 }
 
 // destroy removes a server-side object of ours (a view, a collector)
@@ -292,17 +297,15 @@ func destroy(ctx context.Context, timeout time.Duration, d func(context.Context)
 }
 
 func (b *Backend) findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
-	// Names are compared here, exactly: property.Match would glob.
-	var vms []mo.VirtualMachine
-	root := vc.ServiceContent.RootFolder
-	if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
+	// Names are compared here, exactly (the index checks the key):
+	// property.Match would glob.
+	s, err := b.viewRead(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", vmNamesSpec)
+	if err != nil {
 		return nil, err
 	}
 	var out []object.Reference
-	for i := range vms {
-		if vms[i].Name == name {
-			out = append(out, vms[i].Self)
-		}
+	for _, id := range s.byName.appendIDs(nil, name) {
+		out = append(out, vmRef(id))
 	}
 	return out, nil
 }
@@ -359,14 +362,9 @@ func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err e
 
 // readDatacenters asks vCenter for every datacenter and its folders up to
 // the root folder, through a container view (read as the inventory's
-// list reads it), destroyed afterwards.
+// list reads it).
 func (b *Backend) readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
-	v, err := view.NewManager(vc).CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"Datacenter"}, true)
-	if err != nil {
-		return nil, fmt.Errorf("list datacenters: %w", err)
-	}
-	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
-	s, err := retrieveSpec(ctx, vc, datacenterListSpec(v.Reference()))
+	s, err := b.viewRead(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", datacenterListSpec)
 	if err != nil {
 		return nil, fmt.Errorf("list datacenters: %w", err)
 	}
