@@ -124,17 +124,9 @@ func New(opts Options) *Backend {
 	if !opts.Inventory {
 		return b
 	}
-	heartbeat := opts.Heartbeat
-	if heartbeat <= 0 {
-		heartbeat = DefaultHeartbeat
-	}
-	refresh := opts.TagRefresh
-	if refresh <= 0 {
-		refresh = DefaultTagRefresh
-	}
-	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
+	b.inv = newInventory(b.sessions, orDefault(opts.Heartbeat, DefaultHeartbeat), opts.Config.DatacenterSpecs(), log)
 	b.inv.hostGroups = b.hostGroups
-	b.bulkTags = &attachedTagCache{refresh: refresh, log: log}
+	b.bulkTags = &attachedTagCache{refresh: orDefault(opts.TagRefresh, DefaultTagRefresh)}
 	b.inv.loaded = b.refreshTagsInBackground
 	return b
 }
@@ -624,6 +616,14 @@ type Options struct {
 	// TagRefresh is the age after which the bulk tag cache is re-read in
 	// the background; default DefaultTagRefresh.
 	TagRefresh time.Duration
+}
+
+// orDefault is d, an Options duration, or def when d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // Defaults of Options.Heartbeat (the inventory watch's longest silence)

@@ -802,48 +802,52 @@ func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placem
 	if b.inv == nil {
 		return nil, false
 	}
-	out, ancestries, ok := b.inv.placement(uuid)
+	found, ok := b.inv.placement(uuid)
 	if !ok {
 		return nil, false
 	}
 	snap := b.bulkTags.get() // an inventory has its tag cache (New)
-	for i := range out {
+	var out []backends.Placement
+	for _, p := range found {
 		switch {
 		case len(categories) == 0:
-			out[i].Tags, out[i].TagsKnown = map[string]string{}, true
-		case ancestries[i] != nil && covers(snap, ancestries[i]):
-			out[i].Tags, out[i].TagsKnown = firstCompleteAncestry(ancestries[i], snap.attached, categories), true
+			p.Tags, p.TagsKnown = map[string]string{}, true
+		case p.ancestries != nil && covers(snap, p.ancestries):
+			p.Tags, p.TagsKnown = firstCompleteAncestry(p.ancestries, snap.attached, categories), true
 		}
+		out = append(out, p.Placement)
 	}
 	return out, true
+}
+
+// placedVM is a VM placed from memory, with its tag ancestries.
+type placedVM struct {
+	backends.Placement
+	ancestries [][]types.ManagedObjectReference
 }
 
 // placement lists, by ID, the VMs of BIOS UUID uuid held while in
 // service for every datacenter configured, each placed (see
 // invState.placed), with its tag ancestries (nil when incomplete). VMs
 // whose datacenter it cannot place are left out.
-func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.ManagedObjectReference, bool) {
+func (inv *inventory) placement(uuid string) ([]placedVM, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
-	type placed struct {
-		backends.Placement
-		ancestries [][]types.ManagedObjectReference
-	}
-	var found []placed
+	var found []placedVM
 	var buf [2]string
 	for _, s := range held {
 		ids := s.byUUID.appendIDs(buf[:0], uuid)
 		slices.Sort(ids)
 		for _, id := range ids {
 			rec, held := s.vms[id]
-			if !held || slices.ContainsFunc(found, func(p placed) bool { return p.VM.Ref.ID == id }) {
+			if !held || slices.ContainsFunc(found, func(p placedVM) bool { return p.VM.Ref.ID == id }) {
 				continue // a VM moving between datacenters: the first placed counts
 			}
-			p := placed{Placement: backends.Placement{VM: s.placed(rec)}}
+			p := placedVM{Placement: backends.Placement{VM: s.placed(rec)}}
 			if p.VM.Ref.Datacenter == "" {
 				continue
 			}
@@ -854,11 +858,6 @@ func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.
 		}
 	}
 	// By ID, as one state lists them.
-	slices.SortStableFunc(found, func(a, b placed) int { return cmp.Compare(a.VM.Ref.ID, b.VM.Ref.ID) })
-	var out []backends.Placement
-	var ancestries [][][]types.ManagedObjectReference
-	for _, p := range found {
-		out, ancestries = append(out, p.Placement), append(ancestries, p.ancestries)
-	}
-	return out, ancestries, true
+	slices.SortStableFunc(found, func(a, b placedVM) int { return cmp.Compare(a.VM.Ref.ID, b.VM.Ref.ID) })
+	return found, true
 }

@@ -261,7 +261,6 @@ const tagBatch = 1000
 // re-read in the background once older than refresh.
 type attachedTagCache struct {
 	refresh time.Duration
-	log     klog.Logger
 
 	mu         sync.Mutex
 	snap       *tagSnapshot
@@ -390,7 +389,7 @@ func (b *Backend) refreshTagsInBackground() {
 		ctx, cancel := context.WithTimeout(b.work.ctx, b.sessions.requestTimeout())
 		defer cancel()
 		if _, err := b.loadTags(ctx, seen); err != nil && b.work.ctx.Err() == nil {
-			c.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
+			b.sessions.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
 		}
 		c.mu.Lock()
 		c.refreshing = false
