@@ -195,12 +195,7 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 	if err != nil {
 		return nil, err
 	}
-	out := vms[:0]
-	for _, vm := range vms {
-		if backends.InDatacenters(q.Datacenters, &vm) {
-			out = append(out, vm)
-		}
-	}
+	out := slices.DeleteFunc(vms, func(vm backends.VM) bool { return !backends.InDatacenters(q.Datacenters, &vm) })
 	slices.SortFunc(out, func(a, b backends.VM) int { return cmp.Compare(a.Ref.ID, b.Ref.ID) })
 	return out, nil
 }
@@ -510,14 +505,20 @@ func isNotFound(err error) bool {
 func (b *Backend) Status() backends.Status {
 	now := time.Now()
 	st := backends.Status{State: b.State(), Budget: new(b.budget.status())}
-	st.Session = b.sessions.session(now)
+	s := b.sessions
+	s.mu.Lock()
+	if c := s.cur; c != nil {
+		age := now.Sub(c.loggedIn).Round(time.Second).Seconds()
+		st.Session = &backends.Session{LoggedIn: c.loggedIn.UTC(), AgeSeconds: age, Credentials: c.served.Source}
+	}
+	s.mu.Unlock()
 	if b.inv != nil {
 		st.Inventory = new(b.inv.status())
 	}
-	for _, r := range b.sessions.chain.Refused() {
+	for _, r := range s.chain.Refused() {
 		st.RefusedCredentials = append(st.RefusedCredentials, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last.UTC(), Retry: r.Retry.UTC()})
 	}
-	if c := b.sessions.peerCert.Load(); c != nil {
+	if c := s.peerCert.Load(); c != nil {
 		cert := *c
 		cert.ExpiresInSeconds = cert.NotAfter.Sub(now).Round(time.Second).Seconds()
 		st.Certificate = &cert
@@ -525,32 +526,18 @@ func (b *Backend) Status() backends.Status {
 	return st
 }
 
-// State implements backends.Backend: two short locks, no allocation.
+// State implements backends.Backend: two short locks, no allocation. The
+// instance UUID is the current session's; "" without one.
 func (b *Backend) State() backends.State {
-	st := backends.State{InstanceUUID: b.sessions.instanceUUID(), Inventoried: b.inv != nil}
-	st.Reachability, st.Connect = b.sessions.reachState()
+	s := b.sessions
+	st := backends.State{Inventoried: b.inv != nil}
+	s.mu.Lock()
+	if s.cur != nil && s.cur.vim != nil {
+		st.InstanceUUID = strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
+	}
+	s.mu.Unlock()
+	st.Reachability, st.Connect = s.reachState()
 	return st
-}
-
-// session is the current session as of now; nil without one.
-func (s *sessions) session(now time.Time) *backends.Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return nil
-	}
-	return &backends.Session{LoggedIn: s.cur.loggedIn.UTC(), AgeSeconds: now.Sub(s.cur.loggedIn).Round(time.Second).Seconds(), Credentials: s.cur.served.Source}
-}
-
-// instanceUUID is the vCenter's instance UUID as the current session read
-// it; "" without one.
-func (s *sessions) instanceUUID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil || s.cur.vim == nil {
-		return ""
-	}
-	return strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
 }
 
 // Probe implements backends.Backend: a login when there is no session,
