@@ -21,7 +21,6 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -46,10 +45,6 @@ type Backend struct {
 	// answered from memory while the inventory is in service.
 	inv      *inventory
 	bulkTags *attachedTagCache
-	// hostGroups: the vCenter's zones come from DRS host groups
-	// (config.VCenter.ZoneHostGroups), so reads of a VM read its
-	// cluster's configurationEx too; without them, none is read.
-	hostGroups bool
 	// work owns the background work (the watch, tag refreshes): Close
 	// stops it and waits for it.
 	work *owner
@@ -114,10 +109,8 @@ func New(opts Options) *Backend {
 		budget:   newBudget(opts.Config.Name, opts.Config.RequestsPerSecond, opts.Config.RequestBurst),
 		names:    cache.NewExpiring(),
 		work:     newOwner(),
-
-		hostGroups: opts.Config.ZoneHostGroups != nil,
 	}
-	log := klog.Background().WithValues("vcenter", opts.Config.Name)
+	log := b.sessions.log
 	if c := opts.Config; c.InsecureFlag && (len(c.Thumbprints) > 0 || c.CAFile != "") {
 		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
 	}
@@ -125,7 +118,6 @@ func New(opts Options) *Backend {
 		return b
 	}
 	b.inv = newInventory(b.sessions, orDefault(opts.Heartbeat, DefaultHeartbeat), opts.Config.DatacenterSpecs(), log)
-	b.inv.hostGroups = b.hostGroups
 	b.bulkTags = &attachedTagCache{refresh: orDefault(opts.TagRefresh, DefaultTagRefresh)}
 	b.inv.loaded = b.refreshTagsInBackground
 	return b
@@ -368,11 +360,7 @@ func vmRef(id string) types.ManagedObjectReference {
 // has no pool).
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
 	read := func(objs []types.ManagedObjectReference) (*invState, error) {
-		spec := ancestrySpec(objs)
-		if b.hostGroups {
-			spec = withHostGroups(spec)
-		}
-		return retrieveSpec(ctx, vc, spec)
+		return retrieveSpec(ctx, vc, b.sessions.withHostGroups(ancestrySpec(objs)))
 	}
 	s, err := read(refs)
 	if err != nil {

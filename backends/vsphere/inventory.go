@@ -84,9 +84,6 @@ type inventory struct {
 	// loaded, when set, is called whenever a load completes what is
 	// configured (the backend reads the tags with it: refreshTagsInBackground).
 	loaded func()
-	// hostGroups: the clusters' configurationEx is watched too, for
-	// their DRS host groups (Backend.hostGroups).
-	hostGroups bool
 
 	mu sync.RWMutex
 	// specs are the configured datacenters; empty: every datacenter.
@@ -351,10 +348,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	defer destroy(ctx, timeout, v.Destroy)
 	spec := datacenterListSpec(v.Reference())
 	if w.dc.Value != "" {
-		spec = datacenterSpec(v.Reference(), w.dc)
-		if inv.hostGroups {
-			spec = withHostGroups(spec)
-		}
+		spec = inv.sessions.withHostGroups(datacenterSpec(v.Reference(), w.dc))
 	}
 	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: spec, PartialUpdates: false}); err != nil {
 		return fmt.Errorf("%s: create filter: %w", op, err)
@@ -595,13 +589,18 @@ func filterSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
 	}
 }
 
-// withHostGroups is spec asking for each cluster's configurationEx too:
-// its DRS host groups (zones from host groups). The whole property, not
-// configurationEx.group: a path into a subtype's field (group is
-// ClusterConfigInfoEx's, the property is declared ComputeResourceConfigInfo)
-// is not one every vCenter version is documented to accept, and a filter
-// vCenter refuses would stop the whole inventory.
-func withHostGroups(spec types.PropertyFilterSpec) types.PropertyFilterSpec {
+// withHostGroups is spec asking, when the vCenter's zones come from DRS
+// host groups (config.VCenter.ZoneHostGroups), for each cluster's
+// configurationEx too: its host groups; otherwise spec, and no read of a
+// VM reads them. The whole property, not configurationEx.group: a path
+// into a subtype's field (group is ClusterConfigInfoEx's, the property is
+// declared ComputeResourceConfigInfo) is not one every vCenter version is
+// documented to accept, and a filter vCenter refuses would stop the whole
+// inventory.
+func (s *sessions) withHostGroups(spec types.PropertyFilterSpec) types.PropertyFilterSpec {
+	if s.opts.Config.ZoneHostGroups == nil {
+		return spec
+	}
 	const path = "configurationEx"
 	props := slices.Clone(spec.PropSet)
 	for i, ps := range props {
