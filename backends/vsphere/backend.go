@@ -124,8 +124,7 @@ func New(opts Options) *Backend {
 }
 
 // Start implements backends.Backend: the inventory's watch begins (until
-// Close); without an inventory there is nothing to start. Only the first
-// call counts, and none after Close.
+// Close); without an inventory there is nothing to start.
 func (b *Backend) Start() {
 	if b.inv == nil || !b.inv.started.CompareAndSwap(false, true) {
 		return
@@ -133,11 +132,9 @@ func (b *Backend) Start() {
 	b.work.spawn(func() { b.inv.run(b.work.ctx) })
 }
 
-// SetDatacenters implements backends.Backend: the inventory
-// watches the datacenters specs name (every one when empty) from now on,
-// starting a watch for each one added and dropping what it held of each
-// one removed; the others' watches go on. Without an inventory there is
-// nothing to scope: direct lookups search what each query names.
+// SetDatacenters implements backends.Backend (inventory.setDatacenters).
+// Without an inventory there is nothing to scope: direct lookups search
+// what each query names.
 func (b *Backend) SetDatacenters(specs []config.DatacenterSpec) {
 	if b.inv != nil {
 		b.inv.setDatacenters(specs)

@@ -117,8 +117,9 @@ func newInventory(s *sessions, heartbeat time.Duration, specs []config.Datacente
 	}
 }
 
-// setDatacenters makes specs the datacenters watched (empty: all); a
-// datacenter kept keeps its watch and what it holds.
+// setDatacenters makes specs the datacenters watched (empty: all): one
+// added gets a watch, one removed loses its watch and what it held at
+// once, one kept keeps its watch and what it holds.
 func (inv *inventory) setDatacenters(specs []config.DatacenterSpec) {
 	inv.mu.Lock()
 	inv.specs = slices.Clone(specs)

@@ -218,7 +218,7 @@ func hostGroupsOf(v any) []hostGroup {
 // the enter a watch would send for it, and returns how many it held.
 func (s *invState) applyContent(objs []types.ObjectContent) int {
 	var u [1]types.ObjectUpdate
-	var changes []types.PropertyChange // reused: set keeps no change
+	var changes []types.PropertyChange // reused: the setters keep no change
 	for _, oc := range objs {
 		changes = changes[:0]
 		for _, p := range oc.PropSet {
