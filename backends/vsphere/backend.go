@@ -419,25 +419,22 @@ func retrieveSpec(ctx context.Context, vc *vim25.Client, spec types.PropertyFilt
 // and parents: a few per cluster), so that a VM is placed in one call.
 func ancestrySpec(objs []types.ManagedObjectReference) types.PropertyFilterSpec {
 	const up, vAppUp, hosts = "up", "vAppUp", "hosts"
+	// Where a walk goes on: up, and from a compute resource down to its
+	// hosts; from the VM itself, up only (next[:2]).
+	next := []types.BaseSelectionSpec{
+		&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts},
+	}
 	selectUp := []types.BaseSelectionSpec{
 		&types.TraversalSpec{
-			SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts}},
+			SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent", SelectSet: next,
 		},
 		// A vApp nested in another has no parent but a parentVApp.
 		&types.TraversalSpec{
-			SelectionSpec: types.SelectionSpec{Name: vAppUp}, Type: "VirtualApp", Path: "parentVApp",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts}},
+			SelectionSpec: types.SelectionSpec{Name: vAppUp}, Type: "VirtualApp", Path: "parentVApp", SelectSet: next,
 		},
 		&types.TraversalSpec{SelectionSpec: types.SelectionSpec{Name: hosts}, Type: "ComputeResource", Path: "host"},
-		&types.TraversalSpec{
-			Type: "VirtualMachine", Path: "parentVApp",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}},
-		},
-		&types.TraversalSpec{
-			Type: "VirtualMachine", Path: "resourcePool",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}},
-		},
+		&types.TraversalSpec{Type: "VirtualMachine", Path: "parentVApp", SelectSet: next[:2]},
+		&types.TraversalSpec{Type: "VirtualMachine", Path: "resourcePool", SelectSet: next[:2]},
 	}
 	spec := types.PropertyFilterSpec{
 		PropSet: []types.PropertySpec{
