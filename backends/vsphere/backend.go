@@ -18,11 +18,9 @@ import (
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -47,10 +45,6 @@ type Backend struct {
 	// answered from memory while the inventory is in service.
 	inv      *inventory
 	bulkTags *attachedTagCache
-	// hostGroups: the vCenter's zones come from DRS host groups
-	// (config.VCenter.ZoneHostGroups), so reads of a VM read its
-	// cluster's configurationEx too; without them, none is read.
-	hostGroups bool
 	// work owns the background work (the watch, tag refreshes): Close
 	// stops it and waits for it.
 	work *owner
@@ -115,34 +109,22 @@ func New(opts Options) *Backend {
 		budget:   newBudget(opts.Config.Name, opts.Config.RequestsPerSecond, opts.Config.RequestBurst),
 		names:    cache.NewExpiring(),
 		work:     newOwner(),
-
-		hostGroups: opts.Config.ZoneHostGroups != nil,
 	}
-	log := klog.Background().WithValues("vcenter", opts.Config.Name)
+	log := b.sessions.log
 	if c := opts.Config; c.InsecureFlag && (len(c.Thumbprints) > 0 || c.CAFile != "") {
 		log.Info("insecureFlag is overridden: the vCenter's certificate is verified against its thumbprint or caFile")
 	}
 	if !opts.Inventory {
 		return b
 	}
-	heartbeat := opts.Heartbeat
-	if heartbeat <= 0 {
-		heartbeat = DefaultHeartbeat
-	}
-	refresh := opts.TagRefresh
-	if refresh <= 0 {
-		refresh = DefaultTagRefresh
-	}
-	b.inv = newInventory(b.sessions, heartbeat, opts.Config.DatacenterSpecs(), log)
-	b.inv.hostGroups = b.hostGroups
-	b.bulkTags = &attachedTagCache{refresh: refresh, log: log}
+	b.inv = newInventory(b.sessions, orDefault(opts.Heartbeat, DefaultHeartbeat), opts.Config.DatacenterSpecs(), log)
+	b.bulkTags = &attachedTagCache{refresh: orDefault(opts.TagRefresh, DefaultTagRefresh)}
 	b.inv.loaded = b.refreshTagsInBackground
 	return b
 }
 
 // Start implements backends.Backend: the inventory's watch begins (until
-// Close); without an inventory there is nothing to start. Only the first
-// call counts, and none after Close.
+// Close); without an inventory there is nothing to start.
 func (b *Backend) Start() {
 	if b.inv == nil || !b.inv.started.CompareAndSwap(false, true) {
 		return
@@ -150,11 +132,9 @@ func (b *Backend) Start() {
 	b.work.spawn(func() { b.inv.run(b.work.ctx) })
 }
 
-// SetDatacenters implements backends.Backend: the inventory
-// watches the datacenters specs name (every one when empty) from now on,
-// starting a watch for each one added and dropping what it held of each
-// one removed; the others' watches go on. Without an inventory there is
-// nothing to scope: direct lookups search what each query names.
+// SetDatacenters implements backends.Backend (inventory.setDatacenters).
+// Without an inventory there is nothing to scope: direct lookups search
+// what each query names.
 func (b *Backend) SetDatacenters(specs []config.DatacenterSpec) {
 	if b.inv != nil {
 		b.inv.setDatacenters(specs)
@@ -204,12 +184,7 @@ func (b *Backend) Find(ctx context.Context, q backends.Query) (_ []backends.VM, 
 	if err != nil {
 		return nil, err
 	}
-	out := vms[:0]
-	for _, vm := range vms {
-		if backends.InDatacenters(q.Datacenters, &vm) {
-			out = append(out, vm)
-		}
-	}
+	out := slices.DeleteFunc(vms, func(vm backends.VM) bool { return !backends.InDatacenters(q.Datacenters, &vm) })
 	slices.SortFunc(out, func(a, b backends.VM) int { return cmp.Compare(a.Ref.ID, b.Ref.ID) })
 	return out, nil
 }
@@ -268,18 +243,24 @@ func (b *Backend) search(ctx context.Context, vc *vim25.Client, q backends.Query
 	return out, nil
 }
 
-// viewRetrieve reads props of every object of kind below root into dst
-// (a pointer to a slice of mo types), through a container view destroyed
-// afterwards.
-func (b *Backend) viewRetrieve(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference,
-	kind string, props []string, dst any,
-) error {
+// viewRead reads what spec selects of v, a container view of the kind's
+// objects below root (retrieveSpec), destroying the view afterwards.
+func (b *Backend) viewRead(ctx context.Context, vc *vim25.Client, root types.ManagedObjectReference, kind string,
+	spec func(v types.ManagedObjectReference) types.PropertyFilterSpec,
+) (*invState, error) {
 	v, err := view.NewManager(vc).CreateContainerView(ctx, root, []string{kind}, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
-	return v.Retrieve(ctx, []string{kind}, props, dst)
+	return retrieveSpec(ctx, vc, spec(v.Reference()))
+}
+
+// vmNamesSpec asks for the name of every VM of v, a container view.
+func vmNamesSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
+	spec := filterSpec(v)
+	spec.PropSet = []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"name"}}}
+	return spec
 }
 
 // destroy removes a server-side object of ours (a view, a collector)
@@ -292,17 +273,15 @@ func destroy(ctx context.Context, timeout time.Duration, d func(context.Context)
 }
 
 func (b *Backend) findByName(ctx context.Context, vc *vim25.Client, name string) ([]object.Reference, error) {
-	// Names are compared here, exactly: property.Match would glob.
-	var vms []mo.VirtualMachine
-	root := vc.ServiceContent.RootFolder
-	if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
+	// Names are compared here, exactly (the index checks the key):
+	// property.Match would glob.
+	s, err := b.viewRead(ctx, vc, vc.ServiceContent.RootFolder, "VirtualMachine", vmNamesSpec)
+	if err != nil {
 		return nil, err
 	}
 	var out []object.Reference
-	for i := range vms {
-		if vms[i].Name == name {
-			out = append(out, vms[i].Self)
-		}
+	for _, id := range s.byName.appendIDs(nil, name) {
+		out = append(out, vmRef(id))
 	}
 	return out, nil
 }
@@ -359,14 +338,9 @@ func (b *Backend) Datacenters(ctx context.Context) (_ []config.Datacenter, err e
 
 // readDatacenters asks vCenter for every datacenter and its folders up to
 // the root folder, through a container view (read as the inventory's
-// list reads it), destroyed afterwards.
+// list reads it).
 func (b *Backend) readDatacenters(ctx context.Context, vc *vim25.Client) ([]config.Datacenter, error) {
-	v, err := view.NewManager(vc).CreateContainerView(ctx, vc.ServiceContent.RootFolder, []string{"Datacenter"}, true)
-	if err != nil {
-		return nil, fmt.Errorf("list datacenters: %w", err)
-	}
-	defer destroy(ctx, b.sessions.requestTimeout(), v.Destroy)
-	s, err := retrieveSpec(ctx, vc, datacenterListSpec(v.Reference()))
+	s, err := b.viewRead(ctx, vc, vc.ServiceContent.RootFolder, "Datacenter", datacenterListSpec)
 	if err != nil {
 		return nil, fmt.Errorf("list datacenters: %w", err)
 	}
@@ -383,11 +357,7 @@ func vmRef(id string) types.ManagedObjectReference {
 // has no pool).
 func (b *Backend) load(ctx context.Context, vc *vim25.Client, refs []types.ManagedObjectReference) ([]backends.VM, error) {
 	read := func(objs []types.ManagedObjectReference) (*invState, error) {
-		spec := ancestrySpec(objs)
-		if b.hostGroups {
-			spec = withHostGroups(spec)
-		}
-		return retrieveSpec(ctx, vc, spec)
+		return retrieveSpec(ctx, vc, b.sessions.withHostGroups(ancestrySpec(objs)))
 	}
 	s, err := read(refs)
 	if err != nil {
@@ -449,25 +419,22 @@ func retrieveSpec(ctx context.Context, vc *vim25.Client, spec types.PropertyFilt
 // and parents: a few per cluster), so that a VM is placed in one call.
 func ancestrySpec(objs []types.ManagedObjectReference) types.PropertyFilterSpec {
 	const up, vAppUp, hosts = "up", "vAppUp", "hosts"
+	// Where a walk goes on: up, and from a compute resource down to its
+	// hosts; from the VM itself, up only (next[:2]).
+	next := []types.BaseSelectionSpec{
+		&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts},
+	}
 	selectUp := []types.BaseSelectionSpec{
 		&types.TraversalSpec{
-			SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts}},
+			SelectionSpec: types.SelectionSpec{Name: up}, Type: "ManagedEntity", Path: "parent", SelectSet: next,
 		},
 		// A vApp nested in another has no parent but a parentVApp.
 		&types.TraversalSpec{
-			SelectionSpec: types.SelectionSpec{Name: vAppUp}, Type: "VirtualApp", Path: "parentVApp",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}, &types.SelectionSpec{Name: hosts}},
+			SelectionSpec: types.SelectionSpec{Name: vAppUp}, Type: "VirtualApp", Path: "parentVApp", SelectSet: next,
 		},
 		&types.TraversalSpec{SelectionSpec: types.SelectionSpec{Name: hosts}, Type: "ComputeResource", Path: "host"},
-		&types.TraversalSpec{
-			Type: "VirtualMachine", Path: "parentVApp",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}},
-		},
-		&types.TraversalSpec{
-			Type: "VirtualMachine", Path: "resourcePool",
-			SelectSet: []types.BaseSelectionSpec{&types.SelectionSpec{Name: up}, &types.SelectionSpec{Name: vAppUp}},
-		},
+		&types.TraversalSpec{Type: "VirtualMachine", Path: "parentVApp", SelectSet: next[:2]},
+		&types.TraversalSpec{Type: "VirtualMachine", Path: "resourcePool", SelectSet: next[:2]},
 	}
 	spec := types.PropertyFilterSpec{
 		PropSet: []types.PropertySpec{
@@ -520,14 +487,20 @@ func isNotFound(err error) bool {
 func (b *Backend) Status() backends.Status {
 	now := time.Now()
 	st := backends.Status{State: b.State(), Budget: new(b.budget.status())}
-	st.Session = b.sessions.session(now)
+	s := b.sessions
+	s.mu.Lock()
+	if c := s.cur; c != nil {
+		age := now.Sub(c.loggedIn).Round(time.Second).Seconds()
+		st.Session = &backends.Session{LoggedIn: c.loggedIn.UTC(), AgeSeconds: age, Credentials: c.served.Source}
+	}
+	s.mu.Unlock()
 	if b.inv != nil {
 		st.Inventory = new(b.inv.status())
 	}
-	for _, r := range b.sessions.chain.Refused() {
+	for _, r := range s.chain.Refused() {
 		st.RefusedCredentials = append(st.RefusedCredentials, backends.RefusedCredentials{Source: r.Source, Refusals: r.Refusals, Last: r.Last.UTC(), Retry: r.Retry.UTC()})
 	}
-	if c := b.sessions.peerCert.Load(); c != nil {
+	if c := s.peerCert.Load(); c != nil {
 		cert := *c
 		cert.ExpiresInSeconds = cert.NotAfter.Sub(now).Round(time.Second).Seconds()
 		st.Certificate = &cert
@@ -535,32 +508,18 @@ func (b *Backend) Status() backends.Status {
 	return st
 }
 
-// State implements backends.Backend: two short locks, no allocation.
+// State implements backends.Backend: two short locks, no allocation. The
+// instance UUID is the current session's; "" without one.
 func (b *Backend) State() backends.State {
-	st := backends.State{InstanceUUID: b.sessions.instanceUUID(), Inventoried: b.inv != nil}
-	st.Reachability, st.Connect = b.sessions.reachState()
+	s := b.sessions
+	st := backends.State{Inventoried: b.inv != nil}
+	s.mu.Lock()
+	if s.cur != nil && s.cur.vim != nil {
+		st.InstanceUUID = strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
+	}
+	s.mu.Unlock()
+	st.Reachability, st.Connect = s.reachState()
 	return st
-}
-
-// session is the current session as of now; nil without one.
-func (s *sessions) session(now time.Time) *backends.Session {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return nil
-	}
-	return &backends.Session{LoggedIn: s.cur.loggedIn.UTC(), AgeSeconds: now.Sub(s.cur.loggedIn).Round(time.Second).Seconds(), Credentials: s.cur.served.Source}
-}
-
-// instanceUUID is the vCenter's instance UUID as the current session read
-// it; "" without one.
-func (s *sessions) instanceUUID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil || s.cur.vim == nil {
-		return ""
-	}
-	return strings.ToLower(s.cur.vim.ServiceContent.About.InstanceUuid)
 }
 
 // Probe implements backends.Backend: a login when there is no session,
@@ -626,6 +585,14 @@ type Options struct {
 	// TagRefresh is the age after which the bulk tag cache is re-read in
 	// the background; default DefaultTagRefresh.
 	TagRefresh time.Duration
+}
+
+// orDefault is d, an Options duration, or def when d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }
 
 // Defaults of Options.Heartbeat (the inventory watch's longest silence)

@@ -80,8 +80,7 @@ func (b *budget) status() backends.BudgetStatus {
 	return backends.BudgetStatus{RequestsPerSecond: float64(b.lim.Limit()), RequestBurst: b.lim.Burst(), Waits: b.waits.Load(), Rejections: b.rejections.Load()}
 }
 
-// SetBudget implements backends.Backend: a config edit of
-// requestsPerSecond or requestBurst applies to the running backend.
+// SetBudget implements backends.Backend.
 func (b *Backend) SetBudget(perSecond float64, burst int) {
 	now := time.Now()
 	b.budget.lim.SetLimitAt(now, rate.Limit(perSecond))

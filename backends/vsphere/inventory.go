@@ -84,9 +84,6 @@ type inventory struct {
 	// loaded, when set, is called whenever a load completes what is
 	// configured (the backend reads the tags with it: refreshTagsInBackground).
 	loaded func()
-	// hostGroups: the clusters' configurationEx is watched too, for
-	// their DRS host groups (Backend.hostGroups).
-	hostGroups bool
 
 	mu sync.RWMutex
 	// specs are the configured datacenters; empty: every datacenter.
@@ -120,8 +117,9 @@ func newInventory(s *sessions, heartbeat time.Duration, specs []config.Datacente
 	}
 }
 
-// setDatacenters makes specs the datacenters watched (empty: all); a
-// datacenter kept keeps its watch and what it holds.
+// setDatacenters makes specs the datacenters watched (empty: all): one
+// added gets a watch, one removed loses its watch and what it held at
+// once, one kept keeps its watch and what it holds.
 func (inv *inventory) setDatacenters(specs []config.DatacenterSpec) {
 	inv.mu.Lock()
 	inv.specs = slices.Clone(specs)
@@ -351,10 +349,7 @@ func (inv *inventory) follow(ctx context.Context, vc *vim25.Client, w *watched) 
 	defer destroy(ctx, timeout, v.Destroy)
 	spec := datacenterListSpec(v.Reference())
 	if w.dc.Value != "" {
-		spec = datacenterSpec(v.Reference(), w.dc)
-		if inv.hostGroups {
-			spec = withHostGroups(spec)
-		}
+		spec = inv.sessions.withHostGroups(datacenterSpec(v.Reference(), w.dc))
 	}
 	if _, err := pc.CreateFilter(sctx, types.CreateFilter{Spec: spec, PartialUpdates: false}); err != nil {
 		return fmt.Errorf("%s: create filter: %w", op, err)
@@ -595,13 +590,18 @@ func filterSpec(v types.ManagedObjectReference) types.PropertyFilterSpec {
 	}
 }
 
-// withHostGroups is spec asking for each cluster's configurationEx too:
-// its DRS host groups (zones from host groups). The whole property, not
-// configurationEx.group: a path into a subtype's field (group is
-// ClusterConfigInfoEx's, the property is declared ComputeResourceConfigInfo)
-// is not one every vCenter version is documented to accept, and a filter
-// vCenter refuses would stop the whole inventory.
-func withHostGroups(spec types.PropertyFilterSpec) types.PropertyFilterSpec {
+// withHostGroups is spec asking, when the vCenter's zones come from DRS
+// host groups (config.VCenter.ZoneHostGroups), for each cluster's
+// configurationEx too: its host groups; otherwise spec, and no read of a
+// VM reads them. The whole property, not configurationEx.group: a path
+// into a subtype's field (group is ClusterConfigInfoEx's, the property is
+// declared ComputeResourceConfigInfo) is not one every vCenter version is
+// documented to accept, and a filter vCenter refuses would stop the whole
+// inventory.
+func (s *sessions) withHostGroups(spec types.PropertyFilterSpec) types.PropertyFilterSpec {
+	if s.opts.Config.ZoneHostGroups == nil {
+		return spec
+	}
 	const path = "configurationEx"
 	props := slices.Clone(spec.PropSet)
 	for i, ps := range props {
@@ -802,48 +802,52 @@ func (b *Backend) Placement(uuid string, categories []string) ([]backends.Placem
 	if b.inv == nil {
 		return nil, false
 	}
-	out, ancestries, ok := b.inv.placement(uuid)
+	found, ok := b.inv.placement(uuid)
 	if !ok {
 		return nil, false
 	}
 	snap := b.bulkTags.get() // an inventory has its tag cache (New)
-	for i := range out {
+	var out []backends.Placement
+	for _, p := range found {
 		switch {
 		case len(categories) == 0:
-			out[i].Tags, out[i].TagsKnown = map[string]string{}, true
-		case ancestries[i] != nil && covers(snap, ancestries[i]):
-			out[i].Tags, out[i].TagsKnown = firstCompleteAncestry(ancestries[i], snap.attached, categories), true
+			p.Tags, p.TagsKnown = map[string]string{}, true
+		case p.ancestries != nil && covers(snap, p.ancestries):
+			p.Tags, p.TagsKnown = firstCompleteAncestry(p.ancestries, snap.attached, categories), true
 		}
+		out = append(out, p.Placement)
 	}
 	return out, true
+}
+
+// placedVM is a VM placed from memory, with its tag ancestries.
+type placedVM struct {
+	backends.Placement
+	ancestries [][]types.ManagedObjectReference
 }
 
 // placement lists, by ID, the VMs of BIOS UUID uuid held while in
 // service for every datacenter configured, each placed (see
 // invState.placed), with its tag ancestries (nil when incomplete). VMs
 // whose datacenter it cannot place are left out.
-func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.ManagedObjectReference, bool) {
+func (inv *inventory) placement(uuid string) ([]placedVM, bool) {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	held, ok := inv.scopeLocked(inv.specs, time.Now())
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
-	type placed struct {
-		backends.Placement
-		ancestries [][]types.ManagedObjectReference
-	}
-	var found []placed
+	var found []placedVM
 	var buf [2]string
 	for _, s := range held {
 		ids := s.byUUID.appendIDs(buf[:0], uuid)
 		slices.Sort(ids)
 		for _, id := range ids {
 			rec, held := s.vms[id]
-			if !held || slices.ContainsFunc(found, func(p placed) bool { return p.VM.Ref.ID == id }) {
+			if !held || slices.ContainsFunc(found, func(p placedVM) bool { return p.VM.Ref.ID == id }) {
 				continue // a VM moving between datacenters: the first placed counts
 			}
-			p := placed{Placement: backends.Placement{VM: s.placed(rec)}}
+			p := placedVM{Placement: backends.Placement{VM: s.placed(rec)}}
 			if p.VM.Ref.Datacenter == "" {
 				continue
 			}
@@ -854,11 +858,6 @@ func (inv *inventory) placement(uuid string) ([]backends.Placement, [][][]types.
 		}
 	}
 	// By ID, as one state lists them.
-	slices.SortStableFunc(found, func(a, b placed) int { return cmp.Compare(a.VM.Ref.ID, b.VM.Ref.ID) })
-	var out []backends.Placement
-	var ancestries [][][]types.ManagedObjectReference
-	for _, p := range found {
-		out, ancestries = append(out, p.Placement), append(ancestries, p.ancestries)
-	}
-	return out, ancestries, true
+	slices.SortStableFunc(found, func(a, b placedVM) int { return cmp.Compare(a.VM.Ref.ID, b.VM.Ref.ID) })
+	return found, true
 }

@@ -143,7 +143,9 @@ func (s *invState) apply(updates []types.ObjectUpdate) {
 			s.vms[id] = rec
 		}
 		for _, c := range u.ChangeSet {
-			s.set(rec, c)
+			if set, ok := vmSetters[c.Name]; ok {
+				set(s, rec, changeVal(c))
+			}
 		}
 		s.index(rec)
 	}
@@ -216,7 +218,7 @@ func hostGroupsOf(v any) []hostGroup {
 // the enter a watch would send for it, and returns how many it held.
 func (s *invState) applyContent(objs []types.ObjectContent) int {
 	var u [1]types.ObjectUpdate
-	var changes []types.PropertyChange // reused: set keeps no change
+	var changes []types.PropertyChange // reused: the setters keep no change
 	for _, oc := range objs {
 		changes = changes[:0]
 		for _, p := range oc.PropSet {
@@ -597,30 +599,16 @@ var vmPropertyTable = []vmProperty{
 	{`config.extraConfig["disk.EnableUUID"]`, func(_ *invState, r *vmRecord, v any) { r.vm.DiskEnableUUID = intern(extraConfigString(v)) }},
 }
 
-// vmProperties are the paths of vmPropertyTable: what both reads request.
-var vmProperties = func() []string {
-	out := make([]string, len(vmPropertyTable))
+// vmProperties are the paths of vmPropertyTable, what both reads request;
+// vmSetters its setters by path.
+var vmProperties, vmSetters = func() ([]string, map[string]func(*invState, *vmRecord, any)) {
+	paths := make([]string, len(vmPropertyTable))
+	setters := make(map[string]func(*invState, *vmRecord, any), len(vmPropertyTable))
 	for i, p := range vmPropertyTable {
-		out[i] = p.path
+		paths[i], setters[p.path] = p.path, p.set
 	}
-	return out
+	return paths, setters
 }()
-
-// vmSetters are vmPropertyTable's setters by path.
-var vmSetters = func() map[string]func(*invState, *vmRecord, any) {
-	out := make(map[string]func(*invState, *vmRecord, any), len(vmPropertyTable))
-	for _, p := range vmPropertyTable {
-		out[p.path] = p.set
-	}
-	return out
-}()
-
-// set applies one property change, as read or as watched, to a VM record.
-func (s *invState) set(r *vmRecord, c types.PropertyChange) {
-	if set, ok := vmSetters[c.Name]; ok {
-		set(s, r, changeVal(c))
-	}
-}
 
 // changeVal is c's new value: nil when the property was removed.
 func changeVal(c types.PropertyChange) any {

@@ -43,26 +43,20 @@ func (s *sessions) login(ctx context.Context, c *conn, rc *rest.Client, cr crede
 	}
 	if err := login(ctx, url.UserPassword(cr.User, cr.Password.Reveal())); err != nil {
 		// The fault says "incorrect user name or password"; it never echoes them.
-		return loginFailure(fmt.Errorf("%s as %q (credentials from %s): %w", what, cr.User, cr.Source, err))
+		return loginFailure(fmt.Errorf("%s as %q (credentials from %s): %w", what, cr.User, cr.Source, err), false)
 	}
 	return nil
 }
 
 // loginFailure names why a login failed: vCenter's answer is a rejection,
-// anything else a failure to reach it. An invalid login is a refusal of
-// the credentials themselves: the chain tries its next source.
-func loginFailure(err error) error {
-	return rejection(err, fault.Is(err, &types.InvalidLogin{}))
-}
-
-// rejection is err, a failed login's, as a failure to reach vCenter when
-// it did not answer, else a rejected login (a refusal of the credentials
-// when refusal is set).
-func rejection(err error, refusal bool) error {
+// anything else a failure to reach it. An invalid login, or a refusal
+// (STS's: stsFailure), is a refusal of the credentials themselves: the
+// chain tries its next source.
+func loginFailure(err error, refusal bool) error {
 	switch {
 	case noAnswer(err):
 		return classify(err)
-	case refusal:
+	case refusal, fault.Is(err, &types.InvalidLogin{}):
 		err = refused{err}
 	}
 	return &connError{what: "login rejected", err: err, kind: backends.ErrAuth}
@@ -127,10 +121,7 @@ func (s *sessions) issueToken(ctx context.Context, c *conn, cr credentials.Serve
 	// Through the transport every other request takes (observed, and
 	// wrapped like them); its TLS configuration is the vCenter's.
 	tokens.Client.Client.Transport = c.vim.Client.Client.Transport
-	lifetime := DefaultTokenLifetime
-	if l := s.opts.TokenLifetime; l > 0 {
-		lifetime = l
-	}
+	lifetime := orDefault(s.opts.TokenLifetime, DefaultTokenLifetime)
 	asked := time.Now()
 	signer, err := tokens.Issue(ctx, sts.TokenRequest{Certificate: &pair, Delegatable: true, Lifetime: lifetime})
 	if err != nil {
@@ -160,7 +151,7 @@ func stsFailure(err error, what string) error {
 			refusal = true
 		}
 	}
-	return rejection(fmt.Errorf("%s: %w", what, err), refusal)
+	return loginFailure(fmt.Errorf("%s: %w", what, err), refusal)
 }
 
 // loginByCertificate logs c in as cr's solution user, and records when
@@ -179,7 +170,7 @@ func (s *sessions) loginByCertificate(ctx context.Context, c *conn, rc *rest.Cli
 	}
 	if err := login(signed); err != nil {
 		return loginFailure(fmt.Errorf("%s with a token for the %s (credentials from %s): %w",
-			what, credentials.CertificateLogin, cr.Source, err))
+			what, credentials.CertificateLogin, cr.Source, err), false)
 	}
 	if rc == nil {
 		s.setToken(c, tok)
@@ -356,7 +347,7 @@ func (s *sessions) cloneSession(ctx context.Context, c *conn, cr credentials.Ser
 	}
 	if err := session.NewManager(c.vim).CloneSession(ctx, ticket); err != nil {
 		return loginFailure(fmt.Errorf("clone session from the session manager at %s (credentials from %s): %w",
-			credentials.RedactURL(cr.SessionServiceURL), cr.Source, err))
+			credentials.RedactURL(cr.SessionServiceURL), cr.Source, err), false)
 	}
 	return nil
 }

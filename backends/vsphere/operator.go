@@ -18,7 +18,6 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vapi/tags"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -81,12 +80,11 @@ func (b *Backend) CountVMs(ctx context.Context, dcs []config.Datacenter) (_ int,
 	}
 	n := 0
 	for _, dc := range dcs {
-		var vms []mo.VirtualMachine
-		root := types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}
-		if err := b.viewRetrieve(ctx, vc, root, "VirtualMachine", []string{"name"}, &vms); err != nil {
+		s, err := b.viewRead(ctx, vc, datacenterRef(dc.ID), "VirtualMachine", vmNamesSpec)
+		if err != nil {
 			return 0, fmt.Errorf("datacenter %s: %w", dc.Name, err)
 		}
-		n += len(vms)
+		n += len(s.vms)
 	}
 	return n, nil
 }
@@ -220,7 +218,7 @@ func (b *Backend) MissingPrivileges(ctx context.Context) (_ backends.PrivilegeRe
 	names := map[types.ManagedObjectReference]string{}
 	for _, dc := range all {
 		if backends.Searched(specs, dc) {
-			names[types.ManagedObjectReference{Type: "Datacenter", Value: dc.ID}] = dc.Name
+			names[datacenterRef(dc.ID)] = dc.Name
 		}
 	}
 	if err := b.budget.take(ctx, 2); err != nil {

@@ -119,23 +119,14 @@ func (s *sessions) recordLogin(err error) {
 }
 
 // observed is next as every request of the sessions goes: its outcome
-// recorded (reachabilityOf), then Options.WrapTransport's.
+// recorded, then Options.WrapTransport's. For each request that is not
+// part of a login flight, it records whether vCenter answered: any HTTP
+// response is Up; a failure to get one (dial, TLS, reset) is Down, unless
+// the request's context had ended first: a caller that gave up says
+// nothing of vCenter (the watch, the keep-alive and Probe record their
+// own deadlines: recordReachability).
 func (s *sessions) observed(next http.RoundTripper) http.RoundTripper {
-	next = s.reachabilityOf(next)
-	if s.opts.WrapTransport != nil {
-		next = s.opts.WrapTransport(next)
-	}
-	return next
-}
-
-// reachabilityOf wraps next to record, for each request that is not part
-// of a login flight, whether vCenter answered: any HTTP response is Up; a
-// failure to get one (dial, TLS, reset) is Down, unless the request's
-// context had ended first: a caller that gave up says nothing of vCenter
-// (the watch, the keep-alive and Probe record their own deadlines:
-// recordReachability).
-func (s *sessions) reachabilityOf(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	var rt http.RoundTripper = roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		res, err := next.RoundTrip(req)
 		ctx := req.Context()
 		if err == nil {
@@ -150,6 +141,10 @@ func (s *sessions) reachabilityOf(next http.RoundTripper) http.RoundTripper {
 		}
 		return res, err
 	})
+	if s.opts.WrapTransport != nil {
+		rt = s.opts.WrapTransport(rt)
+	}
+	return rt
 }
 
 // recordReachability records the outcome of a call made under ctx to learn about the

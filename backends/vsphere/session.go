@@ -131,7 +131,7 @@ func (s *sessions) joinLocked(slot **flight, fly func(context.Context) settle) *
 			s.mu.Unlock()
 			close(f.done)
 			if giveUp != nil {
-				_ = s.logout(giveUp)
+				s.logout(giveUp)
 			}
 		})
 	}
@@ -559,7 +559,7 @@ func (s *sessions) refresh(ctx context.Context, grace time.Duration) (bool, erro
 	}
 	s.mu.Unlock()
 	if err != nil {
-		_ = s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
+		s.logout(next) //nolint:contextcheck // logging a session out outlives the caller's ctx (the sessions' lifetime, its own deadline)
 		return false, err
 	}
 	return true, nil
@@ -582,7 +582,7 @@ func (s *sessions) swapLocked(next *conn, grace time.Duration) {
 			case <-t.C:
 			case <-s.lifetime().Done(): // closing: at once
 			}
-			_ = s.logout(old)
+			s.logout(old)
 		})
 	}
 }
@@ -701,11 +701,9 @@ func (s *sessions) close(ctx context.Context) error {
 }
 
 // logout closes c under a deadline of its own (close's lifetime has ended
-// by the time some of these run).
-func (s *sessions) logout(c *conn) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.lifetime()), s.requestTimeout())
-	defer cancel()
-	return s.closeConn(ctx, c)
+// by the time some of these run), as destroy does.
+func (s *sessions) logout(c *conn) {
+	destroy(s.lifetime(), s.requestTimeout(), func(ctx context.Context) error { return s.closeConn(ctx, c) })
 }
 
 // closeConn logs c's sessions out, once its logins under way have ended

@@ -167,11 +167,15 @@ func (b *Backend) attachedTags(ctx context.Context, objs []types.ManagedObjectRe
 	for _, l := range lists {
 		ref := l.ObjectID.Reference()
 		for _, id := range l.TagIDs {
-			t, err := b.tag(ctx, m, id)
+			t, err := b.name(ctx, m, id, false)
 			if err != nil {
 				return nil, err
 			}
-			out[ref] = append(out[ref], t)
+			cat, err := b.name(ctx, m, t.category, true)
+			if err != nil {
+				return nil, err
+			}
+			out[ref] = append(out[ref], namedTag{name: t.name, category: cat.name})
 		}
 	}
 	return out, nil
@@ -189,19 +193,29 @@ const nameReads = 8
 // readNames reads the names of the tags ids that names does not hold,
 // then of their categories it does not hold, nameReads at a time: one
 // after another, a bulk read of a vCenter with a few dozen tags took
-// seconds across a WAN, a round trip per name.
+// seconds across a WAN, a round trip per name. After a failure, or once
+// ctx ends, no more reads start; those started go on under ctx (not the
+// group's) and the first error is returned.
 func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) error {
 	read := func(ids []string, category bool) error {
-		var missing []string
+		g, failed := errgroup.WithContext(ctx)
+		g.SetLimit(nameReads)
+		var started []string
 		for _, id := range ids {
-			if _, ok := b.names.Get(id); !ok && id != "" && !slices.Contains(missing, id) {
-				missing = append(missing, id)
+			if _, ok := b.names.Get(id); ok || id == "" || slices.Contains(started, id) {
+				continue
 			}
+			if failed.Err() != nil {
+				// A read's error, else ctx ended before every one was started.
+				return cmp.Or(g.Wait(), ctx.Err())
+			}
+			started = append(started, id)
+			g.Go(func() error {
+				_, err := b.name(ctx, m, id, category)
+				return err
+			})
 		}
-		return parallel(ctx, missing, func(id string) error {
-			_, err := b.name(ctx, m, id, category)
-			return err
-		})
+		return g.Wait()
 	}
 	if err := read(ids, false); err != nil {
 		return err
@@ -213,35 +227,6 @@ func (b *Backend) readNames(ctx context.Context, m *tags.Manager, ids []string) 
 		}
 	}
 	return read(cats, true)
-}
-
-// parallel runs fn on each of ids, nameReads at a time, and returns the
-// first error; after one, or once ctx ends, it starts no more. Those
-// started go on under ctx: fn is given ctx, not the group's.
-func parallel(ctx context.Context, ids []string, fn func(id string) error) error {
-	g, failed := errgroup.WithContext(ctx)
-	g.SetLimit(nameReads)
-	for _, id := range ids {
-		if failed.Err() != nil {
-			// An fn's error, else ctx ended before every one was started.
-			return cmp.Or(g.Wait(), ctx.Err())
-		}
-		g.Go(func() error { return fn(id) })
-	}
-	return g.Wait()
-}
-
-// tag names the tag id and its category, through names.
-func (b *Backend) tag(ctx context.Context, m *tags.Manager, id string) (namedTag, error) {
-	t, err := b.name(ctx, m, id, false)
-	if err != nil {
-		return namedTag{}, err
-	}
-	cat, err := b.name(ctx, m, t.category, true)
-	if err != nil {
-		return namedTag{}, err
-	}
-	return namedTag{name: t.name, category: cat.name}, nil
 }
 
 // name is names' entry for the tag id, or the category id, read when
@@ -276,7 +261,6 @@ const tagBatch = 1000
 // re-read in the background once older than refresh.
 type attachedTagCache struct {
 	refresh time.Duration
-	log     klog.Logger
 
 	mu         sync.Mutex
 	snap       *tagSnapshot
@@ -405,7 +389,7 @@ func (b *Backend) refreshTagsInBackground() {
 		ctx, cancel := context.WithTimeout(b.work.ctx, b.sessions.requestTimeout())
 		defer cancel()
 		if _, err := b.loadTags(ctx, seen); err != nil && b.work.ctx.Err() == nil {
-			c.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
+			b.sessions.log.Info("Refreshing the tag cache failed; keeping the last one", "err", err)
 		}
 		c.mu.Lock()
 		c.refreshing = false

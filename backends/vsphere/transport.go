@@ -58,20 +58,14 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 
 // missingNotAuthenticated finds a lost session reported the way property
 // reads report it: not as a fault of the call but in an object's
-// missingSet.
+// missingSet. govmomi reads properties with RetrievePropertiesEx only
+// (property.Collector.RetrieveProperties sends it too).
 func missingNotAuthenticated(res soap.HasFault) error {
-	var objects []types.ObjectContent
-	switch b := res.(type) {
-	case *methods.RetrievePropertiesExBody:
-		if b.Res != nil && b.Res.Returnval != nil {
-			objects = b.Res.Returnval.Objects
-		}
-	case *methods.RetrievePropertiesBody:
-		if b.Res != nil {
-			objects = b.Res.Returnval
-		}
+	b, ok := res.(*methods.RetrievePropertiesExBody)
+	if !ok || b.Res == nil || b.Res.Returnval == nil {
+		return nil
 	}
-	for _, oc := range objects {
+	for _, oc := range b.Res.Returnval.Objects {
 		for _, m := range oc.MissingSet {
 			if _, ok := m.Fault.Fault.(*types.NotAuthenticated); ok {
 				return soap.WrapVimFault(m.Fault.Fault)
@@ -143,10 +137,7 @@ func boundTLSDial(t *http.Transport, timeout time.Duration, seen func(*x509.Cert
 			return nil, err
 		}
 		progress(phaseTCP)
-		cfg := t.TLSClientConfig
-		if cfg == nil {
-			cfg = &tls.Config{} //nolint:gosec // the transport's own config decides; none is Go's default
-		}
+		cfg := t.TLSClientConfig // soap.NewClient's, or pinned's: never nil
 		if cfg.ServerName == "" {
 			host := addr
 			if i := strings.LastIndex(addr, ":"); i >= 0 {
