@@ -23,44 +23,15 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
-)
-
-// The labels below the zone (nodes.placementLabels): the ESXi host's
-// name, the compute cluster's name and the resource pool's inventory
-// path, as discovery.LabelValue encodes them (a value that is no valid
-// label value becomes "sha256-" and 40 hex digits). A VM without one (a
-// standalone host has no cluster) has the label removed, never set to "".
-const (
-	LabelHost         = "vsphere-federated-ccm.io/host"
-	LabelCluster      = "vsphere-federated-ccm.io/cluster"
-	LabelResourcePool = "vsphere-federated-ccm.io/resource-pool"
 )
 
 // DefaultNodeResync is how often every Node is looked at even when no
 // inventory changed: tags are re-read into memory without an inventory
 // update.
 const DefaultNodeResync = 30 * time.Second
-
-// placementLabels are vm's labels below the zone as asked: each label
-// key to its value, "" for one to remove (not asked for, or the VM has no
-// value: they are ours).
-func placementLabels(vm *backends.VM, asked []config.PlacementLabel) map[string]string {
-	out := map[string]string{LabelHost: "", LabelCluster: "", LabelResourcePool: ""}
-	for _, l := range asked {
-		switch l {
-		case config.PlacementHost:
-			out[LabelHost] = labelValue(vm.HostName)
-		case config.PlacementCluster:
-			out[LabelCluster] = labelValue(vm.Cluster)
-		case config.PlacementResourcePool:
-			out[LabelResourcePool] = labelValue(vm.ResourcePoolPath)
-		}
-	}
-	return out
-}
 
 // nodeReport is what the pass last reported of one Node, so that each
 // Event is recorded once per change, and the gauges count it.
@@ -73,7 +44,7 @@ type nodeReport struct {
 	// missing are the categories (zone, region) the VM has no tag of.
 	missing []string
 	// groupErr is why the VM's host groups give no zone
-	// (ZoneHostGroupError), groupReason its Event reason; "" when they
+	// (metadata.ZoneHostGroupError), groupReason its Event reason; "" when they
 	// give one or are not read.
 	groupErr, groupReason string
 }
@@ -205,8 +176,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 
 	// The labels below the zone: ours, they follow too.
 	var placement []string
-	below := placementLabels(&placed.VM, s.cfg.PlacementLabels)
-	for _, k := range []string{LabelHost, LabelCluster, LabelResourcePool} {
+	below := metadata.PlacementLabels(&placed.VM, s.cfg.PlacementLabels)
+	for _, k := range []string{metadata.LabelHost, metadata.LabelCluster, metadata.LabelResourcePool} {
 		if set(k, below[k]) {
 			placement = append(placement, labelChange(k, node.Labels[k], below[k]))
 		}
@@ -220,7 +191,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if !ok || !p.TagsKnown {
 			continue
 		}
-		if v := labelValue(p.Tags[t.Category]); set(t.Key, v) {
+		if v := metadata.LabelValue(p.Tags[t.Category]); set(t.Key, v) {
 			tagged = append(tagged, labelChange(t.Key, node.Labels[t.Key], v))
 		}
 	}
@@ -228,30 +199,30 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	// Zone and region: reported; rewritten only when asked. Each from
 	// where the VM's vCenter reads it: the host groups, or the tags.
 	var reconciled []string
-	src := topologyFor(s.cfg, placed.VCenter)
+	src := metadata.TopologyFor(s.cfg, placed.VCenter)
 	tags, tagsKnown := placed.Tags, placed.TagsKnown
-	if src.hostGroups != nil && src.region != "" && len(s.categories) != 1 {
+	if src.HostGroups != nil && src.Region != "" && len(s.categories) != 1 {
 		// The region walked alone (the zone is no tag there), from memory:
 		// a second lookup only when the first walked zone and region.
 		tags, tagsKnown = nil, false
-		if p, ok := n.discovery.Placed(uuid, []string{src.region}); ok && p.VCenter == placed.VCenter {
+		if p, ok := n.discovery.Placed(uuid, []string{src.Region}); ok && p.VCenter == placed.VCenter {
 			tags, tagsKnown = p.Tags, p.TagsKnown
 		}
 	}
 	var zoneGroup string // the host group the zone is read from
-	if src.any() {
+	if src.Any() {
 		for _, t := range []struct{ kind, ga, beta string }{
 			{"region", v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
 			{"zone", v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
 		} {
 			var want string
-			switch cat := src.category(t.kind); {
-			case t.kind == "zone" && src.hostGroups != nil:
+			switch cat := src.Category(t.kind); {
+			case t.kind == "zone" && src.HostGroups != nil:
 				if !placed.VM.HostGroupsKnown {
 					next.carry(prev, t.kind)
 					continue
 				}
-				zone, group, herr := hostGroupZone(&placed.VM, &placed.Result, src.hostGroups)
+				zone, group, herr := metadata.HostGroupZone(&placed.VM, &placed.Result, src.HostGroups)
 				if herr != nil {
 					next.groupErr, next.groupReason = herr.Error(), herr.Reason()
 					continue
@@ -350,7 +321,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		if _, ok := next.drift["zone"]; ok && zoneGroup != "" {
 			host := cmp.Or(placed.VM.HostName, placed.VM.Host)
-			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", host, zoneGroup, src.hostGroups)
+			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", host, zoneGroup, src.HostGroups)
 		}
 		if len(next.drift) > 0 {
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
@@ -375,7 +346,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			cats = append(cats, fmt.Sprintf("%s (category %q)", kind, cat))
 		}
-		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
+		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&metadata.ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
 	if next.groupErr != "" && prev.groupErr != next.groupErr {
 		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
@@ -405,7 +376,7 @@ func (n *nodes) setGauges() {
 	drift := map[string]int{"zone": 0, "region": 0}
 	missing := map[string]int{"zone": 0, "region": 0}
 	disk := 0
-	groups := map[string]int{ReasonZoneHostGroupMissing: 0, ReasonZoneHostGroupAmbiguous: 0}
+	groups := map[string]int{metadata.ReasonZoneHostGroupMissing: 0, metadata.ReasonZoneHostGroupAmbiguous: 0}
 	for _, r := range n.reports {
 		if r.groupReason != "" {
 			groups[r.groupReason]++

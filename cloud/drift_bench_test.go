@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
@@ -96,7 +97,7 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 			}
 			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Labels: map[string]string{
 				LabelVCenter: name, LabelServer: name, LabelDatacenter: "dc0",
-				LabelHost: vm.HostName, LabelCluster: vm.Cluster,
+				metadata.LabelHost: vm.HostName, metadata.LabelCluster: vm.Cluster,
 				v1.LabelTopologyZone: zone, v1.LabelTopologyRegion: "r",
 			}}, Spec: v1.NodeSpec{ProviderID: discovery.ProviderID(uuid)}}
 			for _, t := range cfg.TagLabels {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -209,9 +210,9 @@ func TestNodeFollowsItsVM(t *testing.T) {
 	w := newDriftWorld(t, "nodes:\n  placementLabels: [host, cluster]\n", initializedNode())
 	vcA, vcB := w.f["vcA"], w.f["vcB"]
 	vcA.Add(placedVM("dc0", "esx-1", "c-1"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelHost, "esx-1")
-	w.waitLabel(t, "node-a", cloud.LabelCluster, "c-1")
-	if _, ok := w.node(t, "node-a").Labels[cloud.LabelResourcePool]; ok {
+	w.waitLabel(t, "node-a", metadata.LabelHost, "esx-1")
+	w.waitLabel(t, "node-a", metadata.LabelCluster, "c-1")
+	if _, ok := w.node(t, "node-a").Labels[metadata.LabelResourcePool]; ok {
 		t.Fatal("resource-pool label set; not asked for")
 	}
 	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 0 {
@@ -221,12 +222,12 @@ func TestNodeFollowsItsVM(t *testing.T) {
 
 	// A vMotion to another host of the cluster.
 	vcA.Add(placedVM("dc0", "esx-2", "c-1"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelHost, "esx-2")
+	w.waitLabel(t, "node-a", metadata.LabelHost, "esx-2")
 	w.waitEvent(t, cloud.ReasonPlacementLabelsUpdated, "host esx-1 → esx-2")
 
 	// To another cluster, in another zone: drift, the zone label kept.
 	vcA.Add(placedVM("dc0", "esx-3", "c-2"), tags("z-2", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelCluster, "c-2")
+	w.waitLabel(t, "node-a", metadata.LabelCluster, "c-2")
 	w.waitEvent(t, cloud.ReasonTopologyDrift, "zone z-1 → z-2")
 	w.waitValue(t, 1, driftGauge, "kind", "zone")
 	if w.value(t, driftGauge, "kind", "region") != 0 {
@@ -279,7 +280,7 @@ func TestNodeFollowsItsVM(t *testing.T) {
 		[]byte(`{"metadata":{"labels":{"vsphere-federated-ccm.io/host":"edited"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitLabel(t, "node-a", cloud.LabelHost, "esx-9")
+	w.waitLabel(t, "node-a", metadata.LabelHost, "esx-9")
 
 	// What CSI and the scheduler need: disk.EnableUUID, the tags.
 	off := placedVM("dc0", "esx-9", "c-9")
@@ -296,7 +297,7 @@ func TestNodeFollowsItsVM(t *testing.T) {
 	// Unasked, a placement label is ours to remove.
 	w.writeConfig(t, "nodes:\n  placementLabels: host\n")
 	w.c.Reload(t.Context())
-	w.waitLabel(t, "node-a", cloud.LabelCluster, "")
+	w.waitLabel(t, "node-a", metadata.LabelCluster, "")
 	if got := w.calls(); got != calls {
 		t.Fatalf("%d backend calls since the Node was labelled; the pass must make none", got-calls)
 	}
@@ -333,11 +334,11 @@ func TestPlacementLabelsAtInitialization(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := md.AdditionalLabels
-	if got[cloud.LabelHost] != "esx-1" || got[cloud.LabelResourcePool] != discovery.LabelValue(vm.ResourcePoolPath) ||
-		!strings.HasPrefix(got[cloud.LabelResourcePool], "sha256-") {
+	if got[metadata.LabelHost] != "esx-1" || got[metadata.LabelResourcePool] != discovery.LabelValue(vm.ResourcePoolPath) ||
+		!strings.HasPrefix(got[metadata.LabelResourcePool], "sha256-") {
 		t.Fatalf("AdditionalLabels %v; want host esx-1 and the resource pool's path encoded", got)
 	}
-	if _, ok := got[cloud.LabelCluster]; ok {
+	if _, ok := got[metadata.LabelCluster]; ok {
 		t.Fatalf("AdditionalLabels %v: a cluster label for a VM of a standalone host", got)
 	}
 }

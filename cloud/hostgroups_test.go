@@ -11,6 +11,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 )
 
 // A stretched cluster c-1: hosts esx-a1, esx-a2 in site A's host group,
@@ -74,17 +75,17 @@ func TestZoneFromHostGroupsAtInitialization(t *testing.T) {
 		reason string
 		says   string
 	}{
-		{onHost("esx-x1", "gpu-hosts"), cloud.ReasonZoneHostGroupMissing,
+		{onHost("esx-x1", "gpu-hosts"), metadata.ReasonZoneHostGroupMissing,
 			"its host esx-x1 of cluster c-1 is in host groups gpu-hosts, none of labels.zoneHostGroups"},
-		{onHost("esx-x2"), cloud.ReasonZoneHostGroupMissing, "its host esx-x2 of cluster c-1 is in no host group of labels.zoneHostGroups"},
-		{onHost("esx-x3", "site-a-hosts", "site-b-hosts"), cloud.ReasonZoneHostGroupAmbiguous,
+		{onHost("esx-x2"), metadata.ReasonZoneHostGroupMissing, "its host esx-x2 of cluster c-1 is in no host group of labels.zoneHostGroups"},
+		{onHost("esx-x3", "site-a-hosts", "site-b-hosts"), metadata.ReasonZoneHostGroupAmbiguous,
 			"is in host groups of different zones, site-a-hosts → site-a, site-b-hosts → site-b"},
-		{func() backends.VM { vm := onHost("esx-x4"); vm.HostGroupsKnown = false; return vm }(), cloud.ReasonZoneHostGroupMissing,
+		{func() backends.VM { vm := onHost("esx-x4"); vm.HostGroupsKnown = false; return vm }(), metadata.ReasonZoneHostGroupMissing,
 			"the host groups of its host esx-x4 of cluster c-1 are not known yet"},
 	} {
 		vcA.Add(tc.vm, tags("z-tag", "r-1"))
 		_, _, err := meta()
-		var ge *cloud.ZoneHostGroupError
+		var ge *metadata.ZoneHostGroupError
 		if !errors.As(err, &ge) || ge.Reason() != tc.reason || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want a %s error saying %q", tc.vm.HostName, err, tc.reason, tc.says)
 			continue
@@ -144,10 +145,10 @@ func TestZoneFromHostGroupsDrift(t *testing.T) {
 
 	// A host added to the cluster and to no group.
 	vcA.Add(onHost("esx-new"), tags("z-tag", "r-1"))
-	w.waitEvent(t, cloud.ReasonZoneHostGroupMissing, "its host esx-new of cluster c-1 is in no host group")
-	w.waitValue(t, 1, groupGauge, "reason", cloud.ReasonZoneHostGroupMissing)
+	w.waitEvent(t, metadata.ReasonZoneHostGroupMissing, "its host esx-new of cluster c-1 is in no host group")
+	w.waitValue(t, 1, groupGauge, "reason", metadata.ReasonZoneHostGroupMissing)
 	vcA.Add(onHost("esx-b1", "site-b-hosts"), tags("z-tag", "r-1"))
-	w.waitValue(t, 0, groupGauge, "reason", cloud.ReasonZoneHostGroupMissing)
+	w.waitValue(t, 0, groupGauge, "reason", metadata.ReasonZoneHostGroupMissing)
 	if got := w.calls(); got != calls {
 		t.Fatalf("%d backend calls by the pass; it reads the inventories only", got-calls)
 	}

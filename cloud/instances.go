@@ -12,6 +12,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -193,7 +194,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	defer func() { in.checks.metadataAnswered(node, err) }()
 	// Read before any vCenter is asked: a value no kubelet writes fails
 	// here as the library would fail it, with an Event saying so.
-	nodeIPs, err := providedNodeIPs(node)
+	nodeIPs, err := metadata.ProvidedNodeIPs(node)
 	if err != nil {
 		in.events.recordCause(node, v1.EventTypeWarning, ReasonInvalidNodeIP, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -224,10 +225,10 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := selectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
+	addrs, err := metadata.SelectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
 		reason := ReasonNoNodeAddress
-		if errors.As(err, new(*NodeIPError)) {
+		if errors.As(err, new(*metadata.NodeIPError)) {
 			reason = ReasonNodeIPNotOnVM
 		}
 		in.events.recordCause(node, v1.EventTypeWarning, reason, err.Error(), err.Error())
@@ -236,7 +237,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	location := locationLabels(res)
 	meta := &cloudprovider.InstanceMetadata{
 		ProviderID:       discovery.ProviderID(vm.UUID),
-		InstanceType:     InstanceType(vm),
+		InstanceType:     metadata.InstanceType(vm),
 		NodeAddresses:    addrs,
 		AdditionalLabels: map[string]string{},
 	}
@@ -244,12 +245,12 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	maps.Copy(meta.AdditionalLabels, location)
 	// The labels below the zone asked for (nodes.placementLabels); the
 	// nodes owner keeps them current (drift.go).
-	for k, v := range placementLabels(vm, cfg.PlacementLabels) {
+	for k, v := range metadata.PlacementLabels(vm, cfg.PlacementLabels) {
 		if v != "" {
 			meta.AdditionalLabels[k] = v
 		}
 	}
-	meta.Zone, meta.Region, err = in.topology(ctx, node, res, topologyFor(cfg, res.VCenter))
+	meta.Zone, meta.Region, err = in.topology(ctx, node, res, metadata.TopologyFor(cfg, res.VCenter))
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
@@ -262,26 +263,26 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 }
 
 // topology reads zone and region as src says: the zone from the VM's
-// host's DRS host groups (src.hostGroups) or its tag, the region from its
+// host's DRS host groups (src.HostGroups) or its tag, the region from its
 // tag. From tags as CPI, only when both categories are configured (else
 // both are empty; the config notice says so); with host groups the region
 // category is optional. A zone or region not found is an error, so the
 // Node stays tainted rather than join without its zone.
-func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, src topologySource) (zone, region string, err error) {
-	if !src.any() {
+func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, src metadata.TopologySource) (zone, region string, err error) {
+	if !src.Any() {
 		return "", "", nil
 	}
-	if src.hostGroups != nil {
+	if src.HostGroups != nil {
 		// First: with no zone, the region's tags need not be read.
-		var herr *ZoneHostGroupError
-		if zone, _, herr = hostGroupZone(&res.VM, res, src.hostGroups); herr != nil {
+		var herr *metadata.ZoneHostGroupError
+		if zone, _, herr = metadata.HostGroupZone(&res.VM, res, src.HostGroups); herr != nil {
 			in.events.recordCause(node, v1.EventTypeWarning, herr.Reason(), herr.Error(), herr.Error())
 			return "", "", herr
 		}
 	}
 	var cats []string
 	for _, kind := range []string{"zone", "region"} {
-		if c := src.category(kind); c != "" {
+		if c := src.Category(kind); c != "" {
 			cats = append(cats, c)
 		}
 	}
@@ -293,16 +294,16 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 		return "", "", err
 	}
 	var missing []string
-	if src.zone != "" {
-		if zone = tags[src.zone]; zone == "" {
-			missing = append(missing, fmt.Sprintf("zone (category %q)", src.zone))
+	if src.Zone != "" {
+		if zone = tags[src.Zone]; zone == "" {
+			missing = append(missing, fmt.Sprintf("zone (category %q)", src.Zone))
 		}
 	}
-	if region = tags[src.region]; region == "" {
-		missing = append(missing, fmt.Sprintf("region (category %q)", src.region))
+	if region = tags[src.Region]; region == "" {
+		missing = append(missing, fmt.Sprintf("region (category %q)", src.Region))
 	}
 	if len(missing) > 0 {
-		err := &ZoneTagError{VM: res.String(), Missing: missing}
+		err := &metadata.ZoneTagError{VM: res.String(), Missing: missing}
 		in.events.recordCause(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error(), err.Error())
 		return "", "", err
 	}

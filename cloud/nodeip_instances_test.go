@@ -16,6 +16,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -97,7 +98,7 @@ func TestInstanceMetadataMeetsTheNodeIPContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := cloud.NodeAddresses(&vm, parsed.VCenters[0].IPFamily, parsed.Nodes)
+				want, err := metadata.SelectAddresses(&vm, parsed.VCenters[0].IPFamily, parsed.Nodes)
 				if err != nil || !reflect.DeepEqual(md.NodeAddresses, want) {
 					t.Fatalf("addresses %v; CPI's %v, %v", md.NodeAddresses, want, err)
 				}
@@ -136,7 +137,7 @@ func TestNodeIPNotOnTheVMIsOneEventNamingTheIPs(t *testing.T) {
 	const passes = 4
 	for range passes {
 		_, err := c.InstanceMetadata(t.Context(), node)
-		var nip *cloud.NodeIPError
+		var nip *metadata.NodeIPError
 		if !errors.As(err, &nip) || !strings.Contains(err.Error(), "10.9.9.9") || !strings.Contains(err.Error(), "10.0.0.5, 10.1.0.5") {
 			t.Fatalf("InstanceMetadata: %v; want a NodeIPError naming 10.9.9.9 and the VM's IPs", err)
 		}
@@ -162,7 +163,7 @@ func TestInvalidNodeIPAnnotation(t *testing.T) {
 	c := f.start(t, f.yaml("", "vcA"), client)
 	calls := f["vcA"].Calls()
 	_, err := c.InstanceMetadata(t.Context(), node)
-	if !errors.Is(err, cloud.ErrInvalidNodeIP) || !strings.Contains(err.Error(), `alpha.kubernetes.io/provided-node-ip="10.0.0.5,10.0.0.6"`) {
+	if !errors.Is(err, metadata.ErrInvalidNodeIP) || !strings.Contains(err.Error(), `alpha.kubernetes.io/provided-node-ip="10.0.0.5,10.0.0.6"`) {
 		t.Fatalf("InstanceMetadata: %v; want ErrInvalidNodeIP naming the annotation and its value", err)
 	}
 	if n := f["vcA"].Calls() - calls; n != 0 {

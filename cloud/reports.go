@@ -16,6 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -47,7 +48,7 @@ const (
 // uninitializedReasons is the fixed set of the metric's reason values.
 var uninitializedReasons = []string{
 	UninitializedPending, ReasonLookupFailed, UninitializedNoVM, ReasonDuplicateUUID, ReasonZoneTagMissing, ReasonNoNodeAddress,
-	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict, ReasonZoneHostGroupMissing, ReasonZoneHostGroupAmbiguous,
+	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict, metadata.ReasonZoneHostGroupMissing, metadata.ReasonZoneHostGroupAmbiguous,
 }
 
 // DefaultUninitializedAfter is how long a Node may stay uninitialized
@@ -100,21 +101,21 @@ func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
 // failureReason is the reason value of an InstanceMetadata error: the Event
 // reason its lookup recorded, by the error's kind, never its text.
 func failureReason(err error) string {
-	var groups *ZoneHostGroupError
+	var groups *metadata.ZoneHostGroupError
 	switch {
 	case errors.As(err, &groups):
 		return groups.Reason()
 	case errors.As(err, new(*discovery.DuplicateError)):
 		return ReasonDuplicateUUID
-	case errors.As(err, new(*ZoneTagError)):
+	case errors.As(err, new(*metadata.ZoneTagError)):
 		return ReasonZoneTagMissing
 	case errors.As(err, new(*IdentityConflictError)):
 		return ReasonNodeIdentityConflict
-	case errors.As(err, new(*NodeIPError)):
+	case errors.As(err, new(*metadata.NodeIPError)):
 		return ReasonNodeIPNotOnVM
-	case errors.Is(err, ErrInvalidNodeIP):
+	case errors.Is(err, metadata.ErrInvalidNodeIP):
 		return ReasonInvalidNodeIP
-	case errors.Is(err, ErrGuestHostNameEmpty), errors.Is(err, ErrGuestNICsEmpty), errors.Is(err, ErrNoSuitableIP), errors.Is(err, ErrGuestInfoMetadata):
+	case errors.Is(err, metadata.ErrGuestHostNameEmpty), errors.Is(err, metadata.ErrGuestNICsEmpty), errors.Is(err, metadata.ErrNoSuitableIP), errors.Is(err, metadata.ErrGuestInfoMetadata):
 		return ReasonNoNodeAddress
 	case errors.Is(err, cloudprovider.InstanceNotFound):
 		return UninitializedNoVM

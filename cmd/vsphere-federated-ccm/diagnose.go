@@ -21,6 +21,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -400,7 +401,7 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	if _, ok := errors.AsType[*discovery.OutsideError](lookupErr); ok {
 		why = append(why, "its VM exists only in a datacenter the config leaves out: not served, not deleted")
 	}
-	if _, ok := errors.AsType[*cloud.ZoneTagError](metaErr); ok {
+	if _, ok := errors.AsType[*metadata.ZoneTagError](metaErr); ok {
 		why = append(why, "its VM has no zone or region tag in the configured categories (on its host, cluster, datacenter, resource pool or folders): the Node stays tainted rather than join without its zone")
 	}
 	if lookupErr == nil && r.VM == nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -125,10 +126,10 @@ func TestDrift(t *testing.T) {
 
 	// At initialization: the zone, and the labels below it.
 	mustLabel(inCluster, corev1.LabelTopologyZone, inCluster.Zone)
-	placementLabel(inCluster, cloud.LabelHost, inCluster.Host)
-	placementLabel(inCluster, cloud.LabelCluster, "DC0_C0")
-	placementLabel(standalone, cloud.LabelHost, standalone.Host)
-	mustLabel(standalone, cloud.LabelCluster, "") // a standalone host has none
+	placementLabel(inCluster, metadata.LabelHost, inCluster.Host)
+	placementLabel(inCluster, metadata.LabelCluster, "DC0_C0")
+	placementLabel(standalone, metadata.LabelHost, standalone.Host)
+	mustLabel(standalone, metadata.LabelCluster, "") // a standalone host has none
 	metric(0, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
 	// The simulator's VMs have no disk.EnableUUID.
 	event(inCluster, cloud.ReasonDiskUUIDDisabled, "disk.EnableUUID")
@@ -141,8 +142,8 @@ func TestDrift(t *testing.T) {
 	}
 	event(inCluster, cloud.ReasonTopologyDrift, "zone "+initialZone+" → "+inCluster.Zone)
 	metric(1, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
-	placementLabel(inCluster, cloud.LabelHost, standalone.Host)
-	placementLabel(inCluster, cloud.LabelCluster, "")
+	placementLabel(inCluster, metadata.LabelHost, standalone.Host)
+	placementLabel(inCluster, metadata.LabelCluster, "")
 	if z := node(inCluster).Labels[corev1.LabelTopologyZone]; z != initialZone {
 		t.Fatalf("zone label %q rewritten; reconcileTopology is off", z)
 	}
@@ -152,7 +153,7 @@ func TestDrift(t *testing.T) {
 	}
 	event(inCluster, cloud.ReasonTopologyDriftCleared)
 	metric(0, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
-	placementLabel(inCluster, cloud.LabelHost, initialHost)
+	placementLabel(inCluster, metadata.LabelHost, initialHost)
 
 	// To vc1's DC1: the location labels follow at once. The moved VM is
 	// a new object: its zone and region are judged once the backend's tag
@@ -166,7 +167,7 @@ func TestDrift(t *testing.T) {
 	event(inCluster, cloud.ReasonTopologyDrift, "datacenter DC0 → DC1")
 	metric(1, "cloudprovider_vsphere_nodes_moves_total", "kind", "datacenter")
 	event(inCluster, cloud.ReasonTopologyDrift, "zone "+oldZone+" → "+inCluster.Zone, "region "+oldRegion+" → "+inCluster.Region)
-	placementLabel(inCluster, cloud.LabelCluster, "DC1_C0")
+	placementLabel(inCluster, metadata.LabelCluster, "DC1_C0")
 
 	// The standalone host's VM to vc2 (a cross-vCenter vMotion).
 	standaloneZone, standaloneRegion := standalone.Zone, standalone.Region
@@ -178,7 +179,7 @@ func TestDrift(t *testing.T) {
 	event(standalone, cloud.ReasonTopologyDrift, "vcenter vc1 → vc2")
 	metric(1, "cloudprovider_vsphere_nodes_moves_total", "kind", "vcenter")
 	event(standalone, cloud.ReasonTopologyDrift, "zone "+standaloneZone+" → "+standalone.Zone, "region "+standaloneRegion+" → "+standalone.Region)
-	placementLabel(standalone, cloud.LabelCluster, "DC0_C0") // vc2's DC0_C0_H0
+	placementLabel(standalone, metadata.LabelCluster, "DC0_C0") // vc2's DC0_C0_H0
 
 	// DRS moves the DC1 VM to DC1's standalone host: another zone.
 	dc1Zone := inDC1.Zone

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
@@ -109,8 +110,8 @@ func TestZonesFromHostGroups(t *testing.T) {
 		}
 	}
 	// The standalone host is in no group: tainted, and said so.
-	event(standalone, cloud.ReasonZoneHostGroupMissing, "its host DC0_H0 is in no host group of labels.zoneHostGroups")
-	metric(1, "cloudprovider_vsphere_nodes_uninitialized", "reason", cloud.ReasonZoneHostGroupMissing)
+	event(standalone, metadata.ReasonZoneHostGroupMissing, "its host DC0_H0 is in no host group of labels.zoneHostGroups")
+	metric(1, "cloudprovider_vsphere_nodes_uninitialized", "reason", metadata.ReasonZoneHostGroupMissing)
 	if harness.Initialized(node(standalone)) {
 		t.Fatalf("node %s initialized without a zone", harness.NodeName(standalone))
 	}
