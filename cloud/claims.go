@@ -39,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -90,7 +91,7 @@ func (e *IdentityConflictError) Error() string {
 
 // claims decides the claims on VMs, from the Node informer's index.
 type claims struct {
-	events    *eventLog
+	events    *events.Log
 	metrics   *nodeMetrics
 	unmanaged *unmanagedNodes
 	// view is the Node informer, once the nodes owner watches Nodes; nil
@@ -114,7 +115,7 @@ type conflictKey struct {
 // it all are forgotten, at the cost of one conflict counted again.
 const maxCounted = 8192
 
-func newClaims(events *eventLog, m *nodeMetrics, unmanaged *unmanagedNodes) *claims {
+func newClaims(events *events.Log, m *nodeMetrics, unmanaged *unmanagedNodes) *claims {
 	return &claims{events: events, metrics: m, unmanaged: unmanaged, counted: map[conflictKey]bool{}}
 }
 
@@ -317,9 +318,9 @@ func (c *claims) refused(node, holder *v1.Node, res *discovery.Result, u, state 
 		"If Node %s no longer runs in that VM (reinstalled under another name), this Node takes it once %s has been NotReady for %s "+
 		"and the VM's guest host name is this Node's; or delete Node %s",
 		res, u, claimOf(node, u), holder.Name, claimOf(holder, u), state, holder.Name, holder.Name, ReplacedNodeGrace, holder.Name)
-	c.events.recordCause(node, v1.EventTypeWarning, ReasonNodeIdentityConflict, msg, msg)
+	c.events.RecordCause(node, v1.EventTypeWarning, ReasonNodeIdentityConflict, msg, msg)
 	msg = fmt.Sprintf("Node %s claims this Node's VM %s (by its %s): it is not initialized while this Node %s", node.Name, res, claimOf(node, u), state)
-	c.events.recordCause(holder, v1.EventTypeWarning, ReasonNodeIdentityConflict, msg, msg)
+	c.events.RecordCause(holder, v1.EventTypeWarning, ReasonNodeIdentityConflict, msg, msg)
 }
 
 // replaced records the Events of node taking the VM of holder, and counts
@@ -330,11 +331,11 @@ func (c *claims) replaced(node, holder *v1.Node, res *discovery.Result, u string
 	at := since.UTC().Format(time.RFC3339)
 	msg := fmt.Sprintf("initialized as %s (BIOS UUID %s), replacing Node %s, which held it (by its %s): %s has been NotReady since %s and the VM's guest host name %q is this Node's",
 		res, u, holder.Name, claimOf(holder, u), holder.Name, at, res.VM.GuestHostName)
-	c.events.recordCause(node, v1.EventTypeNormal, ReasonNodeReplaced, msg, msg)
+	c.events.RecordCause(node, v1.EventTypeNormal, ReasonNodeReplaced, msg, msg)
 	msg = fmt.Sprintf("replaced by Node %s: this Node's VM %s now calls itself %q (VMware Tools), and this Node has been NotReady since %s. "+
 		"It is kept, as its VM exists: delete it (kubectl delete node %s) when it is no longer wanted",
 		node.Name, res, res.VM.GuestHostName, at, holder.Name)
-	c.events.recordCause(holder, v1.EventTypeWarning, ReasonNodeReplaced, msg, msg)
+	c.events.RecordCause(holder, v1.EventTypeWarning, ReasonNodeReplaced, msg, msg)
 }
 
 // count counts the conflict of node and holder with its outcome, once.

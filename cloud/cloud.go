@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -111,7 +112,7 @@ const DefaultProblemCheckInterval = 10 * time.Minute
 // (cloudprovider.InstancesV2, which reads through the fleet and writes
 // nothing) and nodes (the one writer of Nodes).
 type Cloud struct {
-	events *eventLog
+	events *events.Log
 	fleet  *fleet
 	*instances
 	nodes *nodes
@@ -166,7 +167,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	})
 	opts.ProblemCheckInterval = cmp.Or(opts.ProblemCheckInterval, DefaultProblemCheckInterval)
 	opts.UninitializedAfter = cmp.Or(opts.UninitializedAfter, DefaultUninitializedAfter)
-	c := &Cloud{events: &eventLog{}}
+	c := &Cloud{events: &events.Log{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
 	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
@@ -286,7 +287,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		// Bound before the config is reported on (prepareLocked, lead).
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
+		c.events.Bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-c.ctx.Done(); b.Shutdown() })
 		if c.logins == nil {
 			c.logins = c.fleet.newLogins(client)

@@ -285,12 +285,12 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			n.metrics.labelUpdates.WithLabelValues(kind).Inc()
 		}
 		if len(reconciled) > 0 {
-			n.events.record(node, v1.EventTypeNormal, ReasonTopologyReconciled,
+			n.events.Record(node, v1.EventTypeNormal, ReasonTopologyReconciled,
 				fmt.Sprintf("Zone and region labels follow %s: %s (nodes.reconcileTopology)", placed.String(), strings.Join(reconciled, ", ")))
 		}
 		if len(tagged) > 0 {
 			n.metrics.labelUpdates.WithLabelValues("tag").Inc()
-			n.events.record(node, v1.EventTypeNormal, ReasonTagLabelsUpdated,
+			n.events.Record(node, v1.EventTypeNormal, ReasonTagLabelsUpdated,
 				fmt.Sprintf("Tag labels follow %s: %s (nodes.tagLabels)", placed.String(), strings.Join(tagged, ", ")))
 		}
 		if len(placement) > 0 {
@@ -299,7 +299,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 				n.metrics.labelUpdates.WithLabelValues(name).Inc()
 			}
 			log().V(2).Info("Placement labels follow the VM", "vm", placed.String(), "changes", placement)
-			n.events.record(node, v1.EventTypeNormal, ReasonPlacementLabelsUpdated,
+			n.events.Record(node, v1.EventTypeNormal, ReasonPlacementLabelsUpdated,
 				fmt.Sprintf("Placement labels follow %s: %s", placed.String(), strings.Join(placement, ", ")))
 		}
 	} else {
@@ -327,14 +327,14 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
 		}
 		log().Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
-		n.events.record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
+		n.events.Record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
 	}
 	if len(prev.drift) > 0 && len(next.drift) == 0 {
-		n.events.record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
+		n.events.Record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
 			fmt.Sprintf("Zone and region labels match %s again", placed.String()))
 	}
 	if next.diskUUIDOff && !prev.diskUUIDOff {
-		n.events.record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
+		n.events.Record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
 			fmt.Sprintf("%s has no disk.EnableUUID=TRUE: vSphere CSI cannot see its disks' UUIDs", placed.String()))
 	}
 	if len(next.missing) > 0 && !slices.Equal(prev.missing, next.missing) {
@@ -346,10 +346,10 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			cats = append(cats, fmt.Sprintf("%s (category %q)", kind, cat))
 		}
-		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&metadata.ZoneTagError{VM: placed.String(), Missing: cats}).Error())
+		n.events.Record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&metadata.ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
 	if next.groupErr != "" && prev.groupErr != next.groupErr {
-		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
+		n.events.Record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
 	}
 	if v := klog.FromContext(ctx).V(5); v.Enabled() {
 		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -109,9 +110,9 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 		}
 	}
 	d := discovery.New(targets, discovery.Options{})
-	n := newNodes(&eventLog{}, time.Second, time.Hour, NewMetrics(BuildInfo{}).nodes)
+	n := newNodes(&events.Log{}, time.Second, time.Hour, NewMetrics(BuildInfo{}).nodes)
 	n.discovery, n.config = d, func() *config.Config { return cfg }
-	events := &eventLog{}
+	events := &events.Log{}
 	n.checks = newNodeChecks(events, NewMetrics(BuildInfo{}), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
 	lister := corelisters.NewNodeLister(indexer)
 	client := fake.NewClientset()

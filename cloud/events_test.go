@@ -4,77 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-multierror"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
-
-// boundLog is an eventLog recording through a real broadcaster into a
-// fake API server, as Start binds it.
-func boundLog(t *testing.T) (*eventLog, *fake.Clientset) {
-	t.Helper()
-	client := fake.NewClientset()
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	t.Cleanup(b.Shutdown)
-	l := &eventLog{}
-	l.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "test"}))
-	return l, client
-}
-
-// waitEvents waits until the Events of reason add up to count, and
-// returns them.
-func waitEvents(t *testing.T, client *fake.Clientset, reason string, count int32) []v1.Event {
-	t.Helper()
-	var got []v1.Event
-	var n int32
-	if !(poll.Schedule{Every: 20 * time.Millisecond, Within: 10 * time.Second}).Holds(func() bool {
-		evs, err := client.CoreV1().Events("").List(t.Context(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, n = got[:0], 0
-		for _, e := range evs.Items {
-			if e.Reason == reason {
-				got = append(got, e)
-				n += max(e.Count, 1)
-			}
-		}
-		return n >= count
-	}) {
-		t.Fatalf("%d %s Events recorded, want %d: %v", n, reason, count, got)
-	}
-	return got
-}
-
-// A cause met at each pass is one Event whose count grows, whatever its
-// error's text says each time; a new cause is an Event of its own.
-func TestRecordCauseFoldsPassesIntoOneEvent(t *testing.T) {
-	l, client := boundLog(t)
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
-	for i := range 5 {
-		l.recordCause(node, v1.EventTypeWarning, ReasonLookupFailed, "vcB: connection", fmt.Sprintf("vcB: read tcp 10.0.0.1:%d: reset", 50000+i))
-	}
-	evs := waitEvents(t, client, ReasonLookupFailed, 5)
-	if len(evs) != 1 || evs[0].Count != 5 || evs[0].Message != "vcB: read tcp 10.0.0.1:50000: reset" {
-		t.Fatalf("Events: %+v; want one, count 5, with the first pass's message", evs)
-	}
-	l.recordCause(node, v1.EventTypeWarning, ReasonLookupFailed, "vcB: auth", "vcB: login refused")
-	evs = waitEvents(t, client, ReasonLookupFailed, 6)
-	if len(evs) != 2 {
-		t.Fatalf("Events after a new cause: %+v; want a second Event", evs)
-	}
-}
 
 // The cause of a failed lookup is which vCenters failed and how, not the
 // text of their errors; a failure of no known kind is its text.

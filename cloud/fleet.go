@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -29,7 +30,7 @@ type servedConfig struct {
 
 type fleet struct {
 	opts   Options // as New completed them
-	events *eventLog
+	events *events.Log
 
 	// discovery is built once and handed the members of each config
 	// applied, and of each record of the history learnt (Use, under mu);
@@ -92,7 +93,7 @@ type fleet struct {
 
 // newFleet serves cfg with opts (completed by New); it talks to no vCenter
 // and keeps its history in memory until useCluster.
-func newFleet(cfg *config.Config, opts Options, events *eventLog, onCutoff func(legacyCutoff)) *fleet {
+func newFleet(cfg *config.Config, opts Options, events *events.Log, onCutoff func(legacyCutoff)) *fleet {
 	f := &fleet{opts: opts, events: events, ledger: credentials.NewLedger(), reloads: make(chan struct{}, 1),
 		store: memoryHistory{}, history: &configHistory{}, onCutoff: onCutoff}
 	f.ctx, f.cancel = context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -33,7 +34,7 @@ func nodeKeys(node *v1.Node) discovery.NodeKeys {
 // owner writes the labels that follow.
 type instances struct {
 	fleet  *fleet
-	events *eventLog
+	events *events.Log
 	// nodeLabels are CPI's --node-labels; skipNodeDeletion its
 	// SKIP_NODE_DELETION switch (Options).
 	nodeLabels       map[string]string
@@ -73,7 +74,7 @@ func (in *instances) recordLookupError(node *v1.Node, err error) {
 		reason, msg = ReasonNodeDeletionHeld, heldMessage(held)
 		cause = msg
 	}
-	in.events.recordCause(node, v1.EventTypeWarning, reason, cause, msg)
+	in.events.RecordCause(node, v1.EventTypeWarning, reason, cause, msg)
 }
 
 // heldMessage says why a deletion is held back in words that stay the same
@@ -196,7 +197,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	// here as the library would fail it, with an Event saying so.
 	nodeIPs, err := metadata.ProvidedNodeIPs(node)
 	if err != nil {
-		in.events.recordCause(node, v1.EventTypeWarning, ReasonInvalidNodeIP, err.Error(), err.Error())
+		in.events.RecordCause(node, v1.EventTypeWarning, ReasonInvalidNodeIP, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	cfg := in.fleet.config() // one config for the whole answer, even if a reload lands meanwhile
@@ -231,7 +232,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		if errors.As(err, new(*metadata.NodeIPError)) {
 			reason = ReasonNodeIPNotOnVM
 		}
-		in.events.recordCause(node, v1.EventTypeWarning, reason, err.Error(), err.Error())
+		in.events.RecordCause(node, v1.EventTypeWarning, reason, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	location := locationLabels(res)
@@ -276,7 +277,7 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 		// First: with no zone, the region's tags need not be read.
 		var herr *metadata.ZoneHostGroupError
 		if zone, _, herr = metadata.HostGroupZone(&res.VM, res, src.HostGroups); herr != nil {
-			in.events.recordCause(node, v1.EventTypeWarning, herr.Reason(), herr.Error(), herr.Error())
+			in.events.RecordCause(node, v1.EventTypeWarning, herr.Reason(), herr.Error(), herr.Error())
 			return "", "", herr
 		}
 	}
@@ -304,7 +305,7 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 	}
 	if len(missing) > 0 {
 		err := &metadata.ZoneTagError{VM: res.String(), Missing: missing}
-		in.events.recordCause(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error(), err.Error())
+		in.events.RecordCause(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error(), err.Error())
 		return "", "", err
 	}
 	return zone, region, nil

@@ -23,12 +23,13 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 type nodes struct {
-	events    *eventLog
+	events    *events.Log
 	discovery *discovery.Discoverer // for its vCenters' health
 	poll      time.Duration         // Options.RecoveryPoll
 	checks    *nodeChecks           // unmanaged.go, reports.go
@@ -63,7 +64,7 @@ type nodes struct {
 	lastFull    time.Time
 }
 
-func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nodes {
+func newNodes(events *events.Log, poll, resync time.Duration, m *nodeMetrics) *nodes {
 	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1),
 		relabel: map[string]map[string]string{}, pendingDuplicates: map[string][]string{}, changed: map[string]bool{},
 		reports: map[string]*nodeReport{}}

@@ -6,7 +6,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -14,13 +13,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
-
-var _ problems.Recorder = (*eventLog)(nil)
-
-// Event implements problems.Recorder.
-func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) {
-	l.record(obj, eventType, reason, message)
-}
 
 // problemInputs are what a pass of the periodic checks judges: the config
 // served, each vCenter's datacenters and what its login lacks of the

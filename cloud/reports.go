@@ -16,6 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -59,7 +60,7 @@ const DefaultUninitializedAfter = 2 * time.Minute
 // Node's last InstanceMetadata failure and the Events already recorded.
 // Lookups write it, the nodes owner's tick reads it.
 type nodeChecks struct {
-	events      *eventLog
+	events      *events.Log
 	metrics     *Metrics
 	eventObject *v1.ObjectReference
 	after       time.Duration // Options.UninitializedAfter
@@ -77,7 +78,7 @@ type lookupFailure struct {
 	reason, message string
 }
 
-func newNodeChecks(events *eventLog, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
+func newNodeChecks(events *events.Log, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
 	return &nodeChecks{events: events, metrics: m, eventObject: eventObject, after: after, unmanaged: unmanaged,
 		failures: map[string]lookupFailure{}, warned: map[string]string{}}
 }
@@ -167,7 +168,7 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 	c.mu.Unlock()
 	c.metrics.health.setNodes(unmanaged, byReason)
 	for _, w := range warnings {
-		c.events.record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
+		c.events.Record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
 			"still uninitialized after %s (%s): %s", c.after, w.reason, w.message))
 	}
 }
@@ -183,9 +184,9 @@ func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
 			if h.Reachability.Err != nil {
 				msg += ": " + h.Reachability.Err.Error()
 			}
-			c.events.record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
+			c.events.Record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
 		case ch.up:
-			c.events.record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
+			c.events.Record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
 		}
 	}
 }
@@ -210,7 +211,7 @@ func (n *nodes) reportDuplicates(all []*v1.Node) {
 		}
 		for _, u := range nodeUUIDs(node) {
 			if vcs, ok := pending[u]; ok {
-				n.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID,
+				n.events.Record(node, v1.EventTypeWarning, ReasonDuplicateUUID,
 					fmt.Sprintf("BIOS UUID %s is held by VMs in vcenters %v; the Node is not served until one is changed", u, vcs))
 				break
 			}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	cloudprovider "k8s.io/cloud-provider"
@@ -89,7 +90,7 @@ const (
 // unmanagedNodes decides which Nodes are not this CCM's, and announces
 // each one once.
 type unmanagedNodes struct {
-	events   *eventLog
+	events   *events.Log
 	selector labels.Selector // nil: only LabelUnmanaged
 	// cutoff is the last known legacyCutoff (setCutoff); nil before any
 	// read.
@@ -111,7 +112,7 @@ type unmanagedNodes struct {
 // provider without a cluster): the cost of forgetting is one Event again.
 const maxAnnounced = 8192
 
-func newUnmanagedNodes(events *eventLog, selector labels.Selector) *unmanagedNodes {
+func newUnmanagedNodes(events *events.Log, selector labels.Selector) *unmanagedNodes {
 	if selector != nil && selector.Empty() {
 		// An empty selector matches every Node: surely not what was meant.
 		selector = nil
@@ -201,24 +202,24 @@ func (u *unmanagedNodes) decide(node *v1.Node) verdict {
 	}
 	setNew := fmt.Sprintf("kubectl label node %s %s=true", node.Name, LabelUnmanaged)
 	if v.why != "" {
-		u.events.record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
 			"unmanaged (%s): this CCM leaves it alone: no vCenter lookup, no write; it is reported present and running, never deleted. "+
 				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", v.why))
 	}
 	switch v.legacy {
 	case legacyHonoured:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
 			"label %s=true alone still opts this Node out: it was created before this version of the CCM first ran (%s), when that key was the opt-out. "+
 				"A kubelet can set that key (--node-labels), so on Nodes created since it is ignored. Set the key kubelets cannot set: %s",
 			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), setNew))
 	case legacyIgnored:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
 			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it opts out only Nodes created before this version of the CCM first ran (%s), "+
 				"and this one was created %s; it is looked up as a VM and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
 				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels): %s",
 			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), node.CreationTimestamp.UTC().Format(time.RFC3339), LabelUnmanaged, setNew))
 	case legacyUndecided:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
 			"label %s=true alone opts out only Nodes created before this version of the CCM first ran, and that cannot be told now (%s): "+
 				"until it is, this Node is looked up as a VM, but never reported deleted (InstanceExists answers an error instead of absence). "+
 				"To have this CCM leave it alone, set the key kubelets cannot set: %s",
