@@ -26,6 +26,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -87,16 +88,16 @@ type Options struct {
 	// for BIOS UUIDs held in several vCenters (discovery.ScanDuplicates);
 	// default 1s.
 	DuplicateScan time.Duration
-	// UnmanagedNodeSelector marks, besides the label LabelUnmanaged=true,
+	// UnmanagedNodeSelector marks, besides the label nodes.LabelUnmanaged=true,
 	// the Nodes this CCM leaves alone (--unmanaged-node-selector); nil:
 	// the label only.
 	UnmanagedNodeSelector labels.Selector
 	// UninitializedAfter is how long a Node may carry the uninitialized
 	// taint before its NodeUninitialized Event; default
-	// DefaultUninitializedAfter.
+	// nodes.DefaultUninitializedAfter.
 	UninitializedAfter time.Duration
 	// NodeResync is how often every Node is compared with its VM even
-	// when no inventory changed (drift.go); default DefaultNodeResync.
+	// when no inventory changed (drift.go); default nodes.DefaultNodeResync.
 	NodeResync time.Duration
 	// ProblemCheckInterval is how often the leader runs the periodic
 	// checks (package problems); default DefaultProblemCheckInterval,
@@ -115,7 +116,7 @@ type Cloud struct {
 	events *events.Log
 	fleet  *fleet
 	*instances
-	nodes *nodes
+	nodes *nodes.Owner
 
 	// ctx is the provider's life: every goroutine Prepare, Start,
 	// SetInformers and Inspect start runs under it, and workers waits for
@@ -161,26 +162,28 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	}
 	opts.RecoveryPoll = cmp.Or(opts.RecoveryPoll, time.Second)
 	opts.DuplicateScan = cmp.Or(opts.DuplicateScan, time.Second)
-	opts.NodeResync = cmp.Or(opts.NodeResync, DefaultNodeResync)
+	opts.NodeResync = cmp.Or(opts.NodeResync, nodes.DefaultNodeResync)
 	opts.EventObject = cmp.Or(opts.EventObject, &v1.ObjectReference{
 		Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 	})
 	opts.ProblemCheckInterval = cmp.Or(opts.ProblemCheckInterval, DefaultProblemCheckInterval)
-	opts.UninitializedAfter = cmp.Or(opts.UninitializedAfter, DefaultUninitializedAfter)
+	opts.UninitializedAfter = cmp.Or(opts.UninitializedAfter, nodes.DefaultUninitializedAfter)
 	c := &Cloud{events: &events.Log{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
-	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
+	// The fleet's discovery reports duplicates and its history the legacy
+	// label's cutoff to the Node owner, built right after it: neither is
+	// reported before Prepare, Start or Inspect.
 	if opts.Discovery.OnDuplicate == nil {
-		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
+		opts.Discovery.OnDuplicate = func(uuid string, vcenters []string) { c.nodes.NoteDuplicate(uuid, vcenters) }
 	}
-	c.fleet = newFleet(cfg, opts, c.events, c.nodes.checks.unmanaged.setCutoff)
-	c.nodes.discovery = c.fleet.discovery
+	c.fleet = newFleet(cfg, opts, c.events, func(k nodes.LegacyCutoff) { c.nodes.SetCutoff(k) })
+	c.nodes = nodes.New(c.events, nodes.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
+		Poll: opts.RecoveryPoll, Resync: opts.NodeResync, UninitializedAfter: opts.UninitializedAfter,
+		UnmanagedNodeSelector: opts.UnmanagedNodeSelector, EventObject: opts.EventObject, Metrics: opts.Metrics.nodes})
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
-	c.nodes.config = c.fleet.config
 	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
-		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks,
-		claims: newClaims(c.events, opts.Metrics.nodes, c.nodes.checks.unmanaged)}
+		skipNodeDeletion: opts.SkipNodeDeletion, nodes: c.nodes,
+		claims: newClaims(c.events, opts.Metrics.nodes, c.nodes)}
 	return c
 }
 
@@ -323,15 +326,15 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	}
 	c.watching = true
 	ctx, client := c.ctx, c.client
-	w := c.nodes.watch(factory)
+	w := c.nodes.Watch(factory)
 	c.instances.claims.watch(w)
-	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
+	c.workers.Go(func() { c.nodes.Run(ctx, client, w) })
 	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {
-		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w, c.nodes.unmanaged) },
+		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w, c.nodes.Unmanaged) },
 			c.events, opts.EventObject, opts.Metrics.problems, opts.ProblemCheckInterval)
 		c.workers.Go(func() {
 			// After the Node cache is synced: an empty list is no finding.
-			if cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+			if cache.WaitForCacheSync(ctx.Done(), w.Informer.HasSynced) {
 				d.Run(ctx)
 			}
 		})
@@ -377,6 +380,10 @@ func (c *Cloud) Stop(ctx context.Context) {
 // (fleet.Reload); it reports whether the history (and the legacy label's
 // cutoff) is recorded.
 func (c *Cloud) Reload(ctx context.Context) bool { return c.fleet.Reload(ctx) }
+
+// Unmanaged says why node is not this CCM's ("" when it is), for
+// `diagnose`; it records nothing.
+func (c *Cloud) Unmanaged(node *v1.Node) string { return c.nodes.Judge(node).Why }
 
 // LoadBalancer implements cloudprovider.Interface: not supported.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }

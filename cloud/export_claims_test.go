@@ -2,12 +2,7 @@ package cloud
 
 // AnnouncedUnmanaged is how many Nodes the unmanaged check remembers
 // having announced.
-func (c *Cloud) AnnouncedUnmanaged() int {
-	u := c.checks.unmanaged
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.announced)
-}
+func (c *Cloud) AnnouncedUnmanaged() int { return c.nodes.AnnouncedUnmanaged() }
 
 // CountedConflicts is how many identity conflicts the claims check
 // remembers having counted.

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/servingcert"
 )
 
@@ -28,7 +29,7 @@ func (c *Cloud) Guest(ctx context.Context, node *v1.Node) (*servingcert.Guest, e
 		return nil, nil
 	}
 	if err := c.instances.claims.check(ctx, node, res); err != nil {
-		if conflict := (*IdentityConflictError)(nil); errors.As(err, &conflict) {
+		if conflict := (*nodes.IdentityConflictError)(nil); errors.As(err, &conflict) {
 			return nil, fmt.Errorf("%s: %w: %v", op, servingcert.ErrHeldByAnotherNode, err) //nolint:errorlint // the conflict is told, the kind is ErrHeldByAnotherNode
 		}
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)

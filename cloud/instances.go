@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,19 +15,20 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+)
+
+// Event reasons of lookups.
+const (
+	// ReasonNodeDeletionHeld: its VM is confirmed absent, but the deletion
+	// policy (nodeDeletion: a freeze, or minAbsence not yet spanned) keeps
+	// the Node for now.
+	ReasonNodeDeletionHeld = "NodeDeletionHeld"
 )
 
 // errSkipNodeDeletion keeps a Node whose VM is gone while CPI's switch is set.
 var errSkipNodeDeletion = errors.New("its VM was not found in any vCenter, and SKIP_NODE_DELETION is set: not deleting")
-
-// nodeKeys are what identifies node's VM, and where its labels claim it is.
-func nodeKeys(node *v1.Node) discovery.NodeKeys {
-	return discovery.NodeKeys{
-		Name: node.Name, ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID,
-		ClaimedVCenter: node.Labels[LabelVCenter], ClaimedServer: node.Labels[LabelServer], ClaimedDatacenter: node.Labels[LabelDatacenter],
-	}
-}
 
 // instances is cloudprovider.InstancesV2: it asks the fleet's Discoverer,
 // under the fleet's current config, and maps the answer. It writes no
@@ -39,10 +41,10 @@ type instances struct {
 	// SKIP_NODE_DELETION switch (Options).
 	nodeLabels       map[string]string
 	skipNodeDeletion bool
-	located          func(node *v1.Node, location map[string]string)
-	// checks know the unmanaged Nodes and keep why InstanceMetadata
-	// failed (unmanaged.go, reports.go).
-	checks *nodeChecks
+	// nodes is the Node owner: told where a lookup found a Node's VM
+	// (Located); it knows the unmanaged Nodes and keeps why
+	// InstanceMetadata failed (nodes' unmanaged.go, reports.go).
+	nodes *nodes.Owner
 	// claims refuse a Node the identity of a VM another Node holds
 	// (claims.go).
 	claims *claims
@@ -51,7 +53,7 @@ type instances struct {
 // Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
 // InstanceShutdown do (their first step), for `diagnose`.
 func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
-	res, err := in.fleet.discovery.Locate(ctx, nodeKeys(node))
+	res, err := in.fleet.discovery.Locate(ctx, nodes.NodeKeys(node))
 	if err != nil {
 		in.recordLookupError(node, err)
 	}
@@ -65,11 +67,11 @@ func (in *instances) recordLookupError(node *v1.Node, err error) {
 	// vCenters that could not answer, a VM outside the configured
 	// datacenters or last seen in a removed vCenter: the Node is kept and
 	// the Event says why.
-	reason, cause, msg := ReasonLookupFailed, lookupCause(err), err.Error()
+	reason, cause, msg := nodes.ReasonLookupFailed, lookupCause(err), err.Error()
 	var held *discovery.DeletionHeldError
 	switch {
 	case errors.As(err, new(*discovery.DuplicateError)):
-		reason, cause = ReasonDuplicateUUID, msg
+		reason, cause = nodes.ReasonDuplicateUUID, msg
 	case errors.As(err, &held):
 		reason, msg = ReasonNodeDeletionHeld, heldMessage(held)
 		cause = msg
@@ -129,11 +131,11 @@ func lookupCause(err error) string {
 // answered that it does not, with every guard applied (discovery.Exists).
 func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
-	v := in.checks.unmanaged.decide(node)
-	if v.why != "" {
+	v := in.nodes.Decide(node)
+	if v.Why != "" {
 		return true, nil
 	}
-	res, err := in.fleet.discovery.Exists(ctx, nodeKeys(node))
+	res, err := in.fleet.discovery.Exists(ctx, nodes.NodeKeys(node))
 	if err == nil && res == nil && in.skipNodeDeletion {
 		err = errSkipNodeDeletion
 	}
@@ -141,42 +143,19 @@ func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 		in.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	if res == nil && v.legacy == legacyUndecided {
+	if res == nil && v.Undecided() {
 		// Its operator may have opted it out before this version: absence
 		// would delete it. Its UnmanagedLabelUndecided Event says so.
-		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, v.undecidedError())
+		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, v.UndecidedError())
 	}
 	return res != nil, nil
-}
-
-// Labels this provider puts on a Node, so that where its VM lived
-// outlasts a restart: a Node whose labels name a vCenter, server or
-// datacenter that has left the config is not reported deleted. Values are
-// discovery.LabelValue of the vCenter's and datacenter's names, and
-// discovery.ServerLabelValue of the vCenter's server: the name is for
-// people, the server says which vCenter it was when the name is repointed.
-// Set at initialization and added to initialized Nodes that lack them
-// (Nodes initialized by CPI).
-const (
-	LabelVCenter    = "vsphere-federated-ccm.io/vcenter"
-	LabelServer     = "vsphere-federated-ccm.io/vcenter-server"
-	LabelDatacenter = "vsphere-federated-ccm.io/datacenter"
-)
-
-// locationLabels are the location labels for res.
-func locationLabels(res *discovery.Result) map[string]string {
-	out := map[string]string{LabelVCenter: discovery.LabelValue(res.VCenter), LabelServer: discovery.ServerLabelValue(res.Where.Server)}
-	if dc := res.VM.Ref.Datacenter; dc != "" {
-		out[LabelDatacenter] = discovery.LabelValue(dc)
-	}
-	return out
 }
 
 // InstanceShutdown implements cloudprovider.InstancesV2: true for a VM
 // found in any power state but poweredOn (suspended too), as CPI answers.
 func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
-	if in.checks.unmanaged.decide(node).why != "" {
+	if in.nodes.Decide(node).Why != "" {
 		return false, nil
 	}
 	res, err := in.Locate(ctx, node)
@@ -189,15 +168,15 @@ func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool,
 // InstanceMetadata implements cloudprovider.InstancesV2.
 func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cloudprovider.InstanceMetadata, err error) {
 	const op = "cloud.InstanceMetadata"
-	if in.checks.unmanaged.decide(node).why != "" {
+	if in.nodes.Decide(node).Why != "" {
 		return unmanagedMetadata(node), nil
 	}
-	defer func() { in.checks.metadataAnswered(node, err) }()
+	defer func() { in.nodes.MetadataAnswered(node, err) }()
 	// Read before any vCenter is asked: a value no kubelet writes fails
 	// here as the library would fail it, with an Event saying so.
 	nodeIPs, err := metadata.ProvidedNodeIPs(node)
 	if err != nil {
-		in.events.RecordCause(node, v1.EventTypeWarning, ReasonInvalidNodeIP, err.Error(), err.Error())
+		in.events.RecordCause(node, v1.EventTypeWarning, nodes.ReasonInvalidNodeIP, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
 	cfg := in.fleet.config() // one config for the whole answer, even if a reload lands meanwhile
@@ -215,7 +194,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	// The keys that found the VM are the kubelet's word: before its
 	// identity goes to a Node, no other Node may hold it. An initialized
 	// Node has it already.
-	if uninitialized(node) {
+	if nodes.Uninitialized(node) {
 		if err := in.claims.check(ctx, node, res); err != nil {
 			return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 		}
@@ -228,14 +207,14 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	}
 	addrs, err := metadata.SelectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
-		reason := ReasonNoNodeAddress
+		reason := nodes.ReasonNoNodeAddress
 		if errors.As(err, new(*metadata.NodeIPError)) {
-			reason = ReasonNodeIPNotOnVM
+			reason = nodes.ReasonNodeIPNotOnVM
 		}
 		in.events.RecordCause(node, v1.EventTypeWarning, reason, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	location := locationLabels(res)
+	location := nodes.LocationLabels(res)
 	meta := &cloudprovider.InstanceMetadata{
 		ProviderID:       discovery.ProviderID(vm.UUID),
 		InstanceType:     metadata.InstanceType(vm),
@@ -259,7 +238,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	if err := in.tagLabels(ctx, res, cfg.TagLabels, meta.AdditionalLabels); err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	in.located(node, location)
+	in.nodes.Located(node, location)
 	return meta, nil
 }
 
@@ -305,8 +284,24 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 	}
 	if len(missing) > 0 {
 		err := &metadata.ZoneTagError{VM: res.String(), Missing: missing}
-		in.events.RecordCause(node, v1.EventTypeWarning, ReasonZoneTagMissing, err.Error(), err.Error())
+		in.events.RecordCause(node, v1.EventTypeWarning, nodes.ReasonZoneTagMissing, err.Error(), err.Error())
 		return "", "", err
 	}
 	return zone, region, nil
+}
+
+// unmanagedMetadata is InstanceMetadata's answer for an unmanaged Node:
+// the Node's own providerID and addresses, nothing of ours (no labels,
+// zone, region or instance type). The cloud-node controller then removes
+// the uninitialized taint of a Node whose kubelet set a providerID, and
+// keeps its addresses (the kubelet's --node-ip is among them, as the
+// controller requires). One without a providerID gets nil: the controller
+// initializes no Node without one (kubernetes/kubernetes#123024) and skips
+// it quietly on nil, instead of retrying an error; an initialized one never
+// gets nil, which the controller's address update does not expect.
+func unmanagedMetadata(node *v1.Node) *cloudprovider.InstanceMetadata {
+	if node.Spec.ProviderID == "" && nodes.Uninitialized(node) {
+		return nil
+	}
+	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID, NodeAddresses: slices.Clone(node.Status.Addresses)}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -68,12 +69,12 @@ func TestLookupCauseIsTheKindOfEachFailure(t *testing.T) {
 
 func TestLocationLabels(t *testing.T) {
 	res := &discovery.Result{VCenter: "vc1", Where: discovery.Identity{Server: "vc.example.com:443"}, VM: backends.VM{Ref: backends.VMRef{Datacenter: "dc1", ID: "vm-1"}}}
-	got := locationLabels(res)
-	if len(got) != 3 || got[LabelVCenter] != "vc1" || got[LabelServer] != "vc.example.com" || got[LabelDatacenter] != "dc1" {
+	got := nodes.LocationLabels(res)
+	if len(got) != 3 || got[nodes.LabelVCenter] != "vc1" || got[nodes.LabelServer] != "vc.example.com" || got[nodes.LabelDatacenter] != "dc1" {
 		t.Fatalf("locationLabels = %v", got)
 	}
 	res.VM.Ref.Datacenter = ""
-	if got := locationLabels(res); len(got) != 2 {
+	if got := nodes.LocationLabels(res); len(got) != 2 {
 		t.Fatalf("without a datacenter: %v", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -142,12 +143,12 @@ func TestNodeIPNotOnTheVMIsOneEventNamingTheIPs(t *testing.T) {
 			t.Fatalf("InstanceMetadata: %v; want a NodeIPError naming 10.9.9.9 and the VM's IPs", err)
 		}
 	}
-	evs := waitNodeEvents(t, client, node.Name, cloud.ReasonNodeIPNotOnVM, passes)
+	evs := waitNodeEvents(t, client, node.Name, nodes.ReasonNodeIPNotOnVM, passes)
 	if len(evs) != 1 || !strings.Contains(evs[0].Message, "10.9.9.9") || !strings.Contains(evs[0].Message, "10.0.0.5, 10.1.0.5") || evs[0].Type != v1.EventTypeWarning {
 		t.Fatalf("NodeIPNotOnVM Events: %+v; want one Warning naming 10.9.9.9 and 10.0.0.5, 10.1.0.5", evs)
 	}
 	eventually(t, "nodes_uninitialized{reason=NodeIPNotOnVM} 1", func() bool {
-		v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": cloud.ReasonNodeIPNotOnVM})
+		v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": nodes.ReasonNodeIPNotOnVM})
 		return ok && v == 1
 	})
 }
@@ -169,7 +170,7 @@ func TestInvalidNodeIPAnnotation(t *testing.T) {
 	if n := f["vcA"].Calls() - calls; n != 0 {
 		t.Errorf("%d vCenter calls for a Node whose annotation is invalid; want none", n)
 	}
-	if evs := waitNodeEvents(t, client, node.Name, cloud.ReasonInvalidNodeIP, 1); !strings.Contains(evs[0].Message, "10.0.0.5,10.0.0.6") {
+	if evs := waitNodeEvents(t, client, node.Name, nodes.ReasonInvalidNodeIP, 1); !strings.Contains(evs[0].Message, "10.0.0.5,10.0.0.6") {
 		t.Fatalf("InvalidNodeIP Event: %q; want the value named", evs[0].Message)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -22,7 +23,7 @@ import (
 // a login of their own), the Nodes from the cache, and the VMs of those
 // this CCM serves from the inventories' memory (as the nodes' pass
 // follows them: no request per Node).
-func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*v1.Node) bool) problems.Inputs {
+func (f *fleet) problemInputs(ctx context.Context, w nodes.Watch, unmanaged func(*v1.Node) bool) problems.Inputs {
 	served := f.served.Load()
 	cfg := served.cfg
 	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{},
@@ -55,9 +56,9 @@ func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*
 		})
 	}
 	wg.Wait()
-	in.Nodes, _ = w.lister.List(labels.Everything())
+	in.Nodes, _ = w.Lister.List(labels.Everything())
 	for _, node := range in.Nodes {
-		if uninitialized(node) || unmanaged(node) {
+		if nodes.Uninitialized(node) || unmanaged(node) {
 			continue
 		}
 		uuid, err := discovery.ParseProviderID(node.Spec.ProviderID)

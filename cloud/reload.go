@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
@@ -105,7 +106,7 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 			f.historyUnread = err.Error()
 			f.publishHistoryLocked(f.discovery.Members())
 		}
-		f.onCutoff(legacyCutoff{why: err.Error()}) // a cutoff known stays so
+		f.onCutoff(nodes.LegacyCutoff{Why: err.Error()}) // a cutoff known stays so
 		return false
 	}
 	// The cutoff is the ConfigMap's, whatever the config: known as soon
@@ -121,7 +122,7 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 	// A store that writes nothing has nothing to retry; one that writes
 	// retries until the cutoff is written too (or readable: one that does
 	// not parse is an operator's to correct, read again at each retry).
-	return !store.writes() || saved && !h.cutoff.at.IsZero()
+	return !store.writes() || saved && !h.cutoff.At.IsZero()
 }
 
 // reloadConfig applies the file at path unless its content is the one

@@ -8,10 +8,6 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// ReasonTagLabelsUpdated is the Event of labels from tag categories
-// (nodes.tagLabels) rewritten as the VM's tags changed.
-const ReasonTagLabelsUpdated = "TagLabelsUpdated"
-
 // tagLabels adds to labels the Node labels nodes.tagLabels asks for (by
 // key) for res's VM, but for a category it has no tag of. Each category is walked on its own, as CPI walks zone and
 // region together: the first of the VM's ancestries (its host's, its

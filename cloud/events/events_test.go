@@ -12,8 +12,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/poll"
 )
 
@@ -61,14 +61,14 @@ func TestRecordCauseFoldsPassesIntoOneEvent(t *testing.T) {
 	l, client := boundLog(t)
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
 	for i := range 5 {
-		l.RecordCause(node, v1.EventTypeWarning, cloud.ReasonLookupFailed, "vcB: connection", fmt.Sprintf("vcB: read tcp 10.0.0.1:%d: reset", 50000+i))
+		l.RecordCause(node, v1.EventTypeWarning, nodes.ReasonLookupFailed, "vcB: connection", fmt.Sprintf("vcB: read tcp 10.0.0.1:%d: reset", 50000+i))
 	}
-	evs := waitEvents(t, client, cloud.ReasonLookupFailed, 5)
+	evs := waitEvents(t, client, nodes.ReasonLookupFailed, 5)
 	if len(evs) != 1 || evs[0].Count != 5 || evs[0].Message != "vcB: read tcp 10.0.0.1:50000: reset" {
 		t.Fatalf("Events: %+v; want one, count 5, with the first pass's message", evs)
 	}
-	l.RecordCause(node, v1.EventTypeWarning, cloud.ReasonLookupFailed, "vcB: auth", "vcB: login refused")
-	evs = waitEvents(t, client, cloud.ReasonLookupFailed, 6)
+	l.RecordCause(node, v1.EventTypeWarning, nodes.ReasonLookupFailed, "vcB: auth", "vcB: login refused")
+	evs = waitEvents(t, client, nodes.ReasonLookupFailed, 6)
 	if len(evs) != 2 {
 		t.Fatalf("Events after a new cause: %+v; want a second Event", evs)
 	}

@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 // Nodes that follow their VMs: the nodes owner's pass over the
 // initialized Nodes, from the inventories' memory alone
@@ -85,7 +85,7 @@ func settingsOf(cfg *config.Config) passSettings {
 // followVMs is the pass, run by run every poll: every initialized Node
 // (all, the tick's list) when the inventories or the config changed or
 // every resync, else only the Nodes the informer saw change.
-func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister,
+func (n *Owner) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister,
 	all []*v1.Node, now time.Time) {
 	cfg := n.config()
 	version := n.discovery.InventoryVersion()
@@ -115,8 +115,8 @@ func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, list
 }
 
 // follow brings one Node's labels after its VM and reports what changed.
-func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passSettings, node *v1.Node) {
-	if uninitialized(node) || n.unmanaged(node) {
+func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passSettings, node *v1.Node) {
+	if Uninitialized(node) || n.Unmanaged(node) {
 		n.setReport(node.Name, nil)
 		return
 	}
@@ -160,7 +160,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	}
 
 	// Where the VM is: our location labels always follow it.
-	location := locationLabels(&placed.Result)
+	location := LocationLabels(&placed.Result)
 	var moves []string
 	if old := node.Labels[LabelServer]; old != "" && !strings.EqualFold(old, location[LabelServer]) {
 		from := cmp.Or(node.Labels[LabelVCenter], old)
@@ -360,7 +360,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 }
 
 // setReport keeps r as what is reported of the Node name; nil forgets it.
-func (n *nodes) setReport(name string, r *nodeReport) {
+func (n *Owner) setReport(name string, r *nodeReport) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if r == nil {
@@ -371,7 +371,7 @@ func (n *nodes) setReport(name string, r *nodeReport) {
 }
 
 // setGauges sets the gauges from the reports.
-func (n *nodes) setGauges() {
+func (n *Owner) setGauges() {
 	n.mu.Lock()
 	drift := map[string]int{"zone": 0, "region": 0}
 	missing := map[string]int{"zone": 0, "region": 0}

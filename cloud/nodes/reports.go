@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 // What the CCM already knows, shown all the time rather than when asked
 // (`diagnose`): Nodes stuck uninitialized and why, vCenters going down and
@@ -148,7 +148,7 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 			unmanaged++
 			continue
 		}
-		if !uninitialized(node) {
+		if !Uninitialized(node) {
 			delete(c.failures, node.Name)
 			delete(c.warned, node.Name)
 			continue
@@ -166,7 +166,7 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 	maps.DeleteFunc(c.failures, func(name string, _ lookupFailure) bool { return !present[name] })
 	maps.DeleteFunc(c.warned, func(name, _ string) bool { return !present[name] })
 	c.mu.Unlock()
-	c.metrics.health.setNodes(unmanaged, byReason)
+	c.metrics.setNodes(unmanaged, byReason)
 	for _, w := range warnings {
 		c.events.Record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
 			"still uninitialized after %s (%s): %s", c.after, w.reason, w.message))
@@ -191,8 +191,8 @@ func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
 	}
 }
 
-// noteDuplicate is discovery's OnDuplicate: reported at the next poll.
-func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
+// NoteDuplicate is discovery's OnDuplicate: reported at the next poll.
+func (n *Owner) NoteDuplicate(uuid string, vcenters []string) {
 	klog.Background().Info("A BIOS UUID is held by VMs in several vCenters; lookups of its Nodes fail until one is changed", "uuid", uuid, "vcenters", vcenters)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -200,13 +200,13 @@ func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
 }
 
 // reportDuplicates records an Event on every Node of each UUID noted.
-func (n *nodes) reportDuplicates(all []*v1.Node) {
+func (n *Owner) reportDuplicates(all []*v1.Node) {
 	pending := take(&n.mu, &n.pendingDuplicates)
 	if len(pending) == 0 {
 		return
 	}
 	for _, node := range all {
-		if n.unmanaged(node) {
+		if n.Unmanaged(node) {
 			continue
 		}
 		for _, u := range nodeUUIDs(node) {

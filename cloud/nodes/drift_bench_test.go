@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 import (
 	"fmt"
@@ -110,10 +110,10 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 		}
 	}
 	d := discovery.New(targets, discovery.Options{})
-	n := newNodes(&events.Log{}, time.Second, time.Hour, NewMetrics(BuildInfo{}).nodes)
+	n := newNodes(&events.Log{}, time.Second, time.Hour, NewMetrics())
 	n.discovery, n.config = d, func() *config.Config { return cfg }
 	events := &events.Log{}
-	n.checks = newNodeChecks(events, NewMetrics(BuildInfo{}), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
+	n.checks = newNodeChecks(events, NewMetrics(), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
 	lister := corelisters.NewNodeLister(indexer)
 	client := fake.NewClientset()
 	ctx := b.Context()
