@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-base/metrics"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -152,7 +153,7 @@ func TestImpostorDoesNotTakeALiveVMsIdentity(t *testing.T) {
 // A VM re-registered under another Node name (a reinstall under a new
 // host name): the old Node stays, NotReady. The new kubelet's Node is
 // initialized once the old one has been NotReady for
-// cloud.ReplacedNodeGrace and the VM, powered on, reports through VMware
+// instances.ReplacedNodeGrace and the VM, powered on, reports through VMware
 // Tools the new Node's host name, not the old one's; until then, or when
 // the VM's guest still calls itself the old Node (an impostor claiming a
 // VM whose kubelet is down), it is refused as any other claim. The old
@@ -202,8 +203,8 @@ func TestReplacedNode(t *testing.T) {
 			if err != nil || md == nil || md.ProviderID != discovery.ProviderID(uuidA) {
 				t.Fatalf("InstanceMetadata(node-a2) = %+v, %v; want the VM's identity (node-a replaced)", md, err)
 			}
-			eventWith(t, client, "node-a2", cloud.ReasonNodeReplaced, "node-a")
-			eventWith(t, client, "node-a", cloud.ReasonNodeReplaced, "node-a2", "delete")
+			eventWith(t, client, "node-a2", instances.ReasonNodeReplaced, "node-a")
+			eventWith(t, client, "node-a", instances.ReasonNodeReplaced, "node-a2", "delete")
 			if got := conflicts(t, reg, "replaced"); got != 1 {
 				t.Fatalf("node_identity_conflicts_total{outcome=replaced} = %v; want 1", got)
 			}

@@ -1,6 +1,8 @@
 // Package cloud is the router: a cloudprovider.Interface whose InstancesV2
 // answers the cloud-node and cloud-node-lifecycle controllers for Nodes in
-// any of several vCenters, through package discovery.
+// any of several vCenters, through package discovery. It holds the fleet
+// and composes its rooms: instances (the read-only InstancesV2), nodes
+// (the one writer of Nodes), events and metadata below them.
 package cloud
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -42,7 +45,7 @@ const ClientName = "vsphere-federated-ccm"
 
 var (
 	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*instances)(nil)
+	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
 	// The controllers' shared informers: Nodes watched once.
 	_ cloudprovider.InformerUser = (*Cloud)(nil)
 )
@@ -113,10 +116,10 @@ const DefaultProblemCheckInterval = 10 * time.Minute
 // (cloudprovider.InstancesV2, which reads through the fleet and writes
 // nothing) and nodes (the one writer of Nodes).
 type Cloud struct {
-	events *events.Log
-	fleet  *fleet
-	*instances
-	nodes *nodes.Owner
+	events    *events.Log
+	fleet     *fleet
+	instances *instances.Instances
+	nodes     *nodes.Owner
 
 	// ctx is the provider's life: every goroutine Prepare, Start,
 	// SetInformers and Inspect start runs under it, and workers waits for
@@ -181,9 +184,8 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		Poll: opts.RecoveryPoll, Resync: opts.NodeResync, UninitializedAfter: opts.UninitializedAfter,
 		UnmanagedNodeSelector: opts.UnmanagedNodeSelector, EventObject: opts.EventObject, Metrics: opts.Metrics.nodes})
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
-	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
-		skipNodeDeletion: opts.SkipNodeDeletion, nodes: c.nodes,
-		claims: newClaims(c.events, opts.Metrics.nodes, c.nodes)}
+	c.instances = instances.New(c.events, instances.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
+		Nodes: c.nodes, Metrics: opts.Metrics.nodes, NodeLabels: opts.NodeLabels, SkipNodeDeletion: opts.SkipNodeDeletion})
 	return c
 }
 
@@ -327,7 +329,7 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.watching = true
 	ctx, client := c.ctx, c.client
 	w := c.nodes.Watch(factory)
-	c.instances.claims.watch(w)
+	c.instances.Watch(w)
 	c.workers.Go(func() { c.nodes.Run(ctx, client, w) })
 	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {
 		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w, c.nodes.Unmanaged) },
@@ -380,6 +382,27 @@ func (c *Cloud) Stop(ctx context.Context) {
 // (fleet.Reload); it reports whether the history (and the legacy label's
 // cutoff) is recorded.
 func (c *Cloud) Reload(ctx context.Context) bool { return c.fleet.Reload(ctx) }
+
+// InstanceExists implements cloudprovider.InstancesV2 (instances.Instances).
+func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	return c.instances.InstanceExists(ctx, node)
+}
+
+// InstanceShutdown implements cloudprovider.InstancesV2 (instances.Instances).
+func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	return c.instances.InstanceShutdown(ctx, node)
+}
+
+// InstanceMetadata implements cloudprovider.InstancesV2 (instances.Instances).
+func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return c.instances.InstanceMetadata(ctx, node)
+}
+
+// Locate finds node's VM exactly as the InstancesV2 methods do, for
+// `diagnose` (instances.Instances.Locate).
+func (c *Cloud) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
+	return c.instances.Locate(ctx, node)
+}
 
 // Unmanaged says why node is not this CCM's ("" when it is), for
 // `diagnose`; it records nothing.

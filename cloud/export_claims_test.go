@@ -6,8 +6,4 @@ func (c *Cloud) AnnouncedUnmanaged() int { return c.nodes.AnnouncedUnmanaged() }
 
 // CountedConflicts is how many identity conflicts the claims check
 // remembers having counted.
-func (c *Cloud) CountedConflicts() int {
-	c.claims.mu.Lock()
-	defer c.claims.mu.Unlock()
-	return len(c.claims.counted)
-}
+func (c *Cloud) CountedConflicts() int { return c.instances.CountedConflicts() }

@@ -28,7 +28,7 @@ func (c *Cloud) Guest(ctx context.Context, node *v1.Node) (*servingcert.Guest, e
 	if res == nil {
 		return nil, nil
 	}
-	if err := c.instances.claims.check(ctx, node, res); err != nil {
+	if err := c.instances.CheckClaim(ctx, node, res); err != nil {
 		if conflict := (*nodes.IdentityConflictError)(nil); errors.As(err, &conflict) {
 			return nil, fmt.Errorf("%s: %w: %v", op, servingcert.ErrHeldByAnotherNode, err) //nolint:errorlint // the conflict is told, the kind is ErrHeldByAnotherNode
 		}

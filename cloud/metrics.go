@@ -1,14 +1,12 @@
 package cloud
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"k8s.io/component-base/metrics"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -109,7 +107,7 @@ func (m *Metrics) CustomCollectors() []metrics.StableCollector {
 func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {
 	m.requestDuration.WithLabelValues(vcenter, operation).Observe(d.Seconds())
 	if err != nil {
-		m.requestErrors.WithLabelValues(vcenter, operation, reason(err)).Inc()
+		m.requestErrors.WithLabelValues(vcenter, operation, instances.ErrorReason(err)).Inc()
 	}
 }
 
@@ -129,24 +127,4 @@ func (m *Metrics) Cache(hit bool) {
 	} else {
 		m.cache.WithLabelValues("miss").Inc()
 	}
-}
-
-// reason buckets an error for the errors metric; it never carries the
-// error text, so nothing secret can reach a label.
-func reason(err error) string {
-	switch {
-	case errors.Is(err, discovery.ErrVCenterDown):
-		return "vcenter_down"
-	case errors.Is(err, discovery.ErrVCenterConnecting):
-		return "connecting"
-	case errors.Is(err, discovery.ErrBreakerOpen):
-		return "breaker_open"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
-	case errors.Is(err, backends.ErrAuth):
-		return "auth"
-	case errors.Is(err, backends.ErrUnreachable):
-		return "connection"
-	}
-	return "other"
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
@@ -199,7 +200,7 @@ func TestHeldDeletionIsOneEventWithACount(t *testing.T) {
 			t.Fatalf("InstanceExists: %v; want the deletion held", err)
 		}
 	}
-	evs := waitNodeEvents(t, client, node.Name, cloud.ReasonNodeDeletionHeld, passes+1)
+	evs := waitNodeEvents(t, client, node.Name, instances.ReasonNodeDeletionHeld, passes+1)
 	if len(evs) != 1 {
 		var msgs []string
 		for _, e := range evs {

@@ -1,4 +1,15 @@
-package cloud
+// Package instances is cloudprovider.InstancesV2, read-only: what the
+// cloud-node and cloud-node-lifecycle controllers ask of a Node's VM
+// (InstanceExists, InstanceShutdown, InstanceMetadata), answered through
+// the fleet's Discoverer under the config served now, and mapped by
+// package metadata. A VM claimed by another Node is no Node's (claims.go).
+//
+// It is a room of its own because it writes nothing: where a lookup found
+// a Node's VM, and why InstanceMetadata failed, go to the Node owner
+// (package nodes), which writes; which Nodes are not ours is the owner's
+// verdict, asked here. Package cloud builds it (New) and hands it to the
+// controllers.
+package instances
 
 import (
 	"context"
@@ -16,6 +27,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -30,13 +42,17 @@ const (
 // errSkipNodeDeletion keeps a Node whose VM is gone while CPI's switch is set.
 var errSkipNodeDeletion = errors.New("its VM was not found in any vCenter, and SKIP_NODE_DELETION is set: not deleting")
 
-// instances is cloudprovider.InstancesV2: it asks the fleet's Discoverer,
+var _ cloudprovider.InstancesV2 = (*Instances)(nil)
+
+// Instances is cloudprovider.InstancesV2: it asks the fleet's Discoverer,
 // under the fleet's current config, and maps the answer. It writes no
 // Node: where a lookup found a Node's VM goes to located, and the nodes
 // owner writes the labels that follow.
-type instances struct {
-	fleet  *fleet
-	events *events.Log
+type Instances struct {
+	// discovery is the fleet's Discoverer; config the config served now.
+	discovery *discovery.Discoverer
+	config    func() *config.Config
+	events    *events.Log
 	// nodeLabels are CPI's --node-labels; skipNodeDeletion its
 	// SKIP_NODE_DELETION switch (Options).
 	nodeLabels       map[string]string
@@ -50,10 +66,52 @@ type instances struct {
 	claims *claims
 }
 
+// Options are what Instances is built with: what package cloud gives it.
+type Options struct {
+	// Discovery is the fleet's Discoverer; Config the config it serves
+	// now, read once per answer.
+	Discovery *discovery.Discoverer
+	Config    func() *config.Config
+	// Nodes is the Node owner; Metrics its metrics, where identity
+	// conflicts are counted.
+	Nodes   *nodes.Owner
+	Metrics *nodes.Metrics
+	// NodeLabels are CPI's --node-labels; SkipNodeDeletion its
+	// SKIP_NODE_DELETION switch (cloud.Options).
+	NodeLabels       map[string]string
+	SkipNodeDeletion bool
+}
+
+// New builds the read-only InstancesV2; it starts nothing (Watch gives
+// the claims the Node owner's informer).
+func New(events *events.Log, o Options) *Instances {
+	return &Instances{discovery: o.Discovery, config: o.Config, events: events, nodeLabels: o.NodeLabels,
+		skipNodeDeletion: o.SkipNodeDeletion, nodes: o.Nodes,
+		claims: newClaims(events, o.Metrics, o.Nodes)}
+}
+
+// Watch has the claims read w, the Node owner's informer (claims.watch).
+func (in *Instances) Watch(w nodes.Watch) { in.claims.watch(w) }
+
+// CheckClaim refuses node the VM res found when another Node holds it
+// (claims.check): for the serving-certificate approver (cloud.Guest).
+func (in *Instances) CheckClaim(ctx context.Context, node *v1.Node, res *discovery.Result) error {
+	return in.claims.check(ctx, node, res)
+}
+
+// CountedConflicts is how many identity conflicts the claims check
+// remembers having counted. Exported for package cloud's tests only (that
+// deleted Nodes are forgotten); nothing else reads it.
+func (in *Instances) CountedConflicts() int {
+	in.claims.mu.Lock()
+	defer in.claims.mu.Unlock()
+	return len(in.claims.counted)
+}
+
 // Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
 // InstanceShutdown do (their first step), for `diagnose`.
-func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
-	res, err := in.fleet.discovery.Locate(ctx, nodes.NodeKeys(node))
+func (in *Instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
+	res, err := in.discovery.Locate(ctx, nodes.NodeKeys(node))
 	if err != nil {
 		in.recordLookupError(node, err)
 	}
@@ -62,7 +120,7 @@ func (in *instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Resu
 
 // recordLookupError records why a lookup of node's VM failed: once per
 // cause, however many passes of the controllers meet it (recordCause).
-func (in *instances) recordLookupError(node *v1.Node, err error) {
+func (in *Instances) recordLookupError(node *v1.Node, err error) {
 	// VMLookupFailed but for a duplicate UUID or a deletion held back:
 	// vCenters that could not answer, a VM outside the configured
 	// datacenters or last seen in a removed vCenter: the Node is kept and
@@ -116,7 +174,7 @@ func lookupCause(err error) string {
 			if errors.As(f, &ve) {
 				name = ve.VCenter
 			}
-			kind := reason(f)
+			kind := ErrorReason(f)
 			if kind == "other" {
 				kind = f.Error()
 			}
@@ -129,13 +187,13 @@ func lookupCause(err error) string {
 // InstanceExists implements cloudprovider.InstancesV2. It answers false only
 // when discovery concludes absence: every vCenter that could hold the VM
 // answered that it does not, with every guard applied (discovery.Exists).
-func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+func (in *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceExists"
 	v := in.nodes.Decide(node)
 	if v.Why != "" {
 		return true, nil
 	}
-	res, err := in.fleet.discovery.Exists(ctx, nodes.NodeKeys(node))
+	res, err := in.discovery.Exists(ctx, nodes.NodeKeys(node))
 	if err == nil && res == nil && in.skipNodeDeletion {
 		err = errSkipNodeDeletion
 	}
@@ -153,7 +211,7 @@ func (in *instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 
 // InstanceShutdown implements cloudprovider.InstancesV2: true for a VM
 // found in any power state but poweredOn (suspended too), as CPI answers.
-func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+func (in *Instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	const op = "cloud.InstanceShutdown"
 	if in.nodes.Decide(node).Why != "" {
 		return false, nil
@@ -166,7 +224,7 @@ func (in *instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool,
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2.
-func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cloudprovider.InstanceMetadata, err error) {
+func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cloudprovider.InstanceMetadata, err error) {
 	const op = "cloud.InstanceMetadata"
 	if in.nodes.Decide(node).Why != "" {
 		return unmanagedMetadata(node), nil
@@ -179,7 +237,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 		in.events.RecordCause(node, v1.EventTypeWarning, nodes.ReasonInvalidNodeIP, err.Error(), err.Error())
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	cfg := in.fleet.config() // one config for the whole answer, even if a reload lands meanwhile
+	cfg := in.config() // one config for the whole answer, even if a reload lands meanwhile
 	res, err := in.Locate(ctx, node)
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -248,7 +306,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 // both are empty; the config notice says so); with host groups the region
 // category is optional. A zone or region not found is an error, so the
 // Node stays tainted rather than join without its zone.
-func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, src metadata.TopologySource) (zone, region string, err error) {
+func (in *Instances) topology(ctx context.Context, node *v1.Node, res *discovery.Result, src metadata.TopologySource) (zone, region string, err error) {
 	if !src.Any() {
 		return "", "", nil
 	}
@@ -269,7 +327,7 @@ func (in *instances) topology(ctx context.Context, node *v1.Node, res *discovery
 	if len(cats) == 0 {
 		return zone, "", nil
 	}
-	tags, err := in.fleet.discovery.Tags(ctx, res, cats)
+	tags, err := in.discovery.Tags(ctx, res, cats)
 	if err != nil {
 		return "", "", err
 	}
@@ -304,4 +362,25 @@ func unmanagedMetadata(node *v1.Node) *cloudprovider.InstanceMetadata {
 		return nil
 	}
 	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID, NodeAddresses: slices.Clone(node.Status.Addresses)}
+}
+
+// ErrorReason buckets an error for the errors metric (cloud.Metrics) and
+// for the causes of failed lookups (lookupCause); it never carries the
+// error text, so nothing secret can reach a label.
+func ErrorReason(err error) string {
+	switch {
+	case errors.Is(err, discovery.ErrVCenterDown):
+		return "vcenter_down"
+	case errors.Is(err, discovery.ErrVCenterConnecting):
+		return "connecting"
+	case errors.Is(err, discovery.ErrBreakerOpen):
+		return "breaker_open"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	case errors.Is(err, backends.ErrAuth):
+		return "auth"
+	case errors.Is(err, backends.ErrUnreachable):
+		return "connection"
+	}
+	return "other"
 }

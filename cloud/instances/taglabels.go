@@ -1,4 +1,4 @@
-package cloud
+package instances
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 // together with the zone, a category the VM has no tag of would make the
 // walk pass over the ancestry the zone is on. From the tag cache: no
 // request per Node.
-func (in *instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel,
+func (in *Instances) tagLabels(ctx context.Context, res *discovery.Result, asked []config.TagLabel,
 	labels map[string]string) error {
 	for _, t := range asked {
-		tags, err := in.fleet.discovery.Tags(ctx, res, []string{t.Category})
+		tags, err := in.discovery.Tags(ctx, res, []string{t.Category})
 		if err != nil {
 			return err
 		}

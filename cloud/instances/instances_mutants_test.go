@@ -1,4 +1,4 @@
-package cloud
+package instances
 
 // Unit tests of how instances.go words a kept Node's cause (the Event's
 // deduplication key and message): each asserts what one branch decides.

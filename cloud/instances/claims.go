@@ -1,4 +1,4 @@
-package cloud
+package instances
 
 // Identity claims. A kubelet sets its own spec.providerID (--provider-id)
 // and reports its own status.nodeInfo.systemUUID: what a Node says of its
