@@ -119,7 +119,7 @@ func (in *Instances) Locate(ctx context.Context, node *v1.Node) (*discovery.Resu
 }
 
 // recordLookupError records why a lookup of node's VM failed: once per
-// cause, however many passes of the controllers meet it (recordCause).
+// cause, however many passes of the controllers meet it (events.Log.RecordCause).
 func (in *Instances) recordLookupError(node *v1.Node, err error) {
 	// VMLookupFailed but for a duplicate UUID or a deletion held back:
 	// vCenters that could not answer, a VM outside the configured

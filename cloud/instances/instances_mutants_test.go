@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -64,17 +63,5 @@ func TestLookupCauseIsTheKindOfEachFailure(t *testing.T) {
 	// A failure that names no vCenter.
 	if c := lookupCause(&discovery.LookupError{What: "w", Failed: multierror.Append(nil, errors.New("bare"))}); !strings.HasSuffix(c, "\x00: bare") {
 		t.Fatalf("lookupCause(bare failure) = %q", c)
-	}
-}
-
-func TestLocationLabels(t *testing.T) {
-	res := &discovery.Result{VCenter: "vc1", Where: discovery.Identity{Server: "vc.example.com:443"}, VM: backends.VM{Ref: backends.VMRef{Datacenter: "dc1", ID: "vm-1"}}}
-	got := nodes.LocationLabels(res)
-	if len(got) != 3 || got[nodes.LabelVCenter] != "vc1" || got[nodes.LabelServer] != "vc.example.com" || got[nodes.LabelDatacenter] != "dc1" {
-		t.Fatalf("locationLabels = %v", got)
-	}
-	res.VM.Ref.Datacenter = ""
-	if got := nodes.LocationLabels(res); len(got) != 2 {
-		t.Fatalf("without a datacenter: %v", got)
 	}
 }

@@ -85,7 +85,7 @@ func (e *ZoneHostGroupError) mapped() string {
 	return strings.Join(parts, ", ")
 }
 
-// hostGroupZone is the zone z gives vm (named by what): that of the host
+// HostGroupZone is the zone z gives vm (named by what): that of the host
 // groups of its host that z maps, all of which must give one zone.
 // group is the first such group, for messages.
 func HostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones) (zone, group string, err *ZoneHostGroupError) {

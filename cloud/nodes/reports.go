@@ -125,7 +125,7 @@ func failureReason(err error) string {
 }
 
 // tick runs the periodic checks over the informer's Nodes and the
-// vCenters' changes since the last tick (nodes.run, every poll): the
+// vCenters' changes since the last tick (Owner.Run, every poll): the
 // nodes gauges, NodeUninitialized Events, VCenterDown and VCenterUp
 // Events.
 func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time) {

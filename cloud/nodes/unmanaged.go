@@ -101,8 +101,9 @@ type unmanagedNodes struct {
 	// (NodeUnmanaged and UnmanagedLabelLegacy), ignored
 	// (UnmanagedLabelIgnored) or undecided (UnmanagedLabelUndecided). A
 	// Node that becomes managed again is forgotten, so a later return is
-	// announced again; one deleted is forgotten (claims.gone,
-	// from the Node informer), and past maxAnnounced all are.
+	// announced again; one deleted is forgotten (Forget, by the claims of
+	// package instances, from the Node informer), and past maxAnnounced all
+	// are.
 	announced map[string]legacyVerdict
 }
 
