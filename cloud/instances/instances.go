@@ -46,8 +46,8 @@ var _ cloudprovider.InstancesV2 = (*Instances)(nil)
 
 // Instances is cloudprovider.InstancesV2: it asks the fleet's Discoverer,
 // under the fleet's current config, and maps the answer. It writes no
-// Node: where a lookup found a Node's VM goes to located, and the nodes
-// owner writes the labels that follow.
+// Node: where a lookup found a Node's VM goes to the owner's Located, and
+// the nodes owner writes the labels that follow.
 type Instances struct {
 	// discovery is the fleet's Discoverer; config the config served now.
 	discovery *discovery.Discoverer

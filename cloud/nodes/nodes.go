@@ -39,10 +39,10 @@ import (
 type Owner struct {
 	events    *events.Log
 	discovery *discovery.Discoverer // for its vCenters' health
-	poll      time.Duration         // Options.RecoveryPoll
+	poll      time.Duration         // Options.Poll
 	checks    *nodeChecks           // unmanaged.go, reports.go
 	// config is the config served now (fleet.config), read at each pass
-	// of followVMs (drift.go); resync is Options.NodeResync.
+	// of followVMs (drift.go); resync is Options.Resync.
 	config  func() *config.Config
 	metrics *Metrics
 	resync  time.Duration
