@@ -14,6 +14,8 @@ import (
 	"k8s.io/component-base/metrics"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -134,16 +136,16 @@ func TestImpostorDoesNotTakeALiveVMsIdentity(t *testing.T) {
 			if md, err := c.InstanceMetadata(ctx, holder); err != nil || md.ProviderID != discovery.ProviderID(uuidA) {
 				t.Fatalf("InstanceMetadata(holder) = %+v, %v; want its VM's identity", md, err)
 			}
-			eventWith(t, client, "impostor", cloud.ReasonNodeIdentityConflict, "node-a", "Ready")
-			eventWith(t, client, "node-a", cloud.ReasonNodeIdentityConflict, "impostor")
+			eventWith(t, client, "impostor", nodes.ReasonNodeIdentityConflict, "node-a", "Ready")
+			eventWith(t, client, "node-a", nodes.ReasonNodeIdentityConflict, "impostor")
 			if got := conflicts(t, reg, "refused"); got != 1 {
 				t.Fatalf("node_identity_conflicts_total{outcome=refused} = %v; want 1", got)
 			}
 			eventually(t, "nodes_uninitialized{reason=NodeIdentityConflict} 1", func() bool {
-				v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": cloud.ReasonNodeIdentityConflict})
+				v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": nodes.ReasonNodeIdentityConflict})
 				return ok && v == 1
 			})
-			eventWith(t, client, "impostor", cloud.ReasonNodeUninitialized, "("+cloud.ReasonNodeIdentityConflict+")", "node-a")
+			eventWith(t, client, "impostor", nodes.ReasonNodeUninitialized, "("+nodes.ReasonNodeIdentityConflict+")", "node-a")
 		})
 	}
 }
@@ -151,7 +153,7 @@ func TestImpostorDoesNotTakeALiveVMsIdentity(t *testing.T) {
 // A VM re-registered under another Node name (a reinstall under a new
 // host name): the old Node stays, NotReady. The new kubelet's Node is
 // initialized once the old one has been NotReady for
-// cloud.ReplacedNodeGrace and the VM, powered on, reports through VMware
+// instances.ReplacedNodeGrace and the VM, powered on, reports through VMware
 // Tools the new Node's host name, not the old one's; until then, or when
 // the VM's guest still calls itself the old Node (an impostor claiming a
 // VM whose kubelet is down), it is refused as any other claim. The old
@@ -191,8 +193,8 @@ func TestReplacedNode(t *testing.T) {
 				if err == nil {
 					t.Fatalf("InstanceMetadata(node-a2) = %+v, nil; want an error: node-a holds the VM", md)
 				}
-				eventWith(t, client, "node-a2", cloud.ReasonNodeIdentityConflict, "node-a")
-				eventWith(t, client, "node-a", cloud.ReasonNodeIdentityConflict, "node-a2")
+				eventWith(t, client, "node-a2", nodes.ReasonNodeIdentityConflict, "node-a")
+				eventWith(t, client, "node-a", nodes.ReasonNodeIdentityConflict, "node-a2")
 				if got := conflicts(t, reg, "refused"); got != 1 {
 					t.Fatalf("node_identity_conflicts_total{outcome=refused} = %v; want 1", got)
 				}
@@ -201,12 +203,12 @@ func TestReplacedNode(t *testing.T) {
 			if err != nil || md == nil || md.ProviderID != discovery.ProviderID(uuidA) {
 				t.Fatalf("InstanceMetadata(node-a2) = %+v, %v; want the VM's identity (node-a replaced)", md, err)
 			}
-			eventWith(t, client, "node-a2", cloud.ReasonNodeReplaced, "node-a")
-			eventWith(t, client, "node-a", cloud.ReasonNodeReplaced, "node-a2", "delete")
+			eventWith(t, client, "node-a2", instances.ReasonNodeReplaced, "node-a")
+			eventWith(t, client, "node-a", instances.ReasonNodeReplaced, "node-a2", "delete")
 			if got := conflicts(t, reg, "replaced"); got != 1 {
 				t.Fatalf("node_identity_conflicts_total{outcome=replaced} = %v; want 1", got)
 			}
-			noEvent(t, client, "node-a2", cloud.ReasonNodeIdentityConflict)
+			noEvent(t, client, "node-a2", nodes.ReasonNodeIdentityConflict)
 			// The old Node's VM exists: it is kept, for its operator to
 			// delete.
 			if ok, err := c.InstanceExists(t.Context(), old); !ok || err != nil {
@@ -222,8 +224,8 @@ func TestReplacedNode(t *testing.T) {
 // cutoff), it opts out of nothing, and the Node gets a Warning saying
 // which key to set.
 func TestUnmanagedLabelKeys(t *testing.T) {
-	if cloud.LabelUnmanaged != unmanagedKey || cloud.LabelUnmanagedLegacy != legacyKey {
-		t.Fatalf("LabelUnmanaged = %q, LabelUnmanagedLegacy = %q; want %q, %q", cloud.LabelUnmanaged, cloud.LabelUnmanagedLegacy, unmanagedKey, legacyKey)
+	if nodes.LabelUnmanaged != unmanagedKey || nodes.LabelUnmanagedLegacy != legacyKey {
+		t.Fatalf("LabelUnmanaged = %q, LabelUnmanagedLegacy = %q; want %q, %q", nodes.LabelUnmanaged, nodes.LabelUnmanagedLegacy, unmanagedKey, legacyKey)
 	}
 	f := newFakeFleet("vcA")
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "vm-1", uuidA), nil)
@@ -251,7 +253,7 @@ func TestUnmanagedLabelKeys(t *testing.T) {
 	eventually(t, "the cutoff read: vm-1's legacy key ignored", func() bool {
 		_, _ = c.InstanceExists(ctx, kubeletSet)
 		return slices.ContainsFunc(eventsOn(t, client, "vm-1"), func(e string) bool {
-			return strings.HasPrefix(e, cloud.ReasonUnmanagedLabelIgnored+": ")
+			return strings.HasPrefix(e, nodes.ReasonUnmanagedLabelIgnored+": ")
 		})
 	})
 	calls := f["vcA"].Calls() + f["vcA"].CachedCalls()
@@ -274,9 +276,9 @@ func TestUnmanagedLabelKeys(t *testing.T) {
 	if err != nil || md == nil || md.ProviderID != discovery.ProviderID(uuidA) || slices.Equal(md.NodeAddresses, metalAddrs) {
 		t.Fatalf("InstanceMetadata(vm-1) = %+v, %v; want its VM's providerID and addresses, not its own", md, err)
 	}
-	eventWith(t, client, "vm-1", cloud.ReasonUnmanagedLabelIgnored, legacyKey, unmanagedKey)
-	eventWith(t, client, "metal-new", cloud.ReasonNodeUnmanaged, unmanagedKey)
-	noEvent(t, client, "metal-both", cloud.ReasonUnmanagedLabelIgnored)
+	eventWith(t, client, "vm-1", nodes.ReasonUnmanagedLabelIgnored, legacyKey, unmanagedKey)
+	eventWith(t, client, "metal-new", nodes.ReasonNodeUnmanaged, unmanagedKey)
+	noEvent(t, client, "metal-both", nodes.ReasonUnmanagedLabelIgnored)
 }
 
 // What the unmanaged check remembers of a Node (its NodeUnmanaged Event
@@ -285,22 +287,22 @@ func TestUnmanagedLabelKeys(t *testing.T) {
 func TestUnmanagedForgetsDeletedNodes(t *testing.T) {
 	f := newFakeFleet("vcA")
 	f["vcA"].Add(fakeVM("dc0", "vm-1", "node-a", uuidA), nil)
-	var nodes []*v1.Node
+	var metal []*v1.Node
 	for _, name := range []string{"metal-1", "metal-2", "metal-3"} {
-		nodes = append(nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{cloud.LabelUnmanaged: "true"}}})
+		metal = append(metal, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{nodes.LabelUnmanaged: "true"}}})
 	}
 	holder := holderNode("node-a", uuidA, v1.ConditionTrue, time.Now())
 	impostor := newcomerNode("impostor", func(n *v1.Node) { n.Spec.ProviderID = discovery.ProviderID(uuidA) })
-	client := stateClient(append([]*v1.Node{holder, impostor}, nodes...)...)
+	client := stateClient(append([]*v1.Node{holder, impostor}, metal...)...)
 	c := f.start(t, f.yaml("", "vcA"), client)
 	ctx := t.Context()
-	for _, n := range nodes {
+	for _, n := range metal {
 		if ok, err := c.InstanceExists(ctx, n); !ok || err != nil {
 			t.Fatalf("InstanceExists(%s) = %v, %v", n.Name, ok, err)
 		}
 	}
-	if got := c.AnnouncedUnmanaged(); got != len(nodes) {
-		t.Fatalf("%d Nodes announced; want %d", got, len(nodes))
+	if got := c.AnnouncedUnmanaged(); got != len(metal) {
+		t.Fatalf("%d Nodes announced; want %d", got, len(metal))
 	}
 	if _, err := c.InstanceMetadata(ctx, impostor); err == nil {
 		t.Fatal("InstanceMetadata(impostor) succeeded; want a conflict")
@@ -308,14 +310,14 @@ func TestUnmanagedForgetsDeletedNodes(t *testing.T) {
 	if got := c.CountedConflicts(); got != 1 {
 		t.Fatalf("%d conflicts remembered; want 1", got)
 	}
-	nodes = append(nodes, impostor)
+	metal = append(metal, impostor)
 	// A fake clientset's watch sees only what happens once it is open.
 	eventually(t, "the Node informer watching", func() bool {
 		return slices.ContainsFunc(client.Actions(), func(a k8stesting.Action) bool {
 			return a.GetVerb() == "watch" && a.GetResource().Resource == "nodes"
 		})
 	})
-	for _, n := range nodes {
+	for _, n := range metal {
 		if err := client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

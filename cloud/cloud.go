@@ -1,6 +1,8 @@
 // Package cloud is the router: a cloudprovider.Interface whose InstancesV2
 // answers the cloud-node and cloud-node-lifecycle controllers for Nodes in
-// any of several vCenters, through package discovery.
+// any of several vCenters, through package discovery. It holds the fleet
+// and composes its rooms: instances (the read-only InstancesV2), nodes
+// (the one writer of Nodes), events and metadata below them.
 package cloud
 
 import (
@@ -25,6 +27,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -40,7 +45,7 @@ const ClientName = "vsphere-federated-ccm"
 
 var (
 	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*instances)(nil)
+	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
 	// The controllers' shared informers: Nodes watched once.
 	_ cloudprovider.InformerUser = (*Cloud)(nil)
 )
@@ -86,16 +91,16 @@ type Options struct {
 	// for BIOS UUIDs held in several vCenters (discovery.ScanDuplicates);
 	// default 1s.
 	DuplicateScan time.Duration
-	// UnmanagedNodeSelector marks, besides the label LabelUnmanaged=true,
+	// UnmanagedNodeSelector marks, besides the label nodes.LabelUnmanaged=true,
 	// the Nodes this CCM leaves alone (--unmanaged-node-selector); nil:
 	// the label only.
 	UnmanagedNodeSelector labels.Selector
 	// UninitializedAfter is how long a Node may carry the uninitialized
 	// taint before its NodeUninitialized Event; default
-	// DefaultUninitializedAfter.
+	// nodes.DefaultUninitializedAfter.
 	UninitializedAfter time.Duration
 	// NodeResync is how often every Node is compared with its VM even
-	// when no inventory changed (drift.go); default DefaultNodeResync.
+	// when no inventory changed (drift.go); default nodes.DefaultNodeResync.
 	NodeResync time.Duration
 	// ProblemCheckInterval is how often the leader runs the periodic
 	// checks (package problems); default DefaultProblemCheckInterval,
@@ -111,10 +116,10 @@ const DefaultProblemCheckInterval = 10 * time.Minute
 // (cloudprovider.InstancesV2, which reads through the fleet and writes
 // nothing) and nodes (the one writer of Nodes).
 type Cloud struct {
-	events *eventLog
-	fleet  *fleet
-	*instances
-	nodes *nodes
+	events    *events.Log
+	fleet     *fleet
+	instances *instances.Instances
+	nodes     *nodes.Owner
 
 	// ctx is the provider's life: every goroutine Prepare, Start,
 	// SetInformers and Inspect start runs under it, and workers waits for
@@ -160,26 +165,27 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	}
 	opts.RecoveryPoll = cmp.Or(opts.RecoveryPoll, time.Second)
 	opts.DuplicateScan = cmp.Or(opts.DuplicateScan, time.Second)
-	opts.NodeResync = cmp.Or(opts.NodeResync, DefaultNodeResync)
+	opts.NodeResync = cmp.Or(opts.NodeResync, nodes.DefaultNodeResync)
 	opts.EventObject = cmp.Or(opts.EventObject, &v1.ObjectReference{
 		Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: "kube-system", Name: "cloud-controller-manager",
 	})
 	opts.ProblemCheckInterval = cmp.Or(opts.ProblemCheckInterval, DefaultProblemCheckInterval)
-	opts.UninitializedAfter = cmp.Or(opts.UninitializedAfter, DefaultUninitializedAfter)
-	c := &Cloud{events: &eventLog{}}
+	opts.UninitializedAfter = cmp.Or(opts.UninitializedAfter, nodes.DefaultUninitializedAfter)
+	c := &Cloud{events: &events.Log{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.nodes = newNodes(c.events, opts.RecoveryPoll, opts.NodeResync, opts.Metrics.nodes)
-	c.nodes.checks = newNodeChecks(c.events, opts.Metrics, opts.EventObject, opts.UninitializedAfter, newUnmanagedNodes(c.events, opts.UnmanagedNodeSelector))
+	// The fleet's discovery reports duplicates and its history the legacy
+	// label's cutoff to the Node owner, built right after it: neither is
+	// reported before Prepare, Start or Inspect.
 	if opts.Discovery.OnDuplicate == nil {
-		opts.Discovery.OnDuplicate = c.nodes.noteDuplicate
+		opts.Discovery.OnDuplicate = func(uuid string, vcenters []string) { c.nodes.NoteDuplicate(uuid, vcenters) }
 	}
-	c.fleet = newFleet(cfg, opts, c.events, c.nodes.checks.unmanaged.setCutoff)
-	c.nodes.discovery = c.fleet.discovery
+	c.fleet = newFleet(cfg, opts, c.events, func(k nodes.LegacyCutoff) { c.nodes.SetCutoff(k) })
+	c.nodes = nodes.New(c.events, nodes.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
+		Poll: opts.RecoveryPoll, Resync: opts.NodeResync, UninitializedAfter: opts.UninitializedAfter,
+		UnmanagedNodeSelector: opts.UnmanagedNodeSelector, EventObject: opts.EventObject, Metrics: opts.Metrics.nodes})
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
-	c.nodes.config = c.fleet.config
-	c.instances = &instances{fleet: c.fleet, events: c.events, nodeLabels: opts.NodeLabels,
-		skipNodeDeletion: opts.SkipNodeDeletion, located: c.nodes.located, checks: c.nodes.checks,
-		claims: newClaims(c.events, opts.Metrics.nodes, c.nodes.checks.unmanaged)}
+	c.instances = instances.New(c.events, instances.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
+		Nodes: c.nodes, Metrics: opts.Metrics.nodes, NodeLabels: opts.NodeLabels, SkipNodeDeletion: opts.SkipNodeDeletion})
 	return c
 }
 
@@ -286,7 +292,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		// Bound before the config is reported on (prepareLocked, lead).
 		b := record.NewBroadcaster()
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		c.events.bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
+		c.events.Bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-c.ctx.Done(); b.Shutdown() })
 		if c.logins == nil {
 			c.logins = c.fleet.newLogins(client)
@@ -322,15 +328,15 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	}
 	c.watching = true
 	ctx, client := c.ctx, c.client
-	w := c.nodes.watch(factory)
-	c.instances.claims.watch(w)
-	c.workers.Go(func() { c.nodes.run(ctx, client, w) })
+	w := c.nodes.Watch(factory)
+	c.instances.Watch(w)
+	c.workers.Go(func() { c.nodes.Run(ctx, client, w) })
 	if opts := c.fleet.opts; opts.ProblemCheckInterval > 0 {
-		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w, c.nodes.unmanaged) },
+		d := problems.New(func(ctx context.Context) problems.Inputs { return c.fleet.problemInputs(ctx, w, c.nodes.Unmanaged) },
 			c.events, opts.EventObject, opts.Metrics.problems, opts.ProblemCheckInterval)
 		c.workers.Go(func() {
 			// After the Node cache is synced: an empty list is no finding.
-			if cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+			if cache.WaitForCacheSync(ctx.Done(), w.Informer.HasSynced) {
 				d.Run(ctx)
 			}
 		})
@@ -376,6 +382,31 @@ func (c *Cloud) Stop(ctx context.Context) {
 // (fleet.Reload); it reports whether the history (and the legacy label's
 // cutoff) is recorded.
 func (c *Cloud) Reload(ctx context.Context) bool { return c.fleet.Reload(ctx) }
+
+// InstanceExists implements cloudprovider.InstancesV2 (instances.Instances).
+func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	return c.instances.InstanceExists(ctx, node)
+}
+
+// InstanceShutdown implements cloudprovider.InstancesV2 (instances.Instances).
+func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	return c.instances.InstanceShutdown(ctx, node)
+}
+
+// InstanceMetadata implements cloudprovider.InstancesV2 (instances.Instances).
+func (c *Cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return c.instances.InstanceMetadata(ctx, node)
+}
+
+// Locate finds node's VM exactly as the InstancesV2 methods do, for
+// `diagnose` (instances.Instances.Locate).
+func (c *Cloud) Locate(ctx context.Context, node *v1.Node) (*discovery.Result, error) {
+	return c.instances.Locate(ctx, node)
+}
+
+// Unmanaged says why node is not this CCM's ("" when it is), for
+// `diagnose`; it records nothing.
+func (c *Cloud) Unmanaged(node *v1.Node) string { return c.nodes.Judge(node).Why }
 
 // LoadBalancer implements cloudprovider.Interface: not supported.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
@@ -68,7 +69,7 @@ func TestFrozenVCenterHoldsTheNodeUntilAnEditLiftsIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs.Items {
-			if e.Reason == cloud.ReasonNodeDeletionHeld && e.Type == v1.EventTypeWarning && e.InvolvedObject.Name == node.Name &&
+			if e.Reason == instances.ReasonNodeDeletionHeld && e.Type == v1.EventTypeWarning && e.InvolvedObject.Name == node.Name &&
 				strings.Contains(e.Message, "vcenter.vcB.nodeDeletion: frozen") {
 				return true
 			}

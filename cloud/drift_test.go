@@ -16,6 +16,8 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -187,7 +189,7 @@ func tags(zone, region string) map[string]string {
 // region r-1 (with the beta zone label an old cloud-node controller set).
 func initializedNode() *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{
-		cloud.LabelVCenter: "vcA", cloud.LabelServer: "vca.example.com", cloud.LabelDatacenter: "dc0",
+		nodes.LabelVCenter: "vcA", nodes.LabelServer: "vca.example.com", nodes.LabelDatacenter: "dc0",
 		v1.LabelTopologyZone: "z-1", v1.LabelTopologyRegion: "r-1", v1.LabelFailureDomainBetaZone: "z-1",
 	}}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuidA}}
 }
@@ -209,31 +211,31 @@ func TestNodeFollowsItsVM(t *testing.T) {
 	w := newDriftWorld(t, "nodes:\n  placementLabels: [host, cluster]\n", initializedNode())
 	vcA, vcB := w.f["vcA"], w.f["vcB"]
 	vcA.Add(placedVM("dc0", "esx-1", "c-1"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelHost, "esx-1")
-	w.waitLabel(t, "node-a", cloud.LabelCluster, "c-1")
-	if _, ok := w.node(t, "node-a").Labels[cloud.LabelResourcePool]; ok {
+	w.waitLabel(t, "node-a", metadata.LabelHost, "esx-1")
+	w.waitLabel(t, "node-a", metadata.LabelCluster, "c-1")
+	if _, ok := w.node(t, "node-a").Labels[metadata.LabelResourcePool]; ok {
 		t.Fatal("resource-pool label set; not asked for")
 	}
-	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 0 {
+	if got := w.events(t, nodes.ReasonTopologyDrift); len(got) != 0 {
 		t.Fatalf("TopologyDrift Events %q with nothing moved", got)
 	}
 	calls := w.calls()
 
 	// A vMotion to another host of the cluster.
 	vcA.Add(placedVM("dc0", "esx-2", "c-1"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelHost, "esx-2")
-	w.waitEvent(t, cloud.ReasonPlacementLabelsUpdated, "host esx-1 → esx-2")
+	w.waitLabel(t, "node-a", metadata.LabelHost, "esx-2")
+	w.waitEvent(t, nodes.ReasonPlacementLabelsUpdated, "host esx-1 → esx-2")
 
 	// To another cluster, in another zone: drift, the zone label kept.
 	vcA.Add(placedVM("dc0", "esx-3", "c-2"), tags("z-2", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelCluster, "c-2")
-	w.waitEvent(t, cloud.ReasonTopologyDrift, "zone z-1 → z-2")
+	w.waitLabel(t, "node-a", metadata.LabelCluster, "c-2")
+	w.waitEvent(t, nodes.ReasonTopologyDrift, "zone z-1 → z-2")
 	w.waitValue(t, 1, driftGauge, "kind", "zone")
 	if w.value(t, driftGauge, "kind", "region") != 0 {
 		t.Fatal("region drift reported; only the zone changed")
 	}
 	time.Sleep(100 * time.Millisecond) // passes: the drift is reported once
-	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 1 {
+	if got := w.events(t, nodes.ReasonTopologyDrift); len(got) != 1 {
 		t.Fatalf("TopologyDrift Events %q; want one", got)
 	}
 	if n := w.node(t, "node-a"); n.Labels[v1.LabelTopologyZone] != "z-1" || n.Labels[v1.LabelFailureDomainBetaZone] != "z-1" {
@@ -242,32 +244,32 @@ func TestNodeFollowsItsVM(t *testing.T) {
 
 	// Back: cleared.
 	vcA.Add(placedVM("dc0", "esx-1", "c-1"), tags("z-1", "r-1"))
-	w.waitEvent(t, cloud.ReasonTopologyDriftCleared, "match")
+	w.waitEvent(t, nodes.ReasonTopologyDriftCleared, "match")
 	w.waitValue(t, 0, driftGauge, "kind", "zone")
 
 	// To another datacenter of vcA: the location labels follow.
 	vcA.Add(placedVM("dc1", "esx-4", "c-4"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelDatacenter, "dc1")
-	w.waitEvent(t, cloud.ReasonTopologyDrift, "datacenter dc0 → dc1")
+	w.waitLabel(t, "node-a", nodes.LabelDatacenter, "dc1")
+	w.waitEvent(t, nodes.ReasonTopologyDrift, "datacenter dc0 → dc1")
 	w.waitValue(t, 1, movesCounter, "kind", "datacenter")
 
 	// To vcB (a cross-vCenter vMotion): gone from vcA, then in vcB.
 	vcA.Remove("vm-1")
 	vcB.Add(placedVM("dc0", "esx-9", "c-9"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelVCenter, "vcB")
-	w.waitLabel(t, "node-a", cloud.LabelServer, "vcb.example.com")
-	w.waitLabel(t, "node-a", cloud.LabelDatacenter, "dc0")
-	w.waitEvent(t, cloud.ReasonTopologyDrift, "vcenter vcA → vcB")
+	w.waitLabel(t, "node-a", nodes.LabelVCenter, "vcB")
+	w.waitLabel(t, "node-a", nodes.LabelServer, "vcb.example.com")
+	w.waitLabel(t, "node-a", nodes.LabelDatacenter, "dc0")
+	w.waitEvent(t, nodes.ReasonTopologyDrift, "vcenter vcA → vcB")
 	w.waitValue(t, 1, movesCounter, "kind", "vcenter")
 
 	// Retagged into z-3, then reconcileTopology set by an edit.
 	vcB.Add(placedVM("dc0", "esx-9", "c-9"), tags("z-3", "r-1"))
-	w.waitEvent(t, cloud.ReasonTopologyDrift, "zone z-1 → z-3")
+	w.waitEvent(t, nodes.ReasonTopologyDrift, "zone z-1 → z-3")
 	w.writeConfig(t, "nodes:\n  placementLabels: [host, cluster]\n  reconcileTopology: true\n")
 	w.c.Reload(t.Context())
 	w.waitLabel(t, "node-a", v1.LabelTopologyZone, "z-3")
 	w.waitLabel(t, "node-a", v1.LabelFailureDomainBetaZone, "z-3")
-	w.waitEvent(t, cloud.ReasonTopologyReconciled, "zone z-1 → z-3")
+	w.waitEvent(t, nodes.ReasonTopologyReconciled, "zone z-1 → z-3")
 	w.waitValue(t, 0, driftGauge, "kind", "zone")
 	w.waitValue(t, 1, updatesCount, "label", "zone")
 	if _, ok := w.node(t, "node-a").Labels[v1.LabelFailureDomainBetaRegion]; ok {
@@ -279,15 +281,15 @@ func TestNodeFollowsItsVM(t *testing.T) {
 		[]byte(`{"metadata":{"labels":{"vsphere-federated-ccm.io/host":"edited"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitLabel(t, "node-a", cloud.LabelHost, "esx-9")
+	w.waitLabel(t, "node-a", metadata.LabelHost, "esx-9")
 
 	// What CSI and the scheduler need: disk.EnableUUID, the tags.
 	off := placedVM("dc0", "esx-9", "c-9")
 	off.DiskEnableUUID = "FALSE"
 	vcB.Add(off, tags("z-3", ""))
-	w.waitEvent(t, cloud.ReasonDiskUUIDDisabled, "disk.EnableUUID")
+	w.waitEvent(t, nodes.ReasonDiskUUIDDisabled, "disk.EnableUUID")
 	w.waitValue(t, 1, diskGauge)
-	w.waitEvent(t, cloud.ReasonZoneTagMissing, `region (category "region")`)
+	w.waitEvent(t, nodes.ReasonZoneTagMissing, `region (category "region")`)
 	w.waitValue(t, 1, missingGauge, "category", "region")
 	vcB.Add(placedVM("dc0", "esx-9", "c-9"), tags("z-3", "r-1"))
 	w.waitValue(t, 0, diskGauge)
@@ -296,7 +298,7 @@ func TestNodeFollowsItsVM(t *testing.T) {
 	// Unasked, a placement label is ours to remove.
 	w.writeConfig(t, "nodes:\n  placementLabels: host\n")
 	w.c.Reload(t.Context())
-	w.waitLabel(t, "node-a", cloud.LabelCluster, "")
+	w.waitLabel(t, "node-a", metadata.LabelCluster, "")
 	if got := w.calls(); got != calls {
 		t.Fatalf("%d backend calls since the Node was labelled; the pass must make none", got-calls)
 	}
@@ -312,10 +314,10 @@ func TestTwinConcludesNoDrift(t *testing.T) {
 	w.f["vcB"].Add(twin, tags("z-2", "r-2"))
 	time.Sleep(200 * time.Millisecond) // passes
 	n := w.node(t, "node-a")
-	if n.Labels[cloud.LabelVCenter] != "vcA" || n.Labels[cloud.LabelDatacenter] != "dc0" {
+	if n.Labels[nodes.LabelVCenter] != "vcA" || n.Labels[nodes.LabelDatacenter] != "dc0" {
 		t.Fatalf("labels %v rewritten from a twin", n.Labels)
 	}
-	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 0 {
+	if got := w.events(t, nodes.ReasonTopologyDrift); len(got) != 0 {
 		t.Fatalf("TopologyDrift Events %q from a twin", got)
 	}
 }
@@ -333,11 +335,11 @@ func TestPlacementLabelsAtInitialization(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := md.AdditionalLabels
-	if got[cloud.LabelHost] != "esx-1" || got[cloud.LabelResourcePool] != discovery.LabelValue(vm.ResourcePoolPath) ||
-		!strings.HasPrefix(got[cloud.LabelResourcePool], "sha256-") {
+	if got[metadata.LabelHost] != "esx-1" || got[metadata.LabelResourcePool] != discovery.LabelValue(vm.ResourcePoolPath) ||
+		!strings.HasPrefix(got[metadata.LabelResourcePool], "sha256-") {
 		t.Fatalf("AdditionalLabels %v; want host esx-1 and the resource pool's path encoded", got)
 	}
-	if _, ok := got[cloud.LabelCluster]; ok {
+	if _, ok := got[metadata.LabelCluster]; ok {
 		t.Fatalf("AdditionalLabels %v: a cluster label for a VM of a standalone host", got)
 	}
 }
@@ -347,19 +349,19 @@ func TestPlacementLabelsAtInitialization(t *testing.T) {
 // relabelled.
 func TestDriftLeavesUnmanagedNodesAlone(t *testing.T) {
 	unmanaged := initializedNode()
-	unmanaged.Labels[cloud.LabelUnmanaged] = "true"
+	unmanaged.Labels[nodes.LabelUnmanaged] = "true"
 	managed := initializedNode()
 	managed.Name, managed.Spec.ProviderID = "node-b", "vsphere://"+uuidB
 	w := newDriftWorld(t, "", unmanaged, managed)
 	w.f["vcB"].Add(placedVM("dc1", "esx-2", "c-2"), tags("z-1", "r-1"))
 	vmB := fakeVM("dc1", "vm-2", "node-b", uuidB)
 	w.f["vcB"].Add(vmB, tags("z-1", "r-1"))
-	w.waitLabel(t, "node-b", cloud.LabelVCenter, "vcB")
+	w.waitLabel(t, "node-b", nodes.LabelVCenter, "vcB")
 	time.Sleep(100 * time.Millisecond) // a few more passes
-	if n := w.node(t, "node-a"); n.Labels[cloud.LabelVCenter] != "vcA" || n.Labels[cloud.LabelDatacenter] != "dc0" {
+	if n := w.node(t, "node-a"); n.Labels[nodes.LabelVCenter] != "vcA" || n.Labels[nodes.LabelDatacenter] != "dc0" {
 		t.Fatalf("unmanaged Node relabelled: %v", n.Labels)
 	}
-	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 1 {
+	if got := w.events(t, nodes.ReasonTopologyDrift); len(got) != 1 {
 		t.Fatalf("TopologyDrift Events %q, want node-b's alone", got)
 	}
 }

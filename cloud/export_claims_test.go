@@ -2,17 +2,8 @@ package cloud
 
 // AnnouncedUnmanaged is how many Nodes the unmanaged check remembers
 // having announced.
-func (c *Cloud) AnnouncedUnmanaged() int {
-	u := c.checks.unmanaged
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.announced)
-}
+func (c *Cloud) AnnouncedUnmanaged() int { return c.nodes.AnnouncedUnmanaged() }
 
 // CountedConflicts is how many identity conflicts the claims check
 // remembers having counted.
-func (c *Cloud) CountedConflicts() int {
-	c.claims.mu.Lock()
-	defer c.claims.mu.Unlock()
-	return len(c.claims.counted)
-}
+func (c *Cloud) CountedConflicts() int { return c.instances.CountedConflicts() }

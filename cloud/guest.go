@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/servingcert"
 )
 
@@ -26,8 +28,8 @@ func (c *Cloud) Guest(ctx context.Context, node *v1.Node) (*servingcert.Guest, e
 	if res == nil {
 		return nil, nil
 	}
-	if err := c.instances.claims.check(ctx, node, res); err != nil {
-		if conflict := (*IdentityConflictError)(nil); errors.As(err, &conflict) {
+	if err := c.instances.CheckClaim(ctx, node, res); err != nil {
+		if conflict := (*nodes.IdentityConflictError)(nil); errors.As(err, &conflict) {
 			return nil, fmt.Errorf("%s: %w: %v", op, servingcert.ErrHeldByAnotherNode, err) //nolint:errorlint // the conflict is told, the kind is ErrHeldByAnotherNode
 		}
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
@@ -40,8 +42,8 @@ func (c *Cloud) Guest(ctx context.Context, node *v1.Node) (*servingcert.Guest, e
 	// The addresses of guestinfo.metadata are the VM's too: a kubelet's
 	// --node-ip may be one (InstanceMetadata accepts it, nodeip.go). One
 	// that does not parse gives none: its IPs are not the VM's word.
-	if static, err := staticAddresses(res.VM.GuestInfoMetadata, res.VM.GuestInfoMetadataEncoding); err == nil {
-		ips = append(ips, sortedStatic(static)...)
+	if static, err := metadata.StaticAddresses(res.VM.GuestInfoMetadata, res.VM.GuestInfoMetadataEncoding); err == nil {
+		ips = append(ips, metadata.SortedStatic(static)...)
 	}
 	for _, s := range ips {
 		if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(g.IPs, a.Unmap()) {

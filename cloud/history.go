@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -27,7 +28,7 @@ const DefaultHistoryObject = "vsphere-federated-ccm-state"
 const historyKey = "vcenters.json"
 
 // legacyCutoffKey is the ConfigMap key of the legacy unmanaged label's
-// cutoff (legacyCutoff, unmanaged.go), RFC 3339: written by the first
+// cutoff (nodes.LegacyCutoff), RFC 3339: written by the first
 // leader of a version that reads it, when absent, with the record; kept by
 // every save of the record (earlier versions' too: they update the
 // ConfigMap they read), never moved.
@@ -43,7 +44,7 @@ type configHistory struct {
 	// cutoff is the ConfigMap's legacyCutoffKey, read and written with
 	// the record but no part of it (unexported: not in historyKey's JSON,
 	// nor in what update compares).
-	cutoff legacyCutoff
+	cutoff nodes.LegacyCutoff
 }
 
 // serving is a configured vCenter as the history sees it: the config's
@@ -293,7 +294,7 @@ type memoryHistory struct{}
 func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, current []serving, retention time.Duration, now time.Time) (*configHistory, bool, error) {
 	h := mem.clone()
 	h.update(current, now, retention)
-	h.cutoff = legacyCutoff{why: "no cluster: no state ConfigMap to record it in"}
+	h.cutoff = nodes.LegacyCutoff{Why: "no cluster: no state ConfigMap to record it in"}
 	return h, false, nil
 }
 
@@ -318,7 +319,7 @@ func (s configMapHistory) String() string { return "configmap " + s.object.Strin
 func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigMap, error) {
 	cm, err := s.client.CoreV1().ConfigMaps(s.object.Namespace).Get(ctx, s.object.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return &configHistory{cutoff: legacyCutoff{why: fmt.Sprintf("configmap %s does not exist yet", s.object)}}, nil, nil
+		return &configHistory{cutoff: nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s does not exist yet", s.object)}}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
@@ -336,20 +337,20 @@ func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigM
 // cutoffOf reads the cutoff in cm. A value that does not parse is not
 // replaced: it was written, and a new one would be later, taking the
 // legacy key for an operator's on Nodes a kubelet may have labelled since.
-func (s configMapHistory) cutoffOf(cm *v1.ConfigMap) legacyCutoff {
+func (s configMapHistory) cutoffOf(cm *v1.ConfigMap) nodes.LegacyCutoff {
 	v, ok := cm.Data[legacyCutoffKey]
 	if !ok {
 		who := "the leader writes it"
 		if !s.write {
 			who = "the leader writes it; this replica only reads it"
 		}
-		return legacyCutoff{why: fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)}
+		return nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)}
 	}
 	at, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
 	if err != nil {
-		return legacyCutoff{why: fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)}
+		return nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)}
 	}
-	return legacyCutoff{at: at}
+	return nodes.LegacyCutoff{At: at}
 }
 
 // hasCutoff reports whether cm holds a cutoff, parsed or not.
@@ -388,8 +389,8 @@ func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configH
 			},
 		}}
 		cm.Data = map[string]string{historyKey: string(data)}
-		if !h.cutoff.at.IsZero() {
-			cm.Data[legacyCutoffKey] = h.cutoff.at.UTC().Format(time.RFC3339)
+		if !h.cutoff.At.IsZero() {
+			cm.Data[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
 		}
 		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
 		return err
@@ -401,8 +402,8 @@ func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configH
 		cm.Data = map[string]string{}
 	}
 	cm.Data[historyKey] = string(data)
-	if _, ok := cm.Data[legacyCutoffKey]; !ok && !h.cutoff.at.IsZero() {
-		cm.Data[legacyCutoffKey] = h.cutoff.at.UTC().Format(time.RFC3339)
+	if _, ok := cm.Data[legacyCutoffKey]; !ok && !h.cutoff.At.IsZero() {
+		cm.Data[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
 	}
 	_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
@@ -445,7 +446,7 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 			return h, true, nil
 		}
 		if stamp {
-			h.cutoff = legacyCutoff{at: newCutoff(now)}
+			h.cutoff = nodes.LegacyCutoff{At: newCutoff(now)}
 		}
 		err = s.save(ctx, cm, h)
 		if err == nil {
@@ -453,7 +454,7 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			if stamp {
-				h.cutoff = legacyCutoff{why: fmt.Sprintf("it could not be written to configmap %s: %v", s.object, err)}
+				h.cutoff = nodes.LegacyCutoff{Why: fmt.Sprintf("it could not be written to configmap %s: %v", s.object, err)}
 			}
 			if stored {
 				// Only the cutoff was to be written: the record is

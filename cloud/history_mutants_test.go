@@ -334,13 +334,13 @@ func TestHistoryConfigMapLoad(t *testing.T) {
 	ctx := context.Background()
 	s, _ := histStore(t)
 	h, cm, err := s.load(ctx)
-	if err != nil || cm != nil || len(h.Served) != 0 || !strings.Contains(h.cutoff.why, "does not exist") {
+	if err != nil || cm != nil || len(h.Served) != 0 || !strings.Contains(h.cutoff.Why, "does not exist") {
 		t.Fatalf("no ConfigMap: load = %+v, %v, %v", h, cm, err)
 	}
 	// No record key: an empty record, and the cutoff as held.
 	s, _ = histStore(t, histConfigMap(map[string]string{legacyCutoffKey: "2026-01-02T03:04:05Z"}))
 	h, cm, err = s.load(ctx)
-	if err != nil || cm == nil || len(h.Served) != 0 || !h.cutoff.at.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
+	if err != nil || cm == nil || len(h.Served) != 0 || !h.cutoff.At.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
 		t.Fatalf("cutoff only: load = %+v, %v, %v", h, cm, err)
 	}
 	// A record.
@@ -350,7 +350,7 @@ func TestHistoryConfigMapLoad(t *testing.T) {
 	if err != nil || h.Served["vc1"].Server != "vc.example.com" {
 		t.Fatalf("record: load = %+v, %v", h, err)
 	}
-	if !h.cutoff.at.IsZero() || !strings.Contains(h.cutoff.why, "RFC 3339") {
+	if !h.cutoff.At.IsZero() || !strings.Contains(h.cutoff.Why, "RFC 3339") {
 		t.Fatalf("unparsable cutoff read as %+v", h.cutoff)
 	}
 	// A record that does not parse is an error.
@@ -379,8 +379,8 @@ func TestHistoryConfigMapRecord(t *testing.T) {
 	if err != nil || !saved || writesOf(client) != 1 {
 		t.Fatalf("first record = %v, %v after %d writes; want saved by one create", saved, err, writesOf(client))
 	}
-	if want := histT0.Add(time.Second); !h.cutoff.at.Equal(want) {
-		t.Fatalf("cutoff %s, want %s", h.cutoff.at, want)
+	if want := histT0.Add(time.Second); !h.cutoff.At.Equal(want) {
+		t.Fatalf("cutoff %s, want %s", h.cutoff.At, want)
 	}
 	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, DefaultHistoryObject, metav1.GetOptions{})
 	if err != nil || !strings.Contains(cm.Data[historyKey], "vc.example.com") || cm.Data[legacyCutoffKey] != "2026-03-01T12:00:01Z" {

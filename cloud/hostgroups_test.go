@@ -10,7 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 )
 
 // A stretched cluster c-1: hosts esx-a1, esx-a2 in site A's host group,
@@ -74,17 +75,17 @@ func TestZoneFromHostGroupsAtInitialization(t *testing.T) {
 		reason string
 		says   string
 	}{
-		{onHost("esx-x1", "gpu-hosts"), cloud.ReasonZoneHostGroupMissing,
+		{onHost("esx-x1", "gpu-hosts"), metadata.ReasonZoneHostGroupMissing,
 			"its host esx-x1 of cluster c-1 is in host groups gpu-hosts, none of labels.zoneHostGroups"},
-		{onHost("esx-x2"), cloud.ReasonZoneHostGroupMissing, "its host esx-x2 of cluster c-1 is in no host group of labels.zoneHostGroups"},
-		{onHost("esx-x3", "site-a-hosts", "site-b-hosts"), cloud.ReasonZoneHostGroupAmbiguous,
+		{onHost("esx-x2"), metadata.ReasonZoneHostGroupMissing, "its host esx-x2 of cluster c-1 is in no host group of labels.zoneHostGroups"},
+		{onHost("esx-x3", "site-a-hosts", "site-b-hosts"), metadata.ReasonZoneHostGroupAmbiguous,
 			"is in host groups of different zones, site-a-hosts → site-a, site-b-hosts → site-b"},
-		{func() backends.VM { vm := onHost("esx-x4"); vm.HostGroupsKnown = false; return vm }(), cloud.ReasonZoneHostGroupMissing,
+		{func() backends.VM { vm := onHost("esx-x4"); vm.HostGroupsKnown = false; return vm }(), metadata.ReasonZoneHostGroupMissing,
 			"the host groups of its host esx-x4 of cluster c-1 are not known yet"},
 	} {
 		vcA.Add(tc.vm, tags("z-tag", "r-1"))
 		_, _, err := meta()
-		var ge *cloud.ZoneHostGroupError
+		var ge *metadata.ZoneHostGroupError
 		if !errors.As(err, &ge) || ge.Reason() != tc.reason || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want a %s error saying %q", tc.vm.HostName, err, tc.reason, tc.says)
 			continue
@@ -122,21 +123,21 @@ func TestZoneFromHostGroupsDrift(t *testing.T) {
 	vcA := w.f["vcA"]
 	vcA.Add(onHost("esx-a1", "site-a-hosts"), tags("z-tag", "r-1"))
 	time.Sleep(200 * time.Millisecond) // passes
-	if got := w.events(t, cloud.ReasonTopologyDrift); len(got) != 0 {
+	if got := w.events(t, nodes.ReasonTopologyDrift); len(got) != 0 {
 		t.Fatalf("TopologyDrift %q: the zone is the group's, not the tag's", got)
 	}
 	calls := w.calls()
 
 	// The administrator moves esx-a1 to site B's group.
 	vcA.Add(onHost("esx-a1", "site-b-hosts"), tags("z-tag", "r-1"))
-	w.waitEvent(t, cloud.ReasonTopologyDrift, "zone site-a → site-b; its host esx-a1 is in host group site-b-hosts (labels.zoneHostGroups)")
+	w.waitEvent(t, nodes.ReasonTopologyDrift, "zone site-a → site-b; its host esx-a1 is in host group site-b-hosts (labels.zoneHostGroups)")
 	w.waitValue(t, 1, driftGauge, "kind", "zone")
 	// Back, then a vMotion to esx-b1, site B's.
 	vcA.Add(onHost("esx-a1", "site-a-hosts"), tags("z-tag", "r-1"))
-	w.waitEvent(t, cloud.ReasonTopologyDriftCleared, "match")
+	w.waitEvent(t, nodes.ReasonTopologyDriftCleared, "match")
 	w.waitValue(t, 0, driftGauge, "kind", "zone")
 	vcA.Add(onHost("esx-b1", "site-b-hosts"), tags("z-tag", "r-1"))
-	w.waitEvent(t, cloud.ReasonTopologyDrift, "its host esx-b1 is in host group site-b-hosts")
+	w.waitEvent(t, nodes.ReasonTopologyDrift, "its host esx-b1 is in host group site-b-hosts")
 	w.waitValue(t, 1, driftGauge, "kind", "zone")
 	if got := w.node(t, "node-a").Labels[v1.LabelTopologyZone]; got != "site-a" {
 		t.Fatalf("zone label %q rewritten; reconcileTopology is off", got)
@@ -144,10 +145,10 @@ func TestZoneFromHostGroupsDrift(t *testing.T) {
 
 	// A host added to the cluster and to no group.
 	vcA.Add(onHost("esx-new"), tags("z-tag", "r-1"))
-	w.waitEvent(t, cloud.ReasonZoneHostGroupMissing, "its host esx-new of cluster c-1 is in no host group")
-	w.waitValue(t, 1, groupGauge, "reason", cloud.ReasonZoneHostGroupMissing)
+	w.waitEvent(t, metadata.ReasonZoneHostGroupMissing, "its host esx-new of cluster c-1 is in no host group")
+	w.waitValue(t, 1, groupGauge, "reason", metadata.ReasonZoneHostGroupMissing)
 	vcA.Add(onHost("esx-b1", "site-b-hosts"), tags("z-tag", "r-1"))
-	w.waitValue(t, 0, groupGauge, "reason", cloud.ReasonZoneHostGroupMissing)
+	w.waitValue(t, 0, groupGauge, "reason", metadata.ReasonZoneHostGroupMissing)
 	if got := w.calls(); got != calls {
 		t.Fatalf("%d backend calls by the pass; it reads the inventories only", got-calls)
 	}
@@ -157,7 +158,7 @@ func TestZoneFromHostGroupsDrift(t *testing.T) {
 	w.c.Reload(t.Context())
 	w.waitLabel(t, "node-a", v1.LabelTopologyZone, "site-b")
 	w.waitLabel(t, "node-a", v1.LabelFailureDomainBetaZone, "site-b")
-	w.waitEvent(t, cloud.ReasonTopologyReconciled, "zone site-a → site-b")
+	w.waitEvent(t, nodes.ReasonTopologyReconciled, "zone site-a → site-b")
 	if n, err := w.client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{}); err != nil || n.Labels[v1.LabelTopologyRegion] != "r-1" {
 		t.Fatalf("region label: %v, %v", n, err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -84,8 +85,8 @@ func TestRepointedVCenterNameKeepsTheOldServersNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := md.AdditionalLabels[cloud.LabelServer]; got != "old.example.com" {
-		t.Fatalf("label %s = %q; want the server", cloud.LabelServer, got)
+	if got := md.AdditionalLabels[nodes.LabelServer]; got != "old.example.com" {
+		t.Fatalf("label %s = %q; want the server", nodes.LabelServer, got)
 	}
 	labelled := providerNode("node-labelled", uuidA)
 	labelled.Labels = md.AdditionalLabels

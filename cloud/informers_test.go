@@ -11,6 +11,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 )
 
 // With the controllers' shared informers (cloudprovider.InformerUser, as
@@ -49,7 +50,7 @@ func TestNodeOwnerUsesTheSharedInformers(t *testing.T) {
 	factory.Start(stop)
 
 	w.f["vcB"].Add(placedVM("dc1", "esx-2", "c-2"), tags("z-1", "r-1"))
-	w.waitLabel(t, "node-a", cloud.LabelVCenter, "vcB")
+	w.waitLabel(t, "node-a", nodes.LabelVCenter, "vcB")
 	lists := 0
 	for _, a := range w.client.Actions() {
 		if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
 )
 
@@ -79,7 +80,7 @@ func TestInstancesOverFakeVCenters(t *testing.T) {
 	if md.Zone != "z1" || md.Region != "r1" || md.ProviderID != "vsphere://"+uuidOn {
 		t.Errorf("metadata %+v; want zone z1, region r1 and the VM's providerID", md)
 	}
-	if got := md.AdditionalLabels; got["vsphere-federated-ccm.io/host"] != "esx-1" || got[cloud.LabelVCenter] != "east" {
+	if got := md.AdditionalLabels; got["vsphere-federated-ccm.io/host"] != "esx-1" || got[nodes.LabelVCenter] != "east" {
 		t.Errorf("labels %v; want the host and the vCenter", got)
 	}
 	if _, ok := md.AdditionalLabels["vsphere-federated-ccm.io/cluster"]; ok {

@@ -10,6 +10,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 )
 
 // --node-labels (CPI's flag) are given at initialization; on an
@@ -28,14 +29,14 @@ func TestNodeLabelsAtInitializationOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md.AdditionalLabels["example.com/pool"] != "vsphere" || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {
+	if md.AdditionalLabels["example.com/pool"] != "vsphere" || md.AdditionalLabels[nodes.LabelVCenter] != "vcA" {
 		t.Fatalf("AdditionalLabels = %v; want the --node-labels and the location labels", md.AdditionalLabels)
 	}
 	// The nodes owner writes the labels, after the lookup.
 	var got *v1.Node
 	eventually(t, "the location labels on the initialized Node", func() bool {
 		got, err = client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-		return err == nil && got.Labels[cloud.LabelVCenter] == "vcA"
+		return err == nil && got.Labels[nodes.LabelVCenter] == "vcA"
 	})
 	if got.Labels["example.com/pool"] != "edited" {
 		t.Fatalf("initialized Node's labels %v: want the edited label kept", got.Labels)
@@ -75,6 +76,6 @@ func TestInstanceMetadataWaitsOnNoNodeWrite(t *testing.T) {
 	}
 	eventually(t, "the location labels written once writes go through", func() bool {
 		got, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-		return err == nil && got.Labels[cloud.LabelVCenter] == "vcA"
+		return err == nil && got.Labels[nodes.LabelVCenter] == "vcA"
 	})
 }

@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -136,9 +137,9 @@ func TestLegacyLabelFromBeforeTheCutoffIsLeftAlone(t *testing.T) {
 	if why := c.Unmanaged(node); !strings.Contains(why, legacyKey) || !strings.Contains(why, at.UTC().Format(time.RFC3339)) {
 		t.Fatalf("Unmanaged = %q; want the legacy key and the cutoff", why)
 	}
-	eventWith(t, client, node.Name, cloud.ReasonNodeUnmanaged, legacyKey)
-	eventWith(t, client, node.Name, cloud.ReasonUnmanagedLabelLegacy, "kubectl label node metal-old "+unmanagedKey+"=true")
-	noEvent(t, client, node.Name, cloud.ReasonUnmanagedLabelIgnored)
+	eventWith(t, client, node.Name, nodes.ReasonNodeUnmanaged, legacyKey)
+	eventWith(t, client, node.Name, nodes.ReasonUnmanagedLabelLegacy, "kubectl label node metal-old "+unmanagedKey+"=true")
+	noEvent(t, client, node.Name, nodes.ReasonUnmanagedLabelIgnored)
 }
 
 // Created at or after the cutoff, the legacy key alone is a kubelet's to
@@ -164,7 +165,7 @@ func TestLegacyLabelFromTheCutoffOnIsIgnored(t *testing.T) {
 		if why := c.Unmanaged(n); why != "" {
 			t.Fatalf("Unmanaged(%s) = %q; want \"\"", n.Name, why)
 		}
-		eventWith(t, client, n.Name, cloud.ReasonUnmanagedLabelIgnored, legacyKey, "kubectl label node "+n.Name+" "+unmanagedKey+"=true")
+		eventWith(t, client, n.Name, nodes.ReasonUnmanagedLabelIgnored, legacyKey, "kubectl label node "+n.Name+" "+unmanagedKey+"=true")
 	}
 	if ok, err := c.InstanceExists(t.Context(), before); !ok || err != nil {
 		t.Fatalf("InstanceExists(before) = %v, %v; want true, nil: created before the cutoff", ok, err)
@@ -239,7 +240,7 @@ func TestLegacyLabelWhileTheCutoffIsUnknown(t *testing.T) {
 	if err != nil || md == nil || md.ProviderID != discovery.ProviderID(uuidA) || slices.Equal(md.NodeAddresses, present.Status.Addresses) {
 		t.Fatalf("InstanceMetadata(present) = %+v, %v; want its VM's providerID and addresses, not its kubelet's", md, err)
 	}
-	eventWith(t, client, "gone", cloud.ReasonUnmanagedLabelUndecided, legacyKey, "never reported deleted", "forbidden", "kubectl label node gone "+unmanagedKey+"=true")
+	eventWith(t, client, "gone", nodes.ReasonUnmanagedLabelUndecided, legacyKey, "never reported deleted", "forbidden", "kubectl label node gone "+unmanagedKey+"=true")
 	if v := cutoffIn(t, client); v != "" {
 		t.Fatalf("cutoff %q written through a forbidden update", v)
 	}

@@ -1,14 +1,13 @@
 package cloud
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"k8s.io/component-base/metrics"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -28,7 +27,7 @@ type Metrics struct {
 	credentials     *metrics.CounterVec
 	scraped         *scrapedMetrics // metrics_scraped.go
 	health          *nodeHealth     // the periodic checks' counts, which scraped reads
-	nodes           *nodeMetrics
+	nodes           *nodes.Metrics
 	problems        *problems.Metrics
 }
 
@@ -60,7 +59,8 @@ func gaugeVec(name, help string, labels ...string) *metrics.GaugeVec {
 // NewMetrics builds the metrics, unregistered; the build-info gauge
 // carries build's labels.
 func NewMetrics(build BuildInfo) *Metrics {
-	health := &nodeHealth{}
+	nm := nodes.NewMetrics()
+	health := &nodeHealth{nodes: nm}
 	return &Metrics{
 		requestDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
 			Namespace: metricsNamespace, Name: "api_request_duration_seconds",
@@ -84,17 +84,16 @@ func NewMetrics(build BuildInfo) *Metrics {
 			"vcenter", "result"),
 		scraped:  newScrapedMetrics(build, health),
 		health:   health,
-		nodes:    newNodeMetrics(),
+		nodes:    nm,
 		problems: problems.NewMetrics(),
 	}
 }
 
 // Collectors lists the metrics for registration.
 func (m *Metrics) Collectors() []metrics.Registerable {
-	n := m.nodes
 	out := []metrics.Registerable{m.requestDuration, m.requestErrors, m.breakerState, m.discoveries, m.cache,
-		m.configReloads, m.credentials, n.drift, n.moves, n.labelUpdates, n.diskUUID, n.tagMissing, n.hostGroupZone,
-		n.identityConflicts}
+		m.configReloads, m.credentials}
+	out = append(out, m.nodes.Collectors()...)
 	return append(out, m.problems.Collectors()...)
 }
 
@@ -104,54 +103,11 @@ func (m *Metrics) CustomCollectors() []metrics.StableCollector {
 	return []metrics.StableCollector{m.scraped}
 }
 
-// nodeMetrics are what the nodes owner's pass sees of the Nodes and their
-// VMs (drift.go): all from the inventories, no vCenter request.
-type nodeMetrics struct {
-	drift        *metrics.GaugeVec
-	moves        *metrics.CounterVec
-	labelUpdates *metrics.CounterVec
-	diskUUID     *metrics.Gauge
-	tagMissing   *metrics.GaugeVec
-	// hostGroupZone counts the Nodes whose VM's host groups give no zone
-	// (labels.zoneHostGroups), by Event reason.
-	hostGroupZone *metrics.GaugeVec
-	// identityConflicts counts the claims on a VM another Node holds
-	// (claims.go), once each.
-	identityConflicts *metrics.CounterVec
-}
-
-func newNodeMetrics() *nodeMetrics {
-	return &nodeMetrics{
-		drift: gaugeVec("nodes_topology_drift",
-			"Initialized Nodes whose zone or region label differs from their VM's tag now, by kind (zone, region); 0 again once they match (the VM back, or the labels rewritten: nodes.reconcileTopology).",
-			"kind"),
-		moves: counterVec("nodes_moves_total",
-			"Moves of Nodes' VMs to another vCenter or datacenter seen in the inventories, by kind (vcenter, datacenter); the location labels follow at once.",
-			"kind"),
-		labelUpdates: counterVec("node_label_updates_total",
-			"Node labels rewritten to follow their VMs, by label (location, zone, region, host, cluster, resource-pool).", "label"),
-		diskUUID: metrics.NewGauge(&metrics.GaugeOpts{
-			Namespace: metricsNamespace, Name: "nodes_disk_uuid_disabled",
-			Help:           "Initialized Nodes whose VM has no disk.EnableUUID=TRUE (vSphere CSI needs it).",
-			StabilityLevel: metrics.ALPHA,
-		}),
-		tagMissing: gaugeVec("nodes_zone_tag_missing",
-			"Initialized Nodes whose VM has no tag of the configured zone or region category on its ancestries, by category (zone, region).",
-			"category"),
-		hostGroupZone: gaugeVec("nodes_zone_host_group_unresolved",
-			"Initialized Nodes whose VM's host is in no DRS host group that labels.zoneHostGroups maps (ZoneHostGroupMissing) or in groups of different zones (ZoneHostGroupAmbiguous), by reason.",
-			"reason"),
-		identityConflicts: counterVec("node_identity_conflicts_total",
-			"Nodes claiming (by providerID, system UUID or name) the VM another Node holds, once per pair of Nodes, by outcome: refused (the claimant stays uninitialized while the holder lives), replaced (the holder NotReady for 5m and the VM's guest host name the claimant's: the claimant initialized, the holder kept).",
-			"outcome"),
-	}
-}
-
 // Call implements discovery.Observer.
 func (m *Metrics) Call(vcenter, operation string, d time.Duration, err error) {
 	m.requestDuration.WithLabelValues(vcenter, operation).Observe(d.Seconds())
 	if err != nil {
-		m.requestErrors.WithLabelValues(vcenter, operation, reason(err)).Inc()
+		m.requestErrors.WithLabelValues(vcenter, operation, instances.ErrorReason(err)).Inc()
 	}
 }
 
@@ -171,24 +127,4 @@ func (m *Metrics) Cache(hit bool) {
 	} else {
 		m.cache.WithLabelValues("miss").Inc()
 	}
-}
-
-// reason buckets an error for the errors metric; it never carries the
-// error text, so nothing secret can reach a label.
-func reason(err error) string {
-	switch {
-	case errors.Is(err, discovery.ErrVCenterDown):
-		return "vcenter_down"
-	case errors.Is(err, discovery.ErrVCenterConnecting):
-		return "connecting"
-	case errors.Is(err, discovery.ErrBreakerOpen):
-		return "breaker_open"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
-	case errors.Is(err, backends.ErrAuth):
-		return "auth"
-	case errors.Is(err, backends.ErrUnreachable):
-		return "connection"
-	}
-	return "other"
 }

@@ -1,12 +1,12 @@
 package cloud
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"k8s.io/component-base/metrics"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -35,22 +35,12 @@ type scrapedMetrics struct {
 }
 
 // nodeHealth is what the periodic checks tell the scraped gauges: the
-// Node counts the nodes owner's tick computed last (absent until its
-// first), and where the duplicate BIOS UUIDs are read from.
+// Node counts the nodes owner's tick computed last (nodes.Metrics.Counts:
+// absent until its first), and where the duplicate BIOS UUIDs are read
+// from.
 type nodeHealth struct {
 	duplicateSource atomic.Pointer[func() []string]
-
-	mu      sync.Mutex
-	counted bool
-	nodes   int            // unmanaged
-	reasons map[string]int // uninitialized, by reason
-}
-
-// setNodes stores the tick's Node counts.
-func (h *nodeHealth) setNodes(unmanaged int, uninitialized map[string]int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.counted, h.nodes, h.reasons = true, unmanaged, uninitialized
+	nodes           *nodes.Metrics
 }
 
 // setDuplicateSource tells the duplicate_uuids metric where to read from.
@@ -155,13 +145,12 @@ func (c *scrapedMetrics) CollectWithStability(ch chan<- metrics.Metric) {
 	if src := c.health.duplicateSource.Load(); src != nil {
 		gauge(c.duplicates, float64(len((*src)())))
 	}
-	c.health.mu.Lock()
-	defer c.health.mu.Unlock()
-	if !c.health.counted {
+	unmanaged, uninitialized, counted := c.health.nodes.Counts()
+	if !counted {
 		return
 	}
-	gauge(c.unmanaged, float64(c.health.nodes))
-	for r, n := range c.health.reasons {
+	gauge(c.unmanaged, float64(unmanaged))
+	for r, n := range uninitialized {
 		gauge(c.uninitialized, float64(n), r)
 	}
 }

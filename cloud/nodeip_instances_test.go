@@ -16,6 +16,9 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/instances"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -97,7 +100,7 @@ func TestInstanceMetadataMeetsTheNodeIPContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := cloud.NodeAddresses(&vm, parsed.VCenters[0].IPFamily, parsed.Nodes)
+				want, err := metadata.SelectAddresses(&vm, parsed.VCenters[0].IPFamily, parsed.Nodes)
 				if err != nil || !reflect.DeepEqual(md.NodeAddresses, want) {
 					t.Fatalf("addresses %v; CPI's %v, %v", md.NodeAddresses, want, err)
 				}
@@ -136,17 +139,17 @@ func TestNodeIPNotOnTheVMIsOneEventNamingTheIPs(t *testing.T) {
 	const passes = 4
 	for range passes {
 		_, err := c.InstanceMetadata(t.Context(), node)
-		var nip *cloud.NodeIPError
+		var nip *metadata.NodeIPError
 		if !errors.As(err, &nip) || !strings.Contains(err.Error(), "10.9.9.9") || !strings.Contains(err.Error(), "10.0.0.5, 10.1.0.5") {
 			t.Fatalf("InstanceMetadata: %v; want a NodeIPError naming 10.9.9.9 and the VM's IPs", err)
 		}
 	}
-	evs := waitNodeEvents(t, client, node.Name, cloud.ReasonNodeIPNotOnVM, passes)
+	evs := waitNodeEvents(t, client, node.Name, nodes.ReasonNodeIPNotOnVM, passes)
 	if len(evs) != 1 || !strings.Contains(evs[0].Message, "10.9.9.9") || !strings.Contains(evs[0].Message, "10.0.0.5, 10.1.0.5") || evs[0].Type != v1.EventTypeWarning {
 		t.Fatalf("NodeIPNotOnVM Events: %+v; want one Warning naming 10.9.9.9 and 10.0.0.5, 10.1.0.5", evs)
 	}
 	eventually(t, "nodes_uninitialized{reason=NodeIPNotOnVM} 1", func() bool {
-		v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": cloud.ReasonNodeIPNotOnVM})
+		v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": nodes.ReasonNodeIPNotOnVM})
 		return ok && v == 1
 	})
 }
@@ -162,13 +165,13 @@ func TestInvalidNodeIPAnnotation(t *testing.T) {
 	c := f.start(t, f.yaml("", "vcA"), client)
 	calls := f["vcA"].Calls()
 	_, err := c.InstanceMetadata(t.Context(), node)
-	if !errors.Is(err, cloud.ErrInvalidNodeIP) || !strings.Contains(err.Error(), `alpha.kubernetes.io/provided-node-ip="10.0.0.5,10.0.0.6"`) {
+	if !errors.Is(err, metadata.ErrInvalidNodeIP) || !strings.Contains(err.Error(), `alpha.kubernetes.io/provided-node-ip="10.0.0.5,10.0.0.6"`) {
 		t.Fatalf("InstanceMetadata: %v; want ErrInvalidNodeIP naming the annotation and its value", err)
 	}
 	if n := f["vcA"].Calls() - calls; n != 0 {
 		t.Errorf("%d vCenter calls for a Node whose annotation is invalid; want none", n)
 	}
-	if evs := waitNodeEvents(t, client, node.Name, cloud.ReasonInvalidNodeIP, 1); !strings.Contains(evs[0].Message, "10.0.0.5,10.0.0.6") {
+	if evs := waitNodeEvents(t, client, node.Name, nodes.ReasonInvalidNodeIP, 1); !strings.Contains(evs[0].Message, "10.0.0.5,10.0.0.6") {
 		t.Fatalf("InvalidNodeIP Event: %q; want the value named", evs[0].Message)
 	}
 }
@@ -197,7 +200,7 @@ func TestHeldDeletionIsOneEventWithACount(t *testing.T) {
 			t.Fatalf("InstanceExists: %v; want the deletion held", err)
 		}
 	}
-	evs := waitNodeEvents(t, client, node.Name, cloud.ReasonNodeDeletionHeld, passes+1)
+	evs := waitNodeEvents(t, client, node.Name, instances.ReasonNodeDeletionHeld, passes+1)
 	if len(evs) != 1 {
 		var msgs []string
 		for _, e := range evs {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
@@ -127,7 +128,7 @@ func TestPreparedStandbyStartsBackendsAndWritesNothing(t *testing.T) {
 	if w := writes(s.w.client); len(w) > 0 {
 		t.Fatalf("a standby wrote %v", w)
 	}
-	if got := s.w.node(t, "node-a").Labels[cloud.LabelVCenter]; got != "vcA" {
+	if got := s.w.node(t, "node-a").Labels[nodes.LabelVCenter]; got != "vcA" {
 		t.Fatalf("a standby relabelled node-a: vcenter %q", got)
 	}
 }
@@ -147,7 +148,7 @@ func TestStartAfterPrepareKeepsTheBackends(t *testing.T) {
 	built, started := s.built.Load(), s.started.Load()
 	startLeader(s.c, s.w.client, s.stop)
 	waitHistory(t, s.w.client, `"vcB"`)
-	s.w.waitLabel(t, "node-a", cloud.LabelVCenter, "vcB")
+	s.w.waitLabel(t, "node-a", nodes.LabelVCenter, "vcB")
 	eventually(t, "the notice's Event", func() bool { return eventRecorded(s.w.client, cloud.ReasonConfigUnknownKey) })
 	if s.built.Load() != built || s.started.Load() != started {
 		t.Fatalf("Start after Prepare: %d backends built, %d started; want %d, %d (Prepare's kept)", s.built.Load(), s.started.Load(), built, started)

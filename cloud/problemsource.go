@@ -6,21 +6,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/problems"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
-
-var _ problems.Recorder = (*eventLog)(nil)
-
-// Event implements problems.Recorder.
-func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) {
-	l.record(obj, eventType, reason, message)
-}
 
 // problemInputs are what a pass of the periodic checks judges: the config
 // served, each vCenter's datacenters and what its login lacks of the
@@ -30,7 +23,7 @@ func (l *eventLog) Event(obj runtime.Object, eventType, reason, message string) 
 // a login of their own), the Nodes from the cache, and the VMs of those
 // this CCM serves from the inventories' memory (as the nodes' pass
 // follows them: no request per Node).
-func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*v1.Node) bool) problems.Inputs {
+func (f *fleet) problemInputs(ctx context.Context, w nodes.Watch, unmanaged func(*v1.Node) bool) problems.Inputs {
 	served := f.served.Load()
 	cfg := served.cfg
 	in := problems.Inputs{Config: cfg, Datacenters: map[string][]config.Datacenter{},
@@ -63,9 +56,9 @@ func (f *fleet) problemInputs(ctx context.Context, w nodeWatch, unmanaged func(*
 		})
 	}
 	wg.Wait()
-	in.Nodes, _ = w.lister.List(labels.Everything())
+	in.Nodes, _ = w.Lister.List(labels.Everything())
 	for _, node := range in.Nodes {
-		if uninitialized(node) || unmanaged(node) {
+		if nodes.Uninitialized(node) || unmanaged(node) {
 			continue
 		}
 		uuid, err := discovery.ParseProviderID(node.Spec.ProviderID)

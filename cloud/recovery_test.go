@@ -10,6 +10,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -34,7 +35,7 @@ func TestUninitializedNodesAreRequeuedWhenAConnectingVCenterIsUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n.Annotations[cloud.AnnotationLookupRetry]
+		return n.Annotations[nodes.AnnotationLookupRetry]
 	}
 	if _, err := c.InstanceMetadata(t.Context(), tainted); !errors.Is(err, discovery.ErrVCenterConnecting) {
 		t.Fatalf("InstanceMetadata while vcB connects: %v; want ErrVCenterConnecting", err)

@@ -15,7 +15,19 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
+)
+
+// Event reasons about configuration and credentials.
+const (
+	ReasonConfigInvalid = "ConfigInvalid"
+	ReasonConfigApplied = "ConfigApplied"
+	// ReasonConfigUnknownKey: a key of the applied config that neither CPI
+	// nor this CCM reads (a typo?); it is ignored, as CPI ignores it.
+	ReasonConfigUnknownKey   = "ConfigUnknownKey"
+	ReasonCredentialsFailed  = "CredentialsFailed"
+	ReasonCredentialsRotated = "CredentialsRotated"
 )
 
 // RequestReload asks for the config file and every vCenter's credentials to
@@ -62,7 +74,7 @@ func (f *fleet) Reload(ctx context.Context) bool {
 			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
 			f.opts.Metrics.configReloads.WithLabelValues("error").Inc()
 			if fresh {
-				f.events.record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
+				f.events.Record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
 					fmt.Sprintf("%s rejected, the last good config keeps serving: %v", path, err))
 			}
 		}
@@ -94,7 +106,7 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 			f.historyUnread = err.Error()
 			f.publishHistoryLocked(f.discovery.Members())
 		}
-		f.onCutoff(legacyCutoff{why: err.Error()}) // a cutoff known stays so
+		f.onCutoff(nodes.LegacyCutoff{Why: err.Error()}) // a cutoff known stays so
 		return false
 	}
 	// The cutoff is the ConfigMap's, whatever the config: known as soon
@@ -110,7 +122,7 @@ func (f *fleet) recordHistory(ctx context.Context) bool {
 	// A store that writes nothing has nothing to retry; one that writes
 	// retries until the cutoff is written too (or readable: one that does
 	// not parse is an operator's to correct, read again at each retry).
-	return !store.writes() || saved && !h.cutoff.at.IsZero()
+	return !store.writes() || saved && !h.cutoff.At.IsZero()
 }
 
 // reloadConfig applies the file at path unless its content is the one
@@ -144,7 +156,7 @@ func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err 
 	f.opts.Metrics.configReloads.WithLabelValues("success").Inc()
 	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
-	f.events.record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
+	f.events.Record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
 	return false, nil
 }
 
@@ -185,7 +197,7 @@ func (f *fleet) reportNoticesLocked(cfg *config.Config) {
 		switch n.Kind {
 		case config.NoticeUnknown:
 			log.Info("Config key ignored: neither CPI nor this CCM reads it", "key", n.Path, "line", n.Line, "reason", n.Reason)
-			f.events.record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigUnknownKey, n.String())
+			f.events.Record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigUnknownKey, n.String())
 		default:
 			log.Info("Config notice", "kind", n.Kind.String(), "key", n.Path, "line", n.Line, "reason", n.Reason)
 		}
@@ -211,12 +223,12 @@ func (f *fleet) refreshCredentials(ctx context.Context) {
 			case err != nil:
 				log.Error(err, "Credentials could not be refreshed; the current session keeps serving")
 				f.opts.Metrics.credentials.WithLabelValues(vc.Name, "error").Inc()
-				f.events.record(f.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
+				f.events.Record(f.credentialsObject(vc), v1.EventTypeWarning, ReasonCredentialsFailed,
 					fmt.Sprintf("vcenter %s: %v; the current session keeps serving", vc.Name, err))
 			case rotated:
 				log.Info("Credentials rotated: new session in use, the old one is logged out")
 				f.opts.Metrics.credentials.WithLabelValues(vc.Name, "rotated").Inc()
-				f.events.record(f.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
+				f.events.Record(f.credentialsObject(vc), v1.EventTypeNormal, ReasonCredentialsRotated,
 					fmt.Sprintf("vcenter %s: logged in with the new credentials", vc.Name))
 			}
 		})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -142,7 +143,7 @@ func TestConfigEditsApplyInPlace(t *testing.T) {
 		t.Fatalf("err = %v, want RetiredError naming vc2", err)
 	}
 	// Known only from its labels (as after a restart): still not deleted.
-	labelled := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "was-in-vc2", Labels: map[string]string{cloud.LabelVCenter: "vc2"}},
+	labelled := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "was-in-vc2", Labels: map[string]string{nodes.LabelVCenter: "vc2"}},
 		Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: "56ffffff-ffff-ffff-8fff-ffffffffffff"}}}
 	if ok, err := c.InstanceExists(ctx, labelled); err == nil {
 		t.Fatalf("labelled Node of a removed vCenter: InstanceExists = %v, nil; want an error", ok)

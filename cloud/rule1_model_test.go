@@ -66,6 +66,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
@@ -1349,11 +1350,11 @@ func (m *rule1Model) nodeLabels(t *rapid.T) {
 		node.Labels = map[string]string{}
 	}
 	if rapid.Bool().Draw(t, "remove the labels") {
-		delete(node.Labels, cloud.LabelVCenter)
-		delete(node.Labels, cloud.LabelDatacenter)
+		delete(node.Labels, nodes.LabelVCenter)
+		delete(node.Labels, nodes.LabelDatacenter)
 	} else {
-		node.Labels[cloud.LabelVCenter] = rapid.SampledFrom(append(slices.Clone(modelNames), "never-configured")).Draw(t, "vcenter label")
-		node.Labels[cloud.LabelDatacenter] = rapid.SampledFrom(modelDCNames).Draw(t, "datacenter label")
+		node.Labels[nodes.LabelVCenter] = rapid.SampledFrom(append(slices.Clone(modelNames), "never-configured")).Draw(t, "vcenter label")
+		node.Labels[nodes.LabelDatacenter] = rapid.SampledFrom(modelDCNames).Draw(t, "datacenter label")
 	}
 	if _, err := m.client.CoreV1().Nodes().Update(m.ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
@@ -228,7 +229,7 @@ func TestRemovedVCenterKeepsItsNodesAcrossARestart(t *testing.T) {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + uuid}}
 	}
 	plain := cpiNode("node-b", uuidB, nil)
-	relabelled := cpiNode("node-b2", uuidB, map[string]string{cloud.LabelVCenter: "vcA"})
+	relabelled := cpiNode("node-b2", uuidB, map[string]string{nodes.LabelVCenter: "vcA"})
 	client := stateClient(plain, relabelled)
 
 	first := f.start(t, f.yaml("", "vcA", "vcB"), client)
@@ -310,7 +311,7 @@ func TestUninitializedNodesAreRequeuedWhenAVCenterComesBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n.Annotations[cloud.AnnotationLookupRetry]
+		return n.Annotations[nodes.AnnotationLookupRetry]
 	}
 	time.Sleep(200 * time.Millisecond) // ten polls with vcB down
 	if a := annotation("waiting"); a != "" {
@@ -346,7 +347,7 @@ func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 			t.Fatalf("label %s=%q is not a valid label value: %v", k, v, errs)
 		}
 	}
-	if md.AdditionalLabels[cloud.LabelVCenter] == "" || md.AdditionalLabels[cloud.LabelDatacenter] == "" {
+	if md.AdditionalLabels[nodes.LabelVCenter] == "" || md.AdditionalLabels[nodes.LabelDatacenter] == "" {
 		t.Fatalf("labels %v: want both location labels", md.AdditionalLabels)
 	}
 	// Backfilled by the nodes owner, after the lookup.
@@ -364,7 +365,7 @@ func TestLocationLabelsAreEncodedAndBackfilled(t *testing.T) {
 		return true
 	})
 	md, err = c.InstanceMetadata(ctx, kubeletNode("node-l", uuidB))
-	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] == "" || len(validation.IsValidLabelValue(md.AdditionalLabels[cloud.LabelVCenter])) > 0 {
+	if err != nil || md.AdditionalLabels[nodes.LabelVCenter] == "" || len(validation.IsValidLabelValue(md.AdditionalLabels[nodes.LabelVCenter])) > 0 {
 		t.Fatalf("long vCenter name: labels %v, %v", md, err)
 	}
 	// The encoded label still protects: with the vCenter gone from the
@@ -395,7 +396,7 @@ func TestTwinVMIsReportedOnItsNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range evs.Items {
-			if e.Reason == cloud.ReasonDuplicateUUID && e.InvolvedObject.Name == "node-a" && strings.Contains(e.Message, "vcB") {
+			if e.Reason == nodes.ReasonDuplicateUUID && e.InvolvedObject.Name == "node-a" && strings.Contains(e.Message, "vcB") {
 				return true
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -81,7 +82,7 @@ func (c *Cloud) VCenterStatuses() []VCenterStatus {
 
 // Searches names the searches Locate makes for node, in the order it
 // makes them (discovery.NodeKeys.Searches), for `diagnose`.
-func (c *Cloud) Searches(node *v1.Node) ([]string, error) { return nodeKeys(node).Searches() }
+func (c *Cloud) Searches(node *v1.Node) ([]string, error) { return nodes.NodeKeys(node).Searches() }
 
 // HistoryObject is the ConfigMap recording the vCenters served
 // (Options.HistoryObject, defaulted), for `diagnose`.

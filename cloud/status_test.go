@@ -11,6 +11,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
@@ -51,7 +52,7 @@ func TestInspectedProviderWritesNothing(t *testing.T) {
 		t.Fatalf("Locate = %v, %v; want vcA", res, err)
 	}
 	md, err := c.InstanceMetadata(ctx, initialized)
-	if err != nil || md.AdditionalLabels[cloud.LabelVCenter] != "vcA" {
+	if err != nil || md.AdditionalLabels[nodes.LabelVCenter] != "vcA" {
 		t.Fatalf("InstanceMetadata = %+v, %v", md, err)
 	}
 	if _, err := c.InstanceExists(ctx, missing); err == nil {

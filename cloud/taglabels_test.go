@@ -5,7 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -51,7 +51,7 @@ func TestTagLabelsFollowTheTags(t *testing.T) {
 	vcA.Add(placedVM("dc0", "esx-1", "c-1"), rackTags("z-1", "R13", "Feed A/B"))
 	w.waitLabel(t, "node-a", "example.com/rack", "R13")
 	w.waitLabel(t, "node-a", "example.com/power", discovery.LabelValue("Feed A/B"))
-	w.waitEvent(t, cloud.ReasonTagLabelsUpdated, "example.com/rack R12 → R13")
+	w.waitEvent(t, nodes.ReasonTagLabelsUpdated, "example.com/rack R12 → R13")
 	w.waitValue(t, 1, updatesCount, "label", "tag")
 	// The tag detached: the label goes.
 	vcA.Add(placedVM("dc0", "esx-1", "c-1"), rackTags("z-1", "", "Feed A/B"))

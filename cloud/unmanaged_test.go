@@ -15,6 +15,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 )
 
 // registered returns metrics registered in a registry of their own, and
@@ -84,7 +85,7 @@ func TestUnmanagedNodesAreLeftAlone(t *testing.T) {
 	f["vcA"].Fail(errors.New("dial tcp: connection refused"))
 	addrs := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "metal-1"}}
 	byLabel := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "metal-1", Labels: map[string]string{cloud.LabelUnmanaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "metal-1", Labels: map[string]string{nodes.LabelUnmanaged: "true"}},
 		Spec:       v1.NodeSpec{ProviderID: "metal://rack1/metal-1", Taints: uninitializedTaint()},
 		Status:     v1.NodeStatus{Addresses: addrs, NodeInfo: v1.NodeSystemInfo{SystemUUID: uuidB}},
 	}
@@ -143,7 +144,7 @@ func TestUnmanagedNodesAreLeftAlone(t *testing.T) {
 	f["vcA"].SetReachability(backends.ConnUp, nil)
 	eventually(t, "the managed Node to be re-queued", func() bool {
 		n, err := client.CoreV1().Nodes().Get(ctx, ours.Name, metav1.GetOptions{})
-		return err == nil && n.Annotations[cloud.AnnotationLookupRetry] != ""
+		return err == nil && n.Annotations[nodes.AnnotationLookupRetry] != ""
 	})
 	eventually(t, "a NodeUnmanaged Event on each", func() bool {
 		return len(eventsOn(t, client, byLabel.Name)) > 0 && len(eventsOn(t, client, bySelector.Name)) > 0
@@ -158,11 +159,11 @@ func TestUnmanagedNodesAreLeftAlone(t *testing.T) {
 			t.Fatalf("unmanaged Node %s was written: %+v", n.Name, got.ObjectMeta)
 		}
 		evs := eventsOn(t, client, n.Name)
-		if len(evs) != 1 || !strings.HasPrefix(evs[0], cloud.ReasonNodeUnmanaged+": ") {
-			t.Fatalf("Events on %s: %q; want one %s", n.Name, evs, cloud.ReasonNodeUnmanaged)
+		if len(evs) != 1 || !strings.HasPrefix(evs[0], nodes.ReasonNodeUnmanaged+": ") {
+			t.Fatalf("Events on %s: %q; want one %s", n.Name, evs, nodes.ReasonNodeUnmanaged)
 		}
 	}
-	if evs := eventsOn(t, client, byLabel.Name); !strings.Contains(evs[0], "label "+cloud.LabelUnmanaged) {
+	if evs := eventsOn(t, client, byLabel.Name); !strings.Contains(evs[0], "label "+nodes.LabelUnmanaged) {
 		t.Fatalf("Event %q does not say why (the label)", evs[0])
 	}
 	if evs := eventsOn(t, client, bySelector.Name); !strings.Contains(evs[0], `selector "node.example.com/metal=true"`) {
@@ -202,7 +203,7 @@ func TestUninitializedNodesByReason(t *testing.T) {
 	if _, err := c.InstanceMetadata(ctx, missing); err == nil {
 		t.Fatal("InstanceMetadata of a Node without a VM succeeded")
 	}
-	want := map[string]float64{cloud.UninitializedPending: 2, cloud.UninitializedNoVM: 1, cloud.ReasonLookupFailed: 0, cloud.ReasonDuplicateUUID: 0}
+	want := map[string]float64{nodes.UninitializedPending: 2, nodes.UninitializedNoVM: 1, nodes.ReasonLookupFailed: 0, nodes.ReasonDuplicateUUID: 0}
 	eventually(t, "nodes_uninitialized by reason", func() bool {
 		for r, n := range want {
 			if v, ok := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": r}); !ok || v != n {
@@ -215,25 +216,25 @@ func TestUninitializedNodesByReason(t *testing.T) {
 	// that name reason.
 	uninitialized := func(name, reason string) []string {
 		return slices.DeleteFunc(eventsOn(t, client, name), func(e string) bool {
-			return !strings.HasPrefix(e, cloud.ReasonNodeUninitialized+": ") || !strings.Contains(e, "("+reason+")")
+			return !strings.HasPrefix(e, nodes.ReasonNodeUninitialized+": ") || !strings.Contains(e, "("+reason+")")
 		})
 	}
-	eventually(t, "a NodeUninitialized Event on missing", func() bool { return len(uninitialized("missing", cloud.UninitializedNoVM)) == 1 })
+	eventually(t, "a NodeUninitialized Event on missing", func() bool { return len(uninitialized("missing", nodes.UninitializedNoVM)) == 1 })
 	// vcB fails: the reason changes, and a second Event says so.
 	f["vcB"].Fail(errors.New("dial tcp: connection refused"))
 	if _, err := c.InstanceMetadata(ctx, missing); err == nil {
 		t.Fatal("InstanceMetadata with vcB failing succeeded")
 	}
-	eventually(t, "a second NodeUninitialized Event, naming the new reason", func() bool { return len(uninitialized("missing", cloud.ReasonLookupFailed)) == 1 })
-	v, _ := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": cloud.UninitializedNoVM})
+	eventually(t, "a second NodeUninitialized Event, naming the new reason", func() bool { return len(uninitialized("missing", nodes.ReasonLookupFailed)) == 1 })
+	v, _ := gauge(t, reg, "cloudprovider_vsphere_nodes_uninitialized", map[string]string{"reason": nodes.UninitializedNoVM})
 	if v != 0 {
-		t.Fatalf("nodes_uninitialized{reason=%s} = %v after the reason changed; want 0", cloud.UninitializedNoVM, v)
+		t.Fatalf("nodes_uninitialized{reason=%s} = %v after the reason changed; want 0", nodes.UninitializedNoVM, v)
 	}
 	time.Sleep(100 * time.Millisecond) // five polls: no repeat
-	if evs := eventsOn(t, client, "waiting"); len(evs) != 1 || !strings.Contains(evs[0], "("+cloud.UninitializedPending+")") {
+	if evs := eventsOn(t, client, "waiting"); len(evs) != 1 || !strings.Contains(evs[0], "("+nodes.UninitializedPending+")") {
 		t.Fatalf("Events on waiting: %q; want one NodeUninitialized (Pending)", evs)
 	}
-	for _, r := range []string{cloud.UninitializedNoVM, cloud.ReasonLookupFailed} {
+	for _, r := range []string{nodes.UninitializedNoVM, nodes.ReasonLookupFailed} {
 		if evs := uninitialized("missing", r); len(evs) != 1 {
 			t.Fatalf("NodeUninitialized (%s) on missing: %q; want it once", r, evs)
 		}
@@ -291,11 +292,11 @@ func TestVCenterDownAndUpEvents(t *testing.T) {
 	f["vcA"].SetReachability(backends.ConnDown, errors.New("dial tcp: connection refused"))
 	eventually(t, "VCenterDown", func() bool {
 		evs := vcEvents()
-		return len(evs) == 1 && strings.HasPrefix(evs[0], cloud.ReasonVCenterDown+": vcenter vcA is down") && strings.Contains(evs[0], "connection refused")
+		return len(evs) == 1 && strings.HasPrefix(evs[0], nodes.ReasonVCenterDown+": vcenter vcA is down") && strings.Contains(evs[0], "connection refused")
 	})
 	f["vcA"].SetReachability(backends.ConnUp, nil)
 	eventually(t, "VCenterUp", func() bool {
 		evs := vcEvents()
-		return len(evs) == 2 && slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, cloud.ReasonVCenterUp+": vcenter vcA is back") })
+		return len(evs) == 2 && slices.ContainsFunc(evs, func(e string) bool { return strings.HasPrefix(e, nodes.ReasonVCenterUp+": vcenter vcA is back") })
 	})
 }

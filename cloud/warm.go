@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 )
 
 // warmPeriod is how often a standby asks each inventoried vCenter for one
@@ -36,7 +37,7 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 		case <-tick.C:
 		}
 		served := f.served.Load()
-		categories := tagCategories(served.cfg)
+		categories := metadata.TagCategories(served.cfg)
 		if len(categories) == 0 {
 			continue
 		}

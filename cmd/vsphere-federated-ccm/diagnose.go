@@ -21,6 +21,8 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -43,7 +45,7 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig; in-cluster (the Pod's ServiceAccount) when empty")
 	output := fs.StringP("output", "o", "text", "text or json")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	unmanaged := fs.String(unmanagedSelectorFlag, "", "the CCM's --"+unmanagedSelectorFlag+" (Nodes it leaves alone, besides the label "+cloud.LabelUnmanaged+"=true)")
+	unmanaged := fs.String(unmanagedSelectorFlag, "", "the CCM's --"+unmanagedSelectorFlag+" (Nodes it leaves alone, besides the label "+nodes.LabelUnmanaged+"=true)")
 	fs.Usage = func() { fmt.Fprint(stderr, diagnoseUsageText+fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -289,9 +291,9 @@ func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 	} else {
 		r.Keys.Used = strings.Join(searches, ", then ")
 	}
-	if vc, dc := node.Labels[cloud.LabelVCenter], node.Labels[cloud.LabelDatacenter]; vc != "" {
+	if vc, dc := node.Labels[nodes.LabelVCenter], node.Labels[nodes.LabelDatacenter]; vc != "" {
 		r.Claim = "vcenter " + vc
-		if server := node.Labels[cloud.LabelServer]; server != "" {
+		if server := node.Labels[nodes.LabelServer]; server != "" {
 			r.Claim += " (server " + server + ")"
 		}
 		if dc != "" {
@@ -400,7 +402,7 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	if _, ok := errors.AsType[*discovery.OutsideError](lookupErr); ok {
 		why = append(why, "its VM exists only in a datacenter the config leaves out: not served, not deleted")
 	}
-	if _, ok := errors.AsType[*cloud.ZoneTagError](metaErr); ok {
+	if _, ok := errors.AsType[*metadata.ZoneTagError](metaErr); ok {
 		why = append(why, "its VM has no zone or region tag in the configured categories (on its host, cluster, datacenter, resource pool or folders): the Node stays tainted rather than join without its zone")
 	}
 	if lookupErr == nil && r.VM == nil {
@@ -465,7 +467,7 @@ func tainted(node *v1.Node) bool {
 }
 
 // events lists the Node's recent Events from this CCM, newest first: the
-// provider's own (reasons cloud.ReasonLookupFailed, ReasonDuplicateUUID,
+// provider's own (reasons nodes.ReasonLookupFailed, ReasonDuplicateUUID,
 // ReasonZoneTagMissing, ReasonNoNodeAddress) or the library's controllers
 // acting on Nodes.
 func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, string) {
@@ -519,7 +521,7 @@ func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
 		}
 		return s
 	}
-	s.VCenter = meta.AdditionalLabels[cloud.LabelVCenter]
+	s.VCenter = meta.AdditionalLabels[nodes.LabelVCenter]
 	return s
 }
 

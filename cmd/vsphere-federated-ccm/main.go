@@ -41,6 +41,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/servingcert"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
@@ -122,17 +123,17 @@ func main() {
 	var nodeLabels map[string]string
 	var vcentersPort int
 	var unmanagedSelector string
-	uninitializedAfter := cloud.DefaultUninitializedAfter
+	uninitializedAfter := nodes.DefaultUninitializedAfter
 	refusedRetry := credentials.DefaultRetry.After
 	problemInterval := cloud.DefaultProblemCheckInterval
 	extra := cliflag.NamedFlagSets{}
 	extra.FlagSet("cloud-node-controller").StringToStringVar(&nodeLabels, "node-labels", nil,
 		"Labels to add to every Node at initialization (CPI's flag), e.g. --node-labels=node.example.com/site=vsphere,example.com/pool=")
 	extra.FlagSet("cloud-node-controller").StringVar(&unmanagedSelector, unmanagedSelectorFlag, "",
-		"Label selector of the Nodes this CCM leaves alone (bare-metal or another cloud's machines), besides those labelled "+cloud.LabelUnmanaged+"=true: "+
+		"Label selector of the Nodes this CCM leaves alone (bare-metal or another cloud's machines), besides those labelled "+nodes.LabelUnmanaged+"=true: "+
 			"never looked up in vCenter, never written, never an error; reported present and running, never deleted. E.g. --"+unmanagedSelectorFlag+"=node.example.com/metal=true")
 	extra.FlagSet("cloud-node-controller").DurationVar(&uninitializedAfter, "uninitialized-node-event-after", uninitializedAfter,
-		"How long a Node may carry node.cloudprovider.kubernetes.io/uninitialized before a Warning Event "+cloud.ReasonNodeUninitialized+" says why (again when the reason changes)")
+		"How long a Node may carry node.cloudprovider.kubernetes.io/uninitialized before a Warning Event "+nodes.ReasonNodeUninitialized+" says why (again when the reason changes)")
 	extra.FlagSet("secure serving").IntVar(&vcentersPort, "vcenters-port", 0,
 		"Port serving "+VCentersPath+" (each vCenter's reachability, breaker, session and inventory, as JSON) on --bind-address, with the secure port's certificate, authentication and authorization; 0 serves nothing")
 	extra.FlagSet("vcenter").DurationVar(&problemInterval, "problem-check-interval", problemInterval,
@@ -316,7 +317,7 @@ func memoryLimit(getenv func(string) string) (int64, error) {
 const unmanagedSelectorFlag = "unmanaged-node-selector"
 
 // parseUnmanagedSelector parses --unmanaged-node-selector; empty: nil
-// (only the label cloud.LabelUnmanaged marks Nodes unmanaged).
+// (only the label nodes.LabelUnmanaged marks Nodes unmanaged).
 func parseUnmanagedSelector(s string) (labels.Selector, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 )
 
 // A bad --unmanaged-node-selector is an error naming the flag; empty is
@@ -41,7 +42,7 @@ func TestDiagnoseUnmanagedNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byLabel := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "metal-1", Labels: map[string]string{cloud.LabelUnmanaged: "true"}}}
+	byLabel := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "metal-1", Labels: map[string]string{nodes.LabelUnmanaged: "true"}}}
 	bySelector := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "metal-2", Labels: map[string]string{"node.example.com/metal": "true"}},
 		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: v1.TaintEffectNoSchedule}}}}
 	client := fake.NewClientset(byLabel, bySelector)
@@ -50,7 +51,7 @@ func TestDiagnoseUnmanagedNode(t *testing.T) {
 	for _, c := range []struct {
 		node *v1.Node
 		why  string
-	}{{byLabel, "label " + cloud.LabelUnmanaged + "=true"}, {bySelector, `selector "node.example.com/metal=true"`}} {
+	}{{byLabel, "label " + nodes.LabelUnmanaged + "=true"}, {bySelector, `selector "node.example.com/metal=true"`}} {
 		r, text := report(t, d, c.node)
 		if !strings.Contains(r.Unmanaged, c.why) || !strings.Contains(text, "unmanaged ("+c.why) || !strings.Contains(text, "this CCM leaves it alone") {
 			t.Errorf("%s: report %q does not say it is unmanaged by %s", c.node.Name, text, c.why)

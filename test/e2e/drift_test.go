@@ -11,7 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -125,13 +126,13 @@ func TestDrift(t *testing.T) {
 
 	// At initialization: the zone, and the labels below it.
 	mustLabel(inCluster, corev1.LabelTopologyZone, inCluster.Zone)
-	placementLabel(inCluster, cloud.LabelHost, inCluster.Host)
-	placementLabel(inCluster, cloud.LabelCluster, "DC0_C0")
-	placementLabel(standalone, cloud.LabelHost, standalone.Host)
-	mustLabel(standalone, cloud.LabelCluster, "") // a standalone host has none
+	placementLabel(inCluster, metadata.LabelHost, inCluster.Host)
+	placementLabel(inCluster, metadata.LabelCluster, "DC0_C0")
+	placementLabel(standalone, metadata.LabelHost, standalone.Host)
+	mustLabel(standalone, metadata.LabelCluster, "") // a standalone host has none
 	metric(0, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
 	// The simulator's VMs have no disk.EnableUUID.
-	event(inCluster, cloud.ReasonDiskUUIDDisabled, "disk.EnableUUID")
+	event(inCluster, nodes.ReasonDiskUUIDDisabled, "disk.EnableUUID")
 	metric(3, "cloudprovider_vsphere_nodes_disk_uuid_disabled")
 
 	// A vMotion of the cluster's VM to the standalone host: another zone.
@@ -139,10 +140,10 @@ func TestDrift(t *testing.T) {
 	if err := env.Fed.Relocate(ctx, inCluster, standalone.Host); err != nil {
 		t.Fatal(err)
 	}
-	event(inCluster, cloud.ReasonTopologyDrift, "zone "+initialZone+" → "+inCluster.Zone)
+	event(inCluster, nodes.ReasonTopologyDrift, "zone "+initialZone+" → "+inCluster.Zone)
 	metric(1, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
-	placementLabel(inCluster, cloud.LabelHost, standalone.Host)
-	placementLabel(inCluster, cloud.LabelCluster, "")
+	placementLabel(inCluster, metadata.LabelHost, standalone.Host)
+	placementLabel(inCluster, metadata.LabelCluster, "")
 	if z := node(inCluster).Labels[corev1.LabelTopologyZone]; z != initialZone {
 		t.Fatalf("zone label %q rewritten; reconcileTopology is off", z)
 	}
@@ -150,9 +151,9 @@ func TestDrift(t *testing.T) {
 	if err := env.Fed.Relocate(ctx, inCluster, initialHost); err != nil {
 		t.Fatal(err)
 	}
-	event(inCluster, cloud.ReasonTopologyDriftCleared)
+	event(inCluster, nodes.ReasonTopologyDriftCleared)
 	metric(0, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
-	placementLabel(inCluster, cloud.LabelHost, initialHost)
+	placementLabel(inCluster, metadata.LabelHost, initialHost)
 
 	// To vc1's DC1: the location labels follow at once. The moved VM is
 	// a new object: its zone and region are judged once the backend's tag
@@ -162,30 +163,30 @@ func TestDrift(t *testing.T) {
 	if err := env.Fed.Move(ctx, inCluster, vc1, "DC1", vc1.Hosts("DC1")[0]); err != nil {
 		t.Fatal(err)
 	}
-	mustLabel(inCluster, cloud.LabelDatacenter, "DC1")
-	event(inCluster, cloud.ReasonTopologyDrift, "datacenter DC0 → DC1")
+	mustLabel(inCluster, nodes.LabelDatacenter, "DC1")
+	event(inCluster, nodes.ReasonTopologyDrift, "datacenter DC0 → DC1")
 	metric(1, "cloudprovider_vsphere_nodes_moves_total", "kind", "datacenter")
-	event(inCluster, cloud.ReasonTopologyDrift, "zone "+oldZone+" → "+inCluster.Zone, "region "+oldRegion+" → "+inCluster.Region)
-	placementLabel(inCluster, cloud.LabelCluster, "DC1_C0")
+	event(inCluster, nodes.ReasonTopologyDrift, "zone "+oldZone+" → "+inCluster.Zone, "region "+oldRegion+" → "+inCluster.Region)
+	placementLabel(inCluster, metadata.LabelCluster, "DC1_C0")
 
 	// The standalone host's VM to vc2 (a cross-vCenter vMotion).
 	standaloneZone, standaloneRegion := standalone.Zone, standalone.Region
 	if err := env.Fed.Move(ctx, standalone, vc2, "DC0", vc2.Hosts("DC0")[0]); err != nil {
 		t.Fatal(err)
 	}
-	mustLabel(standalone, cloud.LabelVCenter, "vc2")
-	mustLabel(standalone, cloud.LabelServer, discovery.ServerLabelValue(discovery.ServerKey(vc2.Host, env.Proxies["vc2"].Port())))
-	event(standalone, cloud.ReasonTopologyDrift, "vcenter vc1 → vc2")
+	mustLabel(standalone, nodes.LabelVCenter, "vc2")
+	mustLabel(standalone, nodes.LabelServer, discovery.ServerLabelValue(discovery.ServerKey(vc2.Host, env.Proxies["vc2"].Port())))
+	event(standalone, nodes.ReasonTopologyDrift, "vcenter vc1 → vc2")
 	metric(1, "cloudprovider_vsphere_nodes_moves_total", "kind", "vcenter")
-	event(standalone, cloud.ReasonTopologyDrift, "zone "+standaloneZone+" → "+standalone.Zone, "region "+standaloneRegion+" → "+standalone.Region)
-	placementLabel(standalone, cloud.LabelCluster, "DC0_C0") // vc2's DC0_C0_H0
+	event(standalone, nodes.ReasonTopologyDrift, "zone "+standaloneZone+" → "+standalone.Zone, "region "+standaloneRegion+" → "+standalone.Region)
+	placementLabel(standalone, metadata.LabelCluster, "DC0_C0") // vc2's DC0_C0_H0
 
 	// DRS moves the DC1 VM to DC1's standalone host: another zone.
 	dc1Zone := inDC1.Zone
 	if err := env.Fed.Relocate(ctx, inDC1, "DC1_H0"); err != nil {
 		t.Fatal(err)
 	}
-	event(inDC1, cloud.ReasonTopologyDrift, "zone "+dc1Zone+" → "+inDC1.Zone)
+	event(inDC1, nodes.ReasonTopologyDrift, "zone "+dc1Zone+" → "+inDC1.Zone)
 	metric(3, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
 	metric(2, "cloudprovider_vsphere_nodes_topology_drift", "kind", "region")
 
@@ -196,10 +197,10 @@ func TestDrift(t *testing.T) {
 		mustLabel(vm, corev1.LabelTopologyZone, vm.Zone)
 		mustLabel(vm, corev1.LabelFailureDomainBetaZone, vm.Zone) // the beta twin the controller set
 		mustLabel(vm, corev1.LabelTopologyRegion, vm.Region)
-		event(vm, cloud.ReasonTopologyDriftCleared)
+		event(vm, nodes.ReasonTopologyDriftCleared)
 	}
-	event(inDC1, cloud.ReasonTopologyReconciled, "zone "+dc1Zone+" → "+inDC1.Zone)
-	event(standalone, cloud.ReasonTopologyReconciled, "region "+standaloneRegion+" → "+standalone.Region)
+	event(inDC1, nodes.ReasonTopologyReconciled, "zone "+dc1Zone+" → "+inDC1.Zone)
+	event(standalone, nodes.ReasonTopologyReconciled, "region "+standaloneRegion+" → "+standalone.Region)
 	metric(0, "cloudprovider_vsphere_nodes_topology_drift", "kind", "zone")
 	metric(0, "cloudprovider_vsphere_nodes_topology_drift", "kind", "region")
 	metric(3, "cloudprovider_vsphere_node_label_updates_total", "label", "zone")

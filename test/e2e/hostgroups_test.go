@@ -17,7 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
@@ -109,8 +110,8 @@ func TestZonesFromHostGroups(t *testing.T) {
 		}
 	}
 	// The standalone host is in no group: tainted, and said so.
-	event(standalone, cloud.ReasonZoneHostGroupMissing, "its host DC0_H0 is in no host group of labels.zoneHostGroups")
-	metric(1, "cloudprovider_vsphere_nodes_uninitialized", "reason", cloud.ReasonZoneHostGroupMissing)
+	event(standalone, metadata.ReasonZoneHostGroupMissing, "its host DC0_H0 is in no host group of labels.zoneHostGroups")
+	metric(1, "cloudprovider_vsphere_nodes_uninitialized", "reason", metadata.ReasonZoneHostGroupMissing)
 	if harness.Initialized(node(standalone)) {
 		t.Fatalf("node %s initialized without a zone", harness.NodeName(standalone))
 	}
@@ -119,8 +120,8 @@ func TestZonesFromHostGroups(t *testing.T) {
 	// ambiguous, then site B's only): both Nodes drift.
 	must(t, vc.SetHostGroup(ctx, "DC0_C0", "site-b-hosts", "DC0_C0_H0", "DC0_C0_H1"))
 	must(t, vc.SetHostGroup(ctx, "DC0_C0", "site-a-hosts"))
-	took := event(a, cloud.ReasonTopologyDrift, "zone site-a → site-b", "host group site-b-hosts")
-	event(b, cloud.ReasonTopologyDrift, "zone site-a → site-b")
+	took := event(a, nodes.ReasonTopologyDrift, "zone site-a → site-b", "host group site-b-hosts")
+	event(b, nodes.ReasonTopologyDrift, "zone site-a → site-b")
 	t.Logf("HOSTGROUPS host moved between groups: TopologyDrift in %s", took.Round(time.Millisecond))
 	metric(2, drift, "kind", "zone")
 	if z := node(a).Labels[corev1.LabelTopologyZone]; z != "site-a" {
@@ -129,19 +130,19 @@ func TestZonesFromHostGroups(t *testing.T) {
 	// And back: cleared.
 	must(t, vc.SetHostGroup(ctx, "DC0_C0", "site-a-hosts", "DC0_C0_H0"))
 	must(t, vc.SetHostGroup(ctx, "DC0_C0", "site-b-hosts", "DC0_C0_H1"))
-	event(a, cloud.ReasonTopologyDriftCleared)
+	event(a, nodes.ReasonTopologyDriftCleared)
 	metric(0, drift, "kind", "zone")
 
 	// A vMotion of a to H1, across the sites.
 	must(t, env.Fed.Relocate(ctx, a, "DC0_C0_H1"))
-	took = event(a, cloud.ReasonTopologyDrift, "zone site-a → site-b", "its host DC0_C0_H1 is in host group site-b-hosts")
+	took = event(a, nodes.ReasonTopologyDrift, "zone site-a → site-b", "its host DC0_C0_H1 is in host group site-b-hosts")
 	t.Logf("HOSTGROUPS vMotion across sites: TopologyDrift in %s", took.Round(time.Millisecond))
 	metric(1, drift, "kind", "zone")
 
 	// reconcileTopology, by an edit: a's zone label follows.
 	writeConfig(t, env, cfg+"nodes:\n  reconcileTopology: true\n")
 	label(a, corev1.LabelTopologyZone, "site-b")
-	event(a, cloud.ReasonTopologyReconciled, "zone site-a → site-b")
+	event(a, nodes.ReasonTopologyReconciled, "zone site-a → site-b")
 	metric(0, drift, "kind", "zone")
 	if z := node(b).Labels[corev1.LabelTopologyZone]; z != "site-a" {
 		t.Fatalf("node %s zone %q; its VM stayed in site A", harness.NodeName(b), z)

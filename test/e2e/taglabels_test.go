@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
@@ -79,14 +79,14 @@ func TestTagLabels(t *testing.T) {
 	want := fmt.Sprintf("example.com/rack rack-%s → rack-%s", from, to)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		for _, e := range events(t, env, "default", "Node", harness.NodeName(a)) {
-			if e.Reason == cloud.ReasonTagLabelsUpdated && strings.Contains(e.Message, want) {
+			if e.Reason == nodes.ReasonTagLabelsUpdated && strings.Contains(e.Message, want) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no %s Event naming %q: %v", cloud.ReasonTagLabelsUpdated, want, events(t, env, "default", "Node", harness.NodeName(a)))
+		t.Fatalf("no %s Event naming %q: %v", nodes.ReasonTagLabelsUpdated, want, events(t, env, "default", "Node", harness.NodeName(a)))
 	}
 	if got := labels(a)["example.com/power-feed"]; got != discovery.LabelValue("Feed A/B") {
 		t.Fatalf("power feed label %q after the move; the VM's own tag goes with it", got)

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/harness"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/vcsim"
 )
@@ -46,7 +46,7 @@ func TestUnmanagedNodes(t *testing.T) {
 		}
 	}
 	// By the label, with a providerID its kubelet set (--provider-id).
-	metal("metal-1", map[string]string{cloud.LabelUnmanaged: "true"}, "metal://rack1/metal-1", metalAddrs)
+	metal("metal-1", map[string]string{nodes.LabelUnmanaged: "true"}, "metal://rack1/metal-1", metalAddrs)
 	// By the selector, without providerID.
 	metal("metal-2", map[string]string{"node.example.com/metal": "true"}, "", nil)
 	// Ours, but its VM exists in no vCenter.
@@ -71,12 +71,12 @@ func TestUnmanagedNodes(t *testing.T) {
 		t.Errorf("metal-1: providerID %q, addresses %v; want its own", n.Spec.ProviderID, n.Status.Addresses)
 	}
 	for k := range n.Labels {
-		if strings.HasPrefix(k, "vsphere-federated-ccm.io/") && k != cloud.LabelUnmanaged || strings.HasPrefix(k, "topology.kubernetes.io/") || strings.HasPrefix(k, "node.kubernetes.io/instance-type") {
+		if strings.HasPrefix(k, "vsphere-federated-ccm.io/") && k != nodes.LabelUnmanaged || strings.HasPrefix(k, "topology.kubernetes.io/") || strings.HasPrefix(k, "node.kubernetes.io/instance-type") {
 			t.Errorf("metal-1 got label %s=%s from the CCM", k, n.Labels[k])
 		}
 	}
-	waitEvent(t, env, "", "Node", "metal-1", cloud.ReasonNodeUnmanaged, 30*time.Second)
-	waitEvent(t, env, "", "Node", "metal-2", cloud.ReasonNodeUnmanaged, 30*time.Second)
+	waitEvent(t, env, "", "Node", "metal-1", nodes.ReasonNodeUnmanaged, 30*time.Second)
+	waitEvent(t, env, "", "Node", "metal-2", nodes.ReasonNodeUnmanaged, 30*time.Second)
 
 	// Both NotReady: the lifecycle controller asks about them every
 	// second (--node-monitor-period=1s); the VM Nodes are Ready and
@@ -136,16 +136,16 @@ func TestUnmanagedNodes(t *testing.T) {
 	}
 	scrapeFor("nodes_unmanaged 2, nodes_uninitialized{VMNotFound} 1", func() bool {
 		u, _ := ss.Sum("cloudprovider_vsphere_nodes_unmanaged")
-		g, _ := ss.Sum("cloudprovider_vsphere_nodes_uninitialized", "reason", cloud.UninitializedNoVM)
+		g, _ := ss.Sum("cloudprovider_vsphere_nodes_uninitialized", "reason", nodes.UninitializedNoVM)
 		all, _ := ss.Sum("cloudprovider_vsphere_nodes_uninitialized")
 		return u == 2 && g == 1 && all == 1
 	})
 	if v, ok := ss.Sum("cloudprovider_vsphere_duplicate_uuids"); !ok || v != 0 {
 		t.Errorf("duplicate_uuids = %v (present %v); want 0", v, ok)
 	}
-	e := waitEvent(t, env, "", "Node", "ghost", cloud.ReasonNodeUninitialized, 30*time.Second)
-	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "("+cloud.UninitializedNoVM+")") || !strings.Contains(e.Message, "not there") {
-		t.Errorf("NodeUninitialized on ghost: %s %q; want a Warning naming %s", e.Type, e.Message, cloud.UninitializedNoVM)
+	e := waitEvent(t, env, "", "Node", "ghost", nodes.ReasonNodeUninitialized, 30*time.Second)
+	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "("+nodes.UninitializedNoVM+")") || !strings.Contains(e.Message, "not there") {
+		t.Errorf("NodeUninitialized on ghost: %s %q; want a Warning naming %s", e.Type, e.Message, nodes.UninitializedNoVM)
 	}
 
 	// A vCenter down and back: Events on the CCM's object (outside a Pod,
@@ -153,14 +153,14 @@ func TestUnmanagedNodes(t *testing.T) {
 	if err := env.Proxies["vc2"].SetMode(vcsim.Refuse); err != nil {
 		t.Fatal(err)
 	}
-	down := waitEvent(t, env, "kube-system", "Lease", "cloud-controller-manager", cloud.ReasonVCenterDown, time.Minute)
+	down := waitEvent(t, env, "kube-system", "Lease", "cloud-controller-manager", nodes.ReasonVCenterDown, time.Minute)
 	if !strings.Contains(down.Message, "vcenter vc2 is down") {
 		t.Errorf("VCenterDown: %q", down.Message)
 	}
 	if err := env.Proxies["vc2"].SetMode(vcsim.Pass); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, env, "kube-system", "Lease", "cloud-controller-manager", cloud.ReasonVCenterUp, time.Minute)
+	waitEvent(t, env, "kube-system", "Lease", "cloud-controller-manager", nodes.ReasonVCenterUp, time.Minute)
 
 	if d := deletions.Deleted(nil); len(d) > 0 {
 		t.Errorf("Nodes deleted: %v", d)

@@ -1,4 +1,4 @@
-package cloud
+package metadata
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func TestProvidedNodeIPs(t *testing.T) {
 		"::ffff:10.0.0.5":     {"10.0.0.5"}, // IPv4, as for the library
 		"::ffff:10.0.0.5,::5": {"10.0.0.5", "::5"},
 	} {
-		got, err := providedNodeIPs(annotated(value))
+		got, err := ProvidedNodeIPs(annotated(value))
 		if err != nil {
 			t.Errorf("%q: %v", value, err)
 			continue
@@ -53,13 +53,13 @@ func TestProvidedNodeIPs(t *testing.T) {
 		"::ffff:10.0.0.5,10.0.0.6", "10.0.0.5,fd00::5,10.0.0.7", "010.0.0.5", "fd00::5%eth0", "10.0.0.5/24", "node-1",
 		"0.0.0.0", "::", "127.0.0.1", "::1", "169.254.1.1", "fe80::1", "224.0.0.5", "ff02::1",
 	} {
-		_, err := providedNodeIPs(annotated(value))
+		_, err := ProvidedNodeIPs(annotated(value))
 		if !errors.Is(err, ErrInvalidNodeIP) || !strings.Contains(err.Error(), cloudproviderapi.AnnotationAlphaProvidedIPAddr+"=") ||
 			!strings.Contains(err.Error(), "\""+value+"\"") && !strings.Contains(err.Error(), strings.ReplaceAll(value, `"`, `\"`)) {
 			t.Errorf("%q: %v; want ErrInvalidNodeIP naming the annotation and the value", value, err)
 		}
 	}
-	if got, err := providedNodeIPs(&v1.Node{}); got != nil || err != nil {
+	if got, err := ProvidedNodeIPs(&v1.Node{}); got != nil || err != nil {
 		t.Errorf("no annotation: %v, %v; want none", got, err)
 	}
 }
@@ -184,11 +184,11 @@ func (c nodeIPCase) run(t *testing.T) ([]v1.NodeAddress, error) {
 	if c.metadata != "" {
 		md, enc = plainMetadata(c.metadata), "base64"
 	}
-	ips, err := providedNodeIPs(annotated(c.annotation))
+	ips, err := ProvidedNodeIPs(annotated(c.annotation))
 	if err != nil {
 		t.Fatalf("annotation %q: %v", c.annotation, err)
 	}
-	return selectForNodeIPs(withMetadata(vm, md, enc), c.families, c.rules, ips)
+	return SelectForNodeIPs(withMetadata(vm, md, enc), c.families, c.rules, ips)
 }
 
 // Each node IP the VM reports is the InternalIP of its family, and the
@@ -264,13 +264,13 @@ func TestSelectForNodeIPsWithoutAnnotationIsCPIs(t *testing.T) {
 		if c.guestinfo != "" {
 			md, enc = b64(c.guestinfo), "base64"
 		}
-		ips, err := providedNodeIPs(&v1.Node{})
+		ips, err := ProvidedNodeIPs(&v1.Node{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		vm = withMetadata(vm, md, enc)
-		got, gotErr := selectForNodeIPs(vm, families, rules, ips)
-		want, wantErr := selectAddresses(vm, families, rules)
+		got, gotErr := SelectForNodeIPs(vm, families, rules, ips)
+		want, wantErr := SelectAddresses(vm, families, rules)
 		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 			t.Errorf("%s: got %v, %v; CPI's %v, %v", c.name, got, gotErr, want, wantErr)
 		}
@@ -291,12 +291,12 @@ func TestEveryReportedIPJoinsOnCPICases(t *testing.T) {
 			md, enc = b64(c.guestinfo), "base64"
 		}
 		vm = withMetadata(vm, md, enc)
-		_, cpiErr := selectAddresses(vm, families, rules)
+		_, cpiErr := SelectAddresses(vm, families, rules)
 		for _, cand := range usableIPs(c.nics) {
 			if cand.ip.IsMulticast() {
 				continue // kept by CPI's filter, refused by the kubelet
 			}
-			got, err := selectForNodeIPs(vm, families, rules, []netip.Addr{cand.ip})
+			got, err := SelectForNodeIPs(vm, families, rules, []netip.Addr{cand.ip})
 			if err != nil {
 				if cpiErr == nil {
 					t.Errorf("%s, --node-ip=%s: %v; CPI answers", c.name, cand.raw, err)

@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"

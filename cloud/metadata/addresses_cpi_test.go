@@ -1,4 +1,4 @@
-package cloud
+package metadata
 
 // CPI's own address tests, ported case for case: TestDiscoverNodeIPs in
 // kubernetes/cloud-provider-vsphere pkg/cloudprovider/vsphere/nodemanager_test.go
@@ -8,7 +8,7 @@ package cloud
 // NICs become backends.NIC (DeviceConfigId left 0 as in CPI's cases), and the
 // guestinfo is base64-encoded with guestinfo.metadata.encoding "base64", as
 // CPI's harness does. An internal test: it gives the guestinfo.metadata
-// and its encoding to selectAddresses directly, as CPI's cases do.
+// and its encoding to SelectAddresses directly, as CPI's cases do.
 
 import (
 	"bytes"
@@ -732,7 +732,7 @@ func TestNodeAddressesCPIDiscoverNodeIPs(t *testing.T) {
 			if tc.guestinfo != "" {
 				metadata, encoding = base64.StdEncoding.EncodeToString([]byte(tc.guestinfo)), "base64"
 			}
-			got, err := selectAddresses(withMetadata(vm, metadata, encoding), families, rules)
+			got, err := SelectAddresses(withMetadata(vm, metadata, encoding), families, rules)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q (addresses %v)", err, tc.wantErr, got)
@@ -760,7 +760,7 @@ func TestNodeAddressesCPIMultiIF(t *testing.T) {
 		cpiNIC("test_k8s_tenant_c123", "fe80::250:56ff:fe89:d2c7"),
 		cpiNIC("test_k8s_tenant_c123", "10.10.108.12", "10.10.108.10", "fe80::250:56ff:fe89:d2c7"),
 	}}
-	got, err := selectAddresses(vm, []string{config.IPv4}, config.AddressRules{})
+	got, err := SelectAddresses(vm, []string{config.IPv4}, config.AddressRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +837,7 @@ func TestNodeAddressesCPIErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := selectAddresses(withMetadata(&tt.vm, tt.metadata, "base64"), []string{config.IPv4}, tt.rules)
+			got, err := SelectAddresses(withMetadata(&tt.vm, tt.metadata, "base64"), []string{config.IPv4}, tt.rules)
 			if err == nil {
 				t.Fatalf("addresses %v, want an error", got)
 			}
@@ -940,12 +940,12 @@ func TestStaticAddresses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := staticAddresses(tt.metadata, tt.encoding)
+			got, err := StaticAddresses(tt.metadata, tt.encoding)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != len(tt.want) || (len(got) > 0 && !reflect.DeepEqual(got, tt.want)) {
-				t.Errorf("staticAddresses = %v, want %v", got, tt.want)
+				t.Errorf("StaticAddresses = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -990,9 +990,9 @@ func TestStaticAddressesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := staticAddresses(tt.metadata, "base64")
+			got, err := StaticAddresses(tt.metadata, "base64")
 			if err == nil || !strings.Contains(err.Error(), tt.text) {
-				t.Fatalf("staticAddresses = %v, %v; want an error containing %q", got, err, tt.text)
+				t.Fatalf("StaticAddresses = %v, %v; want an error containing %q", got, err, tt.text)
 			}
 		})
 	}
@@ -1049,7 +1049,7 @@ func TestNodeAddressesPreferStatic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := selectAddresses(withMetadata(vm, metadata, "base64"), tt.families, tt.rules)
+			got, err := SelectAddresses(withMetadata(vm, metadata, "base64"), tt.families, tt.rules)
 			if err != nil {
 				t.Fatal(err)
 			}

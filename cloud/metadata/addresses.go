@@ -1,4 +1,4 @@
-package cloud
+package metadata
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
-// Errors of selectAddresses, in CPI's words (the texts its users search for).
+// Errors of SelectAddresses, in CPI's words (the texts its users search for).
 // Each is returned where CPI's DiscoverNode fails, so the Node stays tainted,
 // or keeps the addresses it has, as under CPI.
 var (
@@ -51,7 +51,7 @@ func (l *addressList) add(t v1.NodeAddressType, c *candidate) {
 	}
 }
 
-// selectAddresses selects a VM's addresses as CPI's DiscoverNode does. The guest host name comes first; then,
+// SelectAddresses selects a VM's addresses as CPI's DiscoverNode does. The guest host name comes first; then,
 // for each IP family in order, an InternalIP and an ExternalIP, each chosen
 // among the family's IPs outside its own exclude list: by subnet (in the
 // order of the list), else by VM network name; if neither finds either
@@ -59,7 +59,7 @@ func (l *addressList) add(t v1.NodeAddressType, c *candidate) {
 // configured in the cloud-init metadata (guestinfo.metadata, decoded as
 // guestinfo.metadata.encoding says) are tried first. The checks before any selection, and
 // their order, are CPI's: each is an error.
-func selectAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
+func SelectAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
 	if err := guestReported(vm); err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func selectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 	if len(cands) == 0 {
 		return nil, errNoUsableIP(vm)
 	}
-	static, err := staticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
+	static, err := StaticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}
@@ -121,8 +121,8 @@ func offNamedNetworks(nics []backends.NIC, rules config.AddressRules) bool {
 	return in != "" && ex != "" && !onNetwork(nics, in) && !onNetwork(nics, ex)
 }
 
-// The errors of CPI's selection, in CPI's words: shared by selectAddresses
-// and selectForNodeIPs, so that both fail alike where both fail.
+// The errors of CPI's selection, in CPI's words: shared by SelectAddresses
+// and SelectForNodeIPs, so that both fail alike where both fail.
 func errOffNamedNetworks(vm *backends.VM, rules config.AddressRules) error {
 	return fmt.Errorf("vm %q: %w: no network adapter on VM network %q or %q", vm.Name, ErrNoSuitableIP, rules.InternalNetworkName, rules.ExternalNetworkName)
 }
@@ -264,7 +264,7 @@ type metadataNetwork[T any] struct {
 	Network T `yaml:"network"`
 }
 
-// staticAddresses reads the static IPs of a VM's cloud-init metadata
+// StaticAddresses reads the static IPs of a VM's cloud-init metadata
 // (extraConfig guestinfo.metadata, with guestinfo.metadata.encoding) and
 // returns each IP's rank, as CPI does. CPI's rules: the metadata is read
 // only when its encoding is exactly "base64" (gzip+base64 metadata is
@@ -281,7 +281,7 @@ type metadataNetwork[T any] struct {
 // order, so with several ethernets CPI's ranks change from one call to the
 // next; document order is one of its outcomes, and the one its comment
 // promises.
-func staticAddresses(metadata, encoding string) (map[string]int, error) {
+func StaticAddresses(metadata, encoding string) (map[string]int, error) {
 	if metadata == "" || encoding != "base64" {
 		return nil, nil
 	}

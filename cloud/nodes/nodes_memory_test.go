@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,9 +43,9 @@ func BenchmarkNodesHeld(b *testing.B) {
 		}},
 		{"shared", func(client *fake.Clientset, stop chan struct{}) []cache.SharedIndexInformer {
 			shared := informers.NewSharedInformerFactory(client, 0)
-			w := newNodes(&eventLog{}, 0, 0, nil).watch(shared)
+			w := newNodes(&events.Log{}, 0, 0, nil).Watch(shared)
 			shared.Start(stop)
-			return []cache.SharedIndexInformer{w.informer}
+			return []cache.SharedIndexInformer{w.Informer}
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

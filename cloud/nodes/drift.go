@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 // Nodes that follow their VMs: the nodes owner's pass over the
 // initialized Nodes, from the inventories' memory alone
@@ -23,44 +23,15 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
-)
-
-// The labels below the zone (nodes.placementLabels): the ESXi host's
-// name, the compute cluster's name and the resource pool's inventory
-// path, as discovery.LabelValue encodes them (a value that is no valid
-// label value becomes "sha256-" and 40 hex digits). A VM without one (a
-// standalone host has no cluster) has the label removed, never set to "".
-const (
-	LabelHost         = "vsphere-federated-ccm.io/host"
-	LabelCluster      = "vsphere-federated-ccm.io/cluster"
-	LabelResourcePool = "vsphere-federated-ccm.io/resource-pool"
 )
 
 // DefaultNodeResync is how often every Node is looked at even when no
 // inventory changed: tags are re-read into memory without an inventory
 // update.
 const DefaultNodeResync = 30 * time.Second
-
-// placementLabels are vm's labels below the zone as asked: each label
-// key to its value, "" for one to remove (not asked for, or the VM has no
-// value: they are ours).
-func placementLabels(vm *backends.VM, asked []config.PlacementLabel) map[string]string {
-	out := map[string]string{LabelHost: "", LabelCluster: "", LabelResourcePool: ""}
-	for _, l := range asked {
-		switch l {
-		case config.PlacementHost:
-			out[LabelHost] = labelValue(vm.HostName)
-		case config.PlacementCluster:
-			out[LabelCluster] = labelValue(vm.Cluster)
-		case config.PlacementResourcePool:
-			out[LabelResourcePool] = labelValue(vm.ResourcePoolPath)
-		}
-	}
-	return out
-}
 
 // nodeReport is what the pass last reported of one Node, so that each
 // Event is recorded once per change, and the gauges count it.
@@ -73,7 +44,7 @@ type nodeReport struct {
 	// missing are the categories (zone, region) the VM has no tag of.
 	missing []string
 	// groupErr is why the VM's host groups give no zone
-	// (ZoneHostGroupError), groupReason its Event reason; "" when they
+	// (metadata.ZoneHostGroupError), groupReason its Event reason; "" when they
 	// give one or are not read.
 	groupErr, groupReason string
 }
@@ -114,7 +85,7 @@ func settingsOf(cfg *config.Config) passSettings {
 // followVMs is the pass, run by run every poll: every initialized Node
 // (all, the tick's list) when the inventories or the config changed or
 // every resync, else only the Nodes the informer saw change.
-func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister,
+func (n *Owner) followVMs(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister,
 	all []*v1.Node, now time.Time) {
 	cfg := n.config()
 	version := n.discovery.InventoryVersion()
@@ -144,8 +115,8 @@ func (n *nodes) followVMs(ctx context.Context, client kubernetes.Interface, list
 }
 
 // follow brings one Node's labels after its VM and reports what changed.
-func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passSettings, node *v1.Node) {
-	if uninitialized(node) || n.unmanaged(node) {
+func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passSettings, node *v1.Node) {
+	if Uninitialized(node) || n.Unmanaged(node) {
 		n.setReport(node.Name, nil)
 		return
 	}
@@ -189,7 +160,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	}
 
 	// Where the VM is: our location labels always follow it.
-	location := locationLabels(&placed.Result)
+	location := LocationLabels(&placed.Result)
 	var moves []string
 	if old := node.Labels[LabelServer]; old != "" && !strings.EqualFold(old, location[LabelServer]) {
 		from := cmp.Or(node.Labels[LabelVCenter], old)
@@ -205,8 +176,8 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 
 	// The labels below the zone: ours, they follow too.
 	var placement []string
-	below := placementLabels(&placed.VM, s.cfg.PlacementLabels)
-	for _, k := range []string{LabelHost, LabelCluster, LabelResourcePool} {
+	below := metadata.PlacementLabels(&placed.VM, s.cfg.PlacementLabels)
+	for _, k := range []string{metadata.LabelHost, metadata.LabelCluster, metadata.LabelResourcePool} {
 		if set(k, below[k]) {
 			placement = append(placement, labelChange(k, node.Labels[k], below[k]))
 		}
@@ -220,7 +191,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		if !ok || !p.TagsKnown {
 			continue
 		}
-		if v := labelValue(p.Tags[t.Category]); set(t.Key, v) {
+		if v := metadata.LabelValue(p.Tags[t.Category]); set(t.Key, v) {
 			tagged = append(tagged, labelChange(t.Key, node.Labels[t.Key], v))
 		}
 	}
@@ -228,30 +199,30 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 	// Zone and region: reported; rewritten only when asked. Each from
 	// where the VM's vCenter reads it: the host groups, or the tags.
 	var reconciled []string
-	src := topologyFor(s.cfg, placed.VCenter)
+	src := metadata.TopologyFor(s.cfg, placed.VCenter)
 	tags, tagsKnown := placed.Tags, placed.TagsKnown
-	if src.hostGroups != nil && src.region != "" && len(s.categories) != 1 {
+	if src.HostGroups != nil && src.Region != "" && len(s.categories) != 1 {
 		// The region walked alone (the zone is no tag there), from memory:
 		// a second lookup only when the first walked zone and region.
 		tags, tagsKnown = nil, false
-		if p, ok := n.discovery.Placed(uuid, []string{src.region}); ok && p.VCenter == placed.VCenter {
+		if p, ok := n.discovery.Placed(uuid, []string{src.Region}); ok && p.VCenter == placed.VCenter {
 			tags, tagsKnown = p.Tags, p.TagsKnown
 		}
 	}
 	var zoneGroup string // the host group the zone is read from
-	if src.any() {
+	if src.Any() {
 		for _, t := range []struct{ kind, ga, beta string }{
 			{"region", v1.LabelTopologyRegion, v1.LabelFailureDomainBetaRegion},
 			{"zone", v1.LabelTopologyZone, v1.LabelFailureDomainBetaZone},
 		} {
 			var want string
-			switch cat := src.category(t.kind); {
-			case t.kind == "zone" && src.hostGroups != nil:
+			switch cat := src.Category(t.kind); {
+			case t.kind == "zone" && src.HostGroups != nil:
 				if !placed.VM.HostGroupsKnown {
 					next.carry(prev, t.kind)
 					continue
 				}
-				zone, group, herr := hostGroupZone(&placed.VM, &placed.Result, src.hostGroups)
+				zone, group, herr := metadata.HostGroupZone(&placed.VM, &placed.Result, src.HostGroups)
 				if herr != nil {
 					next.groupErr, next.groupReason = herr.Error(), herr.Reason()
 					continue
@@ -314,12 +285,12 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			n.metrics.labelUpdates.WithLabelValues(kind).Inc()
 		}
 		if len(reconciled) > 0 {
-			n.events.record(node, v1.EventTypeNormal, ReasonTopologyReconciled,
+			n.events.Record(node, v1.EventTypeNormal, ReasonTopologyReconciled,
 				fmt.Sprintf("Zone and region labels follow %s: %s (nodes.reconcileTopology)", placed.String(), strings.Join(reconciled, ", ")))
 		}
 		if len(tagged) > 0 {
 			n.metrics.labelUpdates.WithLabelValues("tag").Inc()
-			n.events.record(node, v1.EventTypeNormal, ReasonTagLabelsUpdated,
+			n.events.Record(node, v1.EventTypeNormal, ReasonTagLabelsUpdated,
 				fmt.Sprintf("Tag labels follow %s: %s (nodes.tagLabels)", placed.String(), strings.Join(tagged, ", ")))
 		}
 		if len(placement) > 0 {
@@ -328,7 +299,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 				n.metrics.labelUpdates.WithLabelValues(name).Inc()
 			}
 			log().V(2).Info("Placement labels follow the VM", "vm", placed.String(), "changes", placement)
-			n.events.record(node, v1.EventTypeNormal, ReasonPlacementLabelsUpdated,
+			n.events.Record(node, v1.EventTypeNormal, ReasonPlacementLabelsUpdated,
 				fmt.Sprintf("Placement labels follow %s: %s", placed.String(), strings.Join(placement, ", ")))
 		}
 	} else {
@@ -350,20 +321,20 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 		}
 		if _, ok := next.drift["zone"]; ok && zoneGroup != "" {
 			host := cmp.Or(placed.VM.HostName, placed.VM.Host)
-			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", host, zoneGroup, src.hostGroups)
+			msg += fmt.Sprintf("; its host %s is in host group %s (%s)", host, zoneGroup, src.HostGroups)
 		}
 		if len(next.drift) > 0 {
 			msg += "; the zone and region labels are kept (nodes.reconcileTopology is off)"
 		}
 		log().Info("Node's VM moved or its topology drifted", "vm", placed.String(), "changes", parts)
-		n.events.record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
+		n.events.Record(node, v1.EventTypeWarning, ReasonTopologyDrift, msg)
 	}
 	if len(prev.drift) > 0 && len(next.drift) == 0 {
-		n.events.record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
+		n.events.Record(node, v1.EventTypeNormal, ReasonTopologyDriftCleared,
 			fmt.Sprintf("Zone and region labels match %s again", placed.String()))
 	}
 	if next.diskUUIDOff && !prev.diskUUIDOff {
-		n.events.record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
+		n.events.Record(node, v1.EventTypeWarning, ReasonDiskUUIDDisabled,
 			fmt.Sprintf("%s has no disk.EnableUUID=TRUE: vSphere CSI cannot see its disks' UUIDs", placed.String()))
 	}
 	if len(next.missing) > 0 && !slices.Equal(prev.missing, next.missing) {
@@ -375,10 +346,10 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 			}
 			cats = append(cats, fmt.Sprintf("%s (category %q)", kind, cat))
 		}
-		n.events.record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&ZoneTagError{VM: placed.String(), Missing: cats}).Error())
+		n.events.Record(node, v1.EventTypeWarning, ReasonZoneTagMissing, (&metadata.ZoneTagError{VM: placed.String(), Missing: cats}).Error())
 	}
 	if next.groupErr != "" && prev.groupErr != next.groupErr {
-		n.events.record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
+		n.events.Record(node, v1.EventTypeWarning, next.groupReason, next.groupErr)
 	}
 	if v := klog.FromContext(ctx).V(5); v.Enabled() {
 		v.Info("Node compared with its VM", "node", node.Name, "vm", placed.String(), "tagsKnown", placed.TagsKnown,
@@ -389,7 +360,7 @@ func (n *nodes) follow(ctx context.Context, client kubernetes.Interface, s passS
 }
 
 // setReport keeps r as what is reported of the Node name; nil forgets it.
-func (n *nodes) setReport(name string, r *nodeReport) {
+func (n *Owner) setReport(name string, r *nodeReport) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if r == nil {
@@ -400,12 +371,12 @@ func (n *nodes) setReport(name string, r *nodeReport) {
 }
 
 // setGauges sets the gauges from the reports.
-func (n *nodes) setGauges() {
+func (n *Owner) setGauges() {
 	n.mu.Lock()
 	drift := map[string]int{"zone": 0, "region": 0}
 	missing := map[string]int{"zone": 0, "region": 0}
 	disk := 0
-	groups := map[string]int{ReasonZoneHostGroupMissing: 0, ReasonZoneHostGroupAmbiguous: 0}
+	groups := map[string]int{metadata.ReasonZoneHostGroupMissing: 0, metadata.ReasonZoneHostGroupAmbiguous: 0}
 	for _, r := range n.reports {
 		if r.groupReason != "" {
 			groups[r.groupReason]++

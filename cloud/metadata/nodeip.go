@@ -1,4 +1,4 @@
-package cloud
+package metadata
 
 // The kubelet's --node-ip (issue 31; CPI #614). A kubelet started with
 // --cloud-provider=external --node-ip=X annotates its Node
@@ -60,7 +60,7 @@ func (e *NodeIPError) Error() string {
 	return msg + "; the Node is not initialized until its kubelet's --node-ip is one of them"
 }
 
-// providedNodeIPs reads node's provided-node-ip annotation: none when
+// ProvidedNodeIPs reads node's provided-node-ip annotation: none when
 // absent. The parse is strict: one IP, or two of different families
 // separated by a comma, each as net.ParseIP reads it (no spaces, zones
 // or leading zeros), none of those the kubelet refuses for --node-ip
@@ -69,7 +69,7 @@ func (e *NodeIPError) Error() string {
 // else was not written by a kubelet and is an error, never a guess.
 // IPv4-mapped IPv6 (::ffff:a.b.c.d) is the IPv4 address, as for the
 // library (its IsIPv6 is To4() == nil).
-func providedNodeIPs(node *v1.Node) ([]netip.Addr, error) {
+func ProvidedNodeIPs(node *v1.Node) ([]netip.Addr, error) {
 	value, ok := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]
 	if !ok {
 		return nil, nil
@@ -107,8 +107,8 @@ func ipFamily(a netip.Addr) string {
 	return config.IPv6
 }
 
-// selectForNodeIPs is selectAddresses honouring the kubelet's node IPs
-// (providedNodeIPs); without any it is selectAddresses, byte for byte.
+// SelectForNodeIPs is SelectAddresses honouring the kubelet's node IPs
+// (ProvidedNodeIPs); without any it is SelectAddresses, byte for byte.
 //
 // Each node IP the VM reports is the InternalIP of its family, whatever
 // CPI's rules (subnets, VM network names, exclude lists) would choose; a
@@ -140,15 +140,15 @@ func ipFamily(a netip.Addr) string {
 //   - A node IP the VM does not report is a *NodeIPError naming it and the
 //     VM's IPs: a list without it would be refused by the library, with
 //     nothing but its log to say why.
-func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules,
+func SelectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules,
 	nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
 	if len(nodeIPs) == 0 {
-		return selectAddresses(vm, families, rules)
+		return SelectAddresses(vm, families, rules)
 	}
 	if err := guestReported(vm); err != nil {
 		return nil, err
 	}
-	static, err := staticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
+	static, err := StaticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}
@@ -205,11 +205,11 @@ func selectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRu
 // reportedNodeIPs finds each node IP among the IPs vm reports, by family:
 // on its adapters first (every adapter, in order: the first text VMware
 // Tools gives it), else in its guestinfo.metadata (static, as
-// staticAddresses ranks them). An IP it does not report is a *NodeIPError.
+// StaticAddresses ranks them). An IP it does not report is a *NodeIPError.
 func reportedNodeIPs(vm *backends.VM, static map[string]int, nodeIPs []netip.Addr) (map[string]*candidate, error) {
 	reported := usableIPs(vm.NICs)
 	var fromMetadata []candidate
-	for _, s := range sortedStatic(static) {
+	for _, s := range SortedStatic(static) {
 		a, err := netip.ParseAddr(s)
 		if err != nil || slices.ContainsFunc(reported, func(c candidate) bool { return c.ip == a.Unmap() }) {
 			continue
@@ -241,9 +241,9 @@ func reportedNodeIPs(vm *backends.VM, static map[string]int, nodeIPs []netip.Add
 	return nil, e
 }
 
-// sortedStatic lists static's IPs by rank (ties by text, so the list is
+// SortedStatic lists static's IPs by rank (ties by text, so the list is
 // the same at every call).
-func sortedStatic(static map[string]int) []string {
+func SortedStatic(static map[string]int) []string {
 	return slices.SortedFunc(maps.Keys(static), func(a, b string) int {
 		return cmp.Or(cmp.Compare(static[a], static[b]), strings.Compare(a, b))
 	})

@@ -1,4 +1,4 @@
-package cloud
+package instances
 
 // Identity claims. A kubelet sets its own spec.providerID (--provider-id)
 // and reports its own status.nodeInfo.systemUUID: what a Node says of its
@@ -39,15 +39,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // Event reasons of identity claims.
 const (
-	// ReasonNodeIdentityConflict: a Warning on a Node refused the identity
-	// of the VM another Node holds, and on that Node, each naming the
-	// other; the refused Node stays tainted (IdentityConflictError).
-	ReasonNodeIdentityConflict = "NodeIdentityConflict"
 	// ReasonNodeReplaced: a replaced Node's VM went to its new Node
 	// (Normal on the new Node, Warning on the old one, which is kept for
 	// its operator to delete), each naming the other.
@@ -72,31 +70,15 @@ const claimSyncWait = 10 * time.Second
 // claims (claimedUUIDs).
 const claimIndex = "vsphere-federated-ccm.io/claimed-vm-uuid"
 
-// IdentityConflictError is a claim on a VM another Node holds:
-// InstanceMetadata fails with it, and the claimant keeps its
-// uninitialized taint.
-type IdentityConflictError struct {
-	Node   string // the claimant
-	Holder string // the Node holding the VM
-	VM     string // the VM, as discovery.Result names it
-	// State is why the holder keeps the VM: "is Ready", or why it is not
-	// replaced.
-	State string
-}
-
-func (e *IdentityConflictError) Error() string {
-	return fmt.Sprintf("%s is held by Node %s, which %s: node %s is not given its identity", e.VM, e.Holder, e.State, e.Node)
-}
-
 // claims decides the claims on VMs, from the Node informer's index.
 type claims struct {
-	events    *eventLog
-	metrics   *nodeMetrics
-	unmanaged *unmanagedNodes
+	events  *events.Log
+	metrics *nodes.Metrics
+	nodes   *nodes.Owner
 	// view is the Node informer, once the nodes owner watches Nodes; nil
 	// without one (diagnose, or no cluster): then no Node is known to
 	// hold anything, and no claim is refused.
-	view atomic.Pointer[nodeWatch]
+	view atomic.Pointer[nodes.Watch]
 
 	mu sync.Mutex
 	// counted are the conflicts the metric counted, once each however
@@ -114,25 +96,25 @@ type conflictKey struct {
 // it all are forgotten, at the cost of one conflict counted again.
 const maxCounted = 8192
 
-func newClaims(events *eventLog, m *nodeMetrics, unmanaged *unmanagedNodes) *claims {
-	return &claims{events: events, metrics: m, unmanaged: unmanaged, counted: map[conflictKey]bool{}}
+func newClaims(events *events.Log, m *nodes.Metrics, owner *nodes.Owner) *claims {
+	return &claims{events: events, metrics: m, nodes: owner, counted: map[conflictKey]bool{}}
 }
 
 // watch indexes w's Nodes by the VMs they claim and forgets what is kept
 // of a Node once it is deleted (here and in the unmanaged check). A
 // shared informer may have started already: an index added then indexes
 // the Nodes it holds.
-func (c *claims) watch(w nodeWatch) {
+func (c *claims) watch(w nodes.Watch) {
 	log := klog.Background()
-	if err := w.informer.AddIndexers(cache.Indexers{claimIndex: claimedUUIDs}); err != nil {
+	if err := w.Informer.AddIndexers(cache.Indexers{claimIndex: claimedUUIDs}); err != nil {
 		// Another provider in this process indexed this shared informer
 		// already, with this same function: use it.
-		if _, ok := w.informer.GetIndexer().GetIndexers()[claimIndex]; !ok {
+		if _, ok := w.Informer.GetIndexer().GetIndexers()[claimIndex]; !ok {
 			log.Error(err, "Indexing Nodes by the VMs they claim failed: claims on a VM another Node holds are not checked")
 			return
 		}
 	}
-	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: onDelete(c.gone)}); err != nil {
+	if _, err := w.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: nodes.OnDelete(c.gone)}); err != nil {
 		log.Error(err, "Watching Node deletions failed: what is kept of deleted Nodes is bounded only by its cap")
 	}
 	c.view.Store(&w)
@@ -140,7 +122,7 @@ func (c *claims) watch(w nodeWatch) {
 
 // gone forgets a deleted Node.
 func (c *claims) gone(node *v1.Node) {
-	c.unmanaged.forget(node.Name)
+	c.nodes.Forget(node.Name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	maps.DeleteFunc(c.counted, func(k conflictKey, _ bool) bool {
@@ -180,7 +162,7 @@ func claimedUUIDs(obj any) ([]string, error) {
 
 // check decides whether node, uninitialized, may be given the identity of
 // res, the VM its lookup found: nil when no other Node holds that VM, or
-// when node replaces every one that does; else an IdentityConflictError,
+// when node replaces every one that does; else a nodes.IdentityConflictError,
 // with an Event on both Nodes.
 func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result) error {
 	const op = "cloud.checkClaim"
@@ -188,11 +170,11 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 	if v == nil {
 		return nil
 	}
-	if !v.informer.HasSynced() {
+	if !v.Informer.HasSynced() {
 		// The controllers wait for this same informer before they ask:
 		// only a provider watching Nodes on its own gets here, at start.
 		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, claimSyncWait, true, func(context.Context) (bool, error) {
-			return v.informer.HasSynced(), nil
+			return v.Informer.HasSynced(), nil
 		}); err != nil {
 			return fmt.Errorf("%s: the Node cache is not synced: cannot tell whether another Node holds %s: %w", op, res, err)
 		}
@@ -201,14 +183,14 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", op, res, err)
 	}
-	objs, err := v.informer.GetIndexer().ByIndex(claimIndex, u)
+	objs, err := v.Informer.GetIndexer().ByIndex(claimIndex, u)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	var holders []*v1.Node
 	for _, obj := range objs {
 		other, ok := obj.(*v1.Node)
-		if !ok || other.Name == node.Name || other.DeletionTimestamp != nil || c.unmanaged.unmanaged(other) || !holdsAgainst(other, node) {
+		if !ok || other.Name == node.Name || other.DeletionTimestamp != nil || c.nodes.Unmanaged(other) || !holdsAgainst(other, node) {
 			continue
 		}
 		holders = append(holders, other)
@@ -218,7 +200,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 	}
 	slices.SortFunc(holders, func(a, b *v1.Node) int { return strings.Compare(a.Name, b.Name) })
 	now := time.Now()
-	var conflict *IdentityConflictError
+	var conflict *nodes.IdentityConflictError
 	for _, h := range holders {
 		state, ok := replaces(node, h, &res.VM, now)
 		if ok {
@@ -226,7 +208,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 		}
 		c.refused(node, h, res, u, state)
 		if conflict == nil {
-			conflict = &IdentityConflictError{Node: node.Name, Holder: h.Name, VM: res.String(), State: state}
+			conflict = &nodes.IdentityConflictError{Node: node.Name, Holder: h.Name, VM: res.String(), State: state}
 		}
 	}
 	if conflict != nil {
@@ -243,7 +225,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 // registered first (by name when at once), so that of two newcomers
 // exactly one can win.
 func holdsAgainst(other, node *v1.Node) bool {
-	if !uninitialized(other) {
+	if !nodes.Uninitialized(other) {
 		return true
 	}
 	a, b := other.CreationTimestamp, node.CreationTimestamp
@@ -317,9 +299,9 @@ func (c *claims) refused(node, holder *v1.Node, res *discovery.Result, u, state 
 		"If Node %s no longer runs in that VM (reinstalled under another name), this Node takes it once %s has been NotReady for %s "+
 		"and the VM's guest host name is this Node's; or delete Node %s",
 		res, u, claimOf(node, u), holder.Name, claimOf(holder, u), state, holder.Name, holder.Name, ReplacedNodeGrace, holder.Name)
-	c.events.recordCause(node, v1.EventTypeWarning, ReasonNodeIdentityConflict, msg, msg)
+	c.events.RecordCause(node, v1.EventTypeWarning, nodes.ReasonNodeIdentityConflict, msg, msg)
 	msg = fmt.Sprintf("Node %s claims this Node's VM %s (by its %s): it is not initialized while this Node %s", node.Name, res, claimOf(node, u), state)
-	c.events.recordCause(holder, v1.EventTypeWarning, ReasonNodeIdentityConflict, msg, msg)
+	c.events.RecordCause(holder, v1.EventTypeWarning, nodes.ReasonNodeIdentityConflict, msg, msg)
 }
 
 // replaced records the Events of node taking the VM of holder, and counts
@@ -330,11 +312,11 @@ func (c *claims) replaced(node, holder *v1.Node, res *discovery.Result, u string
 	at := since.UTC().Format(time.RFC3339)
 	msg := fmt.Sprintf("initialized as %s (BIOS UUID %s), replacing Node %s, which held it (by its %s): %s has been NotReady since %s and the VM's guest host name %q is this Node's",
 		res, u, holder.Name, claimOf(holder, u), holder.Name, at, res.VM.GuestHostName)
-	c.events.recordCause(node, v1.EventTypeNormal, ReasonNodeReplaced, msg, msg)
+	c.events.RecordCause(node, v1.EventTypeNormal, ReasonNodeReplaced, msg, msg)
 	msg = fmt.Sprintf("replaced by Node %s: this Node's VM %s now calls itself %q (VMware Tools), and this Node has been NotReady since %s. "+
 		"It is kept, as its VM exists: delete it (kubectl delete node %s) when it is no longer wanted",
 		node.Name, res, res.VM.GuestHostName, at, holder.Name)
-	c.events.recordCause(holder, v1.EventTypeWarning, ReasonNodeReplaced, msg, msg)
+	c.events.RecordCause(holder, v1.EventTypeWarning, ReasonNodeReplaced, msg, msg)
 }
 
 // count counts the conflict of node and holder with its outcome, once.
@@ -350,6 +332,6 @@ func (c *claims) count(node, holder *v1.Node, outcome string) {
 	}
 	c.mu.Unlock()
 	if first {
-		c.metrics.identityConflicts.WithLabelValues(outcome).Inc()
+		c.metrics.CountIdentityConflict(outcome)
 	}
 }

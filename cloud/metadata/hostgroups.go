@@ -1,4 +1,4 @@
-package cloud
+package metadata
 
 // Zones from DRS host groups (labels.zoneHostGroups): a stretched
 // cluster's VM is in the zone of the host group of the host it runs on
@@ -85,10 +85,10 @@ func (e *ZoneHostGroupError) mapped() string {
 	return strings.Join(parts, ", ")
 }
 
-// hostGroupZone is the zone z gives vm (named by what): that of the host
+// HostGroupZone is the zone z gives vm (named by what): that of the host
 // groups of its host that z maps, all of which must give one zone.
 // group is the first such group, for messages.
-func hostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones) (zone, group string, err *ZoneHostGroupError) {
+func HostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones) (zone, group string, err *ZoneHostGroupError) {
 	// The usual case first, without allocating: the pass meets it for
 	// every Node at every pass.
 	if vm.HostGroupsKnown {
@@ -124,39 +124,39 @@ func hostGroupZone(vm *backends.VM, what fmt.Stringer, z *config.HostGroupZones)
 	return "", "", e
 }
 
-// topologySource is where a vCenter's VMs get their zone and region: the
-// host groups (hostGroups set: zone from them, region from its category
+// TopologySource is where a vCenter's VMs get their zone and region: the
+// host groups (HostGroups set: zone from them, region from its category
 // when set), else the tag categories, both or neither (CPI's rule).
-type topologySource struct {
-	hostGroups   *config.HostGroupZones
-	zone, region string // tag categories
+type TopologySource struct {
+	HostGroups   *config.HostGroupZones
+	Zone, Region string // tag categories
 }
 
-// topologyFor is the topologySource of the VMs of the vcenter entry named
+// TopologyFor is the TopologySource of the VMs of the vcenter entry named
 // vcenter under cfg.
-func topologyFor(cfg *config.Config, vcenter string) topologySource {
+func TopologyFor(cfg *config.Config, vcenter string) TopologySource {
 	for _, vc := range cfg.VCenters {
 		if vc.Name == vcenter && vc.ZoneHostGroups != nil {
-			return topologySource{hostGroups: vc.ZoneHostGroups, region: cfg.Labels.Region}
+			return TopologySource{HostGroups: vc.ZoneHostGroups, Region: cfg.Labels.Region}
 		}
 	}
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
-		return topologySource{zone: cfg.Labels.Zone, region: cfg.Labels.Region}
+		return TopologySource{Zone: cfg.Labels.Zone, Region: cfg.Labels.Region}
 	}
-	return topologySource{}
+	return TopologySource{}
 }
 
-// any reports whether s gives a zone or a region.
-func (s topologySource) any() bool { return s.hostGroups != nil || s.zone != "" }
+// Any reports whether s gives a zone or a region.
+func (s TopologySource) Any() bool { return s.HostGroups != nil || s.Zone != "" }
 
-// category is the tag category of kind (zone, region), "" when not read
+// Category is the tag category of kind (zone, region), "" when not read
 // from tags.
-func (s topologySource) category(kind string) string {
+func (s TopologySource) Category(kind string) string {
 	if kind == "zone" {
-		return s.zone
+		return s.Zone
 	}
-	if s.any() {
-		return s.region
+	if s.Any() {
+		return s.Region
 	}
 	return ""
 }

@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 // Nodes that are not this CCM's: bare-metal or another cloud's machines
 // beside the VMs. Such a Node is never looked up, never written and never
@@ -7,14 +7,13 @@ package cloud
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	cloudprovider "k8s.io/cloud-provider"
 )
 
 // LabelUnmanaged set to "true" on a Node marks it as not this CCM's
@@ -28,7 +27,7 @@ const LabelUnmanaged = "node-restriction.kubernetes.io/vsphere-federated-ccm-unm
 
 // LabelUnmanagedLegacy is the key earlier versions read. A kubelet can set
 // it (--node-labels), so it counts only where a kubelet cannot have been
-// the one to set it (legacyCutoff): on a Node an operator also gave
+// the one to set it (LegacyCutoff): on a Node an operator also gave
 // LabelUnmanaged, or on one created before a leader of this version first
 // ran, when it was the opt-out — an operator labelled that Node, and an
 // upgrade must not delete it. On a Node created since, alone, it opts out
@@ -58,22 +57,22 @@ const ReasonUnmanagedLabelLegacy = "UnmanagedLabelLegacy"
 // it is looked up, but not reported deleted.
 const ReasonUnmanagedLabelUndecided = "UnmanagedLabelUndecided"
 
-// legacyCutoff is when a leader of this version first ran, recorded once
+// LegacyCutoff is when a leader of this version first ran, recorded once
 // in the state ConfigMap (legacyCutoffKey, history.go) and never moved: a
 // Node created before it that carries LabelUnmanagedLegacy alone got it
 // while that key was the opt-out, from its operator (or at least with the
 // earlier version honouring it), so it is honoured still; on a Node
-// created since, only a kubelet may have set it. at is zero while unknown
-// (not read yet, unreadable, not written), and why then says why: the
+// created since, only a kubelet may have set it. At is zero while unknown
+// (not read yet, unreadable, not written), and Why then says why: the
 // rule cannot be applied, so such a Node is looked up for its metadata
 // (a kubelet does not get to choose its addresses) but never reported
 // deleted.
-type legacyCutoff struct {
-	at  time.Time
-	why string
-	// pending: the ConfigMap not read yet since the start, which the
+type LegacyCutoff struct {
+	At  time.Time
+	Why string
+	// Pending: the ConfigMap not read yet since the start, which the
 	// first reload does at once; not worth an Event.
-	pending bool
+	Pending bool
 }
 
 // legacyVerdict is what LabelUnmanagedLegacy alone does on a Node.
@@ -89,11 +88,11 @@ const (
 // unmanagedNodes decides which Nodes are not this CCM's, and announces
 // each one once.
 type unmanagedNodes struct {
-	events   *eventLog
+	events   *events.Log
 	selector labels.Selector // nil: only LabelUnmanaged
-	// cutoff is the last known legacyCutoff (setCutoff); nil before any
+	// cutoff is the last known LegacyCutoff (setCutoff); nil before any
 	// read.
-	cutoff atomic.Pointer[legacyCutoff]
+	cutoff atomic.Pointer[LegacyCutoff]
 
 	mu sync.Mutex
 	// announced is what was announced of each Node, by name, as the
@@ -102,8 +101,9 @@ type unmanagedNodes struct {
 	// (NodeUnmanaged and UnmanagedLabelLegacy), ignored
 	// (UnmanagedLabelIgnored) or undecided (UnmanagedLabelUndecided). A
 	// Node that becomes managed again is forgotten, so a later return is
-	// announced again; one deleted is forgotten (claims.gone,
-	// from the Node informer), and past maxAnnounced all are.
+	// announced again; one deleted is forgotten (Forget, by the claims of
+	// package instances, from the Node informer), and past maxAnnounced all
+	// are.
 	announced map[string]legacyVerdict
 }
 
@@ -111,7 +111,7 @@ type unmanagedNodes struct {
 // provider without a cluster): the cost of forgetting is one Event again.
 const maxAnnounced = 8192
 
-func newUnmanagedNodes(events *eventLog, selector labels.Selector) *unmanagedNodes {
+func newUnmanagedNodes(events *events.Log, selector labels.Selector) *unmanagedNodes {
 	if selector != nil && selector.Empty() {
 		// An empty selector matches every Node: surely not what was meant.
 		selector = nil
@@ -122,68 +122,68 @@ func newUnmanagedNodes(events *eventLog, selector labels.Selector) *unmanagedNod
 // setCutoff makes c the cutoff the legacy key is judged by. A cutoff
 // known is never replaced by an unknown one: it is written once, and a
 // later read that fails does not make it less true.
-func (u *unmanagedNodes) setCutoff(c legacyCutoff) {
-	if c.at.IsZero() {
-		if cur := u.cutoff.Load(); cur != nil && !cur.at.IsZero() {
+func (u *unmanagedNodes) setCutoff(c LegacyCutoff) {
+	if c.At.IsZero() {
+		if cur := u.cutoff.Load(); cur != nil && !cur.At.IsZero() {
 			return
 		}
 	}
 	u.cutoff.Store(&c)
 }
 
-// verdict is what this CCM makes of a Node: why it is unmanaged ("" when
+// Verdict is what this CCM makes of a Node: why it is unmanaged ("" when
 // it is this CCM's), and what the legacy key alone does on it, judged by
 // cutoff (one read of it for the whole verdict).
-type verdict struct {
-	why    string
+type Verdict struct {
+	Why    string
 	legacy legacyVerdict
-	cutoff legacyCutoff
+	cutoff LegacyCutoff
 }
 
-func (u *unmanagedNodes) judge(node *v1.Node) verdict {
+func (u *unmanagedNodes) judge(node *v1.Node) Verdict {
 	if node.Labels[LabelUnmanaged] == "true" {
-		return verdict{why: fmt.Sprintf("label %s=true", LabelUnmanaged)}
+		return Verdict{Why: fmt.Sprintf("label %s=true", LabelUnmanaged)}
 	}
 	if u.selector != nil && u.selector.Matches(labels.Set(node.Labels)) {
-		return verdict{why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())}
+		return Verdict{Why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())}
 	}
 	// The legacy key alone (LabelUnmanaged is not "true"): a label its
 	// kubelet may have set, which counts only by the cutoff.
 	if node.Labels[LabelUnmanagedLegacy] != "true" {
-		return verdict{}
+		return Verdict{}
 	}
-	c := legacyCutoff{why: "the state ConfigMap has not been read yet", pending: true}
+	c := LegacyCutoff{Why: "the state ConfigMap has not been read yet", Pending: true}
 	if known := u.cutoff.Load(); known != nil {
 		c = *known
 	}
 	created := node.CreationTimestamp.Time
 	switch {
-	case c.at.IsZero():
-		return verdict{legacy: legacyUndecided, cutoff: c}
+	case c.At.IsZero():
+		return Verdict{legacy: legacyUndecided, cutoff: c}
 	case created.IsZero():
 		// Every Node the API server returns has one: this one cannot be
 		// placed either side of the cutoff.
-		return verdict{legacy: legacyUndecided, cutoff: legacyCutoff{why: "the Node has no creationTimestamp"}}
-	case created.Before(c.at):
-		return verdict{legacy: legacyHonoured, cutoff: c, why: fmt.Sprintf(
+		return Verdict{legacy: legacyUndecided, cutoff: LegacyCutoff{Why: "the Node has no creationTimestamp"}}
+	case created.Before(c.At):
+		return Verdict{legacy: legacyHonoured, cutoff: c, Why: fmt.Sprintf(
 			"label %s=true, on a Node created %s, before this version of the CCM first ran (%s)",
-			LabelUnmanagedLegacy, created.UTC().Format(time.RFC3339), c.at.UTC().Format(time.RFC3339))}
+			LabelUnmanagedLegacy, created.UTC().Format(time.RFC3339), c.At.UTC().Format(time.RFC3339))}
 	}
-	return verdict{legacy: legacyIgnored, cutoff: c}
+	return Verdict{legacy: legacyIgnored, cutoff: c}
 }
 
 // unmanaged reports whether node is not this CCM's (a label change is
 // followed at the next ask).
-func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.judge(node).why != "" }
+func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.judge(node).Why != "" }
 
 // decide is judge's verdict on node, and records the Events of what was
 // found the first time it is found (see announced).
-func (u *unmanagedNodes) decide(node *v1.Node) verdict {
+func (u *unmanagedNodes) decide(node *v1.Node) Verdict {
 	v := u.judge(node)
-	if v.legacy == legacyUndecided && v.cutoff.pending {
+	if v.legacy == legacyUndecided && v.cutoff.Pending {
 		return v // announced once read, whatever it says
 	}
-	announce := v.why != "" || v.legacy != legacyNone
+	announce := v.Why != "" || v.legacy != legacyNone
 	u.mu.Lock()
 	was, known := u.announced[node.Name]
 	first := announce && (!known || was != v.legacy)
@@ -200,39 +200,39 @@ func (u *unmanagedNodes) decide(node *v1.Node) verdict {
 		return v
 	}
 	setNew := fmt.Sprintf("kubectl label node %s %s=true", node.Name, LabelUnmanaged)
-	if v.why != "" {
-		u.events.record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
+	if v.Why != "" {
+		u.events.Record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
 			"unmanaged (%s): this CCM leaves it alone: no vCenter lookup, no write; it is reported present and running, never deleted. "+
-				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", v.why))
+				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", v.Why))
 	}
 	switch v.legacy {
 	case legacyHonoured:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
 			"label %s=true alone still opts this Node out: it was created before this version of the CCM first ran (%s), when that key was the opt-out. "+
 				"A kubelet can set that key (--node-labels), so on Nodes created since it is ignored. Set the key kubelets cannot set: %s",
-			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), setNew))
+			LabelUnmanagedLegacy, v.cutoff.At.UTC().Format(time.RFC3339), setNew))
 	case legacyIgnored:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
 			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it opts out only Nodes created before this version of the CCM first ran (%s), "+
 				"and this one was created %s; it is looked up as a VM and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
 				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels): %s",
-			LabelUnmanagedLegacy, v.cutoff.at.UTC().Format(time.RFC3339), node.CreationTimestamp.UTC().Format(time.RFC3339), LabelUnmanaged, setNew))
+			LabelUnmanagedLegacy, v.cutoff.At.UTC().Format(time.RFC3339), node.CreationTimestamp.UTC().Format(time.RFC3339), LabelUnmanaged, setNew))
 	case legacyUndecided:
-		u.events.record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
+		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
 			"label %s=true alone opts out only Nodes created before this version of the CCM first ran, and that cannot be told now (%s): "+
 				"until it is, this Node is looked up as a VM, but never reported deleted (InstanceExists answers an error instead of absence). "+
 				"To have this CCM leave it alone, set the key kubelets cannot set: %s",
-			LabelUnmanagedLegacy, v.cutoff.why, setNew))
+			LabelUnmanagedLegacy, v.cutoff.Why, setNew))
 	}
 	return v
 }
 
-// undecidedError is InstanceExists's answer for an undecided Node whose VM
+// UndecidedError is InstanceExists's answer for an undecided Node whose VM
 // is absent: absence would delete a Node its operator may have opted out.
-func (v verdict) undecidedError() error {
+func (v Verdict) UndecidedError() error {
 	return fmt.Errorf("its VM was not found, but it carries %s=true alone, which opts out a Node created before this version of the CCM first ran, "+
 		"and that cannot be told now (%s): not reporting it deleted (set %s=true to have it left alone)",
-		LabelUnmanagedLegacy, v.cutoff.why, LabelUnmanaged)
+		LabelUnmanagedLegacy, v.cutoff.Why, LabelUnmanaged)
 }
 
 // forget drops what was announced of a Node deleted.
@@ -242,26 +242,37 @@ func (u *unmanagedNodes) forget(name string) {
 	delete(u.announced, name)
 }
 
-// unmanagedMetadata is InstanceMetadata's answer for an unmanaged Node:
-// the Node's own providerID and addresses, nothing of ours (no labels,
-// zone, region or instance type). The cloud-node controller then removes
-// the uninitialized taint of a Node whose kubelet set a providerID, and
-// keeps its addresses (the kubelet's --node-ip is among them, as the
-// controller requires). One without a providerID gets nil: the controller
-// initializes no Node without one (kubernetes/kubernetes#123024) and skips
-// it quietly on nil, instead of retrying an error; an initialized one never
-// gets nil, which the controller's address update does not expect.
-func unmanagedMetadata(node *v1.Node) *cloudprovider.InstanceMetadata {
-	if node.Spec.ProviderID == "" && uninitialized(node) {
-		return nil
-	}
-	return &cloudprovider.InstanceMetadata{ProviderID: node.Spec.ProviderID, NodeAddresses: slices.Clone(node.Status.Addresses)}
-}
-
-// unmanaged reports whether node is not this CCM's: nothing looks it up,
+// Unmanaged reports whether node is not this CCM's: nothing looks it up,
 // writes it or reports on it.
-func (n *nodes) unmanaged(node *v1.Node) bool { return n.checks.unmanaged.unmanaged(node) }
+func (n *Owner) Unmanaged(node *v1.Node) bool { return n.checks.unmanaged.unmanaged(node) }
 
-// Unmanaged says why node is not this CCM's ("" when it is), for
-// `diagnose`; it records nothing.
-func (c *Cloud) Unmanaged(node *v1.Node) string { return c.instances.checks.unmanaged.judge(node).why }
+// Judge is the verdict on node, for `diagnose` (Verdict.Why: why node is
+// not this CCM's, "" when it is); it records nothing.
+func (n *Owner) Judge(node *v1.Node) Verdict { return n.checks.unmanaged.judge(node) }
+
+// Decide is the verdict on node for a lookup (instances): it records the
+// Events of what was found the first time it is found.
+func (n *Owner) Decide(node *v1.Node) Verdict { return n.checks.unmanaged.decide(node) }
+
+// Undecided reports whether v is the legacy key alone while the cutoff is
+// not known: the Node is looked up, but never reported deleted
+// (UndecidedError).
+func (v Verdict) Undecided() bool { return v.legacy == legacyUndecided }
+
+// SetCutoff makes c the cutoff the legacy key is judged by (the fleet
+// reads it from the state ConfigMap).
+func (n *Owner) SetCutoff(c LegacyCutoff) { n.checks.unmanaged.setCutoff(c) }
+
+// Forget drops what was announced of a Node deleted (the claims' Node
+// informer handler).
+func (n *Owner) Forget(name string) { n.checks.unmanaged.forget(name) }
+
+// AnnouncedUnmanaged is how many Nodes the unmanaged check remembers
+// having announced. Exported for package cloud's tests only (that
+// deleted Nodes are forgotten); nothing else reads it.
+func (n *Owner) AnnouncedUnmanaged() int {
+	u := n.checks.unmanaged
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.announced)
+}

@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package cloud_test
+package metadata_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 )
 
 func TestInstanceType(t *testing.T) {
@@ -27,7 +27,7 @@ func TestInstanceType(t *testing.T) {
 	}
 	for _, tt := range tests {
 		vm := &backends.VM{NumCPU: tt.numCPU, MemoryMB: tt.memoryMB, GuestID: tt.guestID}
-		if got := cloud.InstanceType(vm); got != tt.want {
+		if got := metadata.InstanceType(vm); got != tt.want {
 			t.Errorf("InstanceType(cpu %d, mem %d MB, %q) = %q, want %q", tt.numCPU, tt.memoryMB, tt.guestID, got, tt.want)
 		}
 	}
@@ -196,7 +196,7 @@ func TestGuestOSShortNameCPITable(t *testing.T) {
 		t.Fatalf("%d entries, CPI's table has 151", len(cpiGuestOS))
 	}
 	for id, want := range cpiGuestOS {
-		if got := cloud.GuestOSShortName(id); got != want {
+		if got := metadata.GuestOSShortName(id); got != want {
 			t.Errorf("GuestOSShortName(%q) = %q, CPI: %q", id, got, want)
 		}
 	}
@@ -215,7 +215,7 @@ func TestGuestOSShortNameOnlyCPIs(t *testing.T) {
 		if !ok {
 			want = "unknown"
 		}
-		if got := cloud.GuestOSShortName(id); got != want {
+		if got := metadata.GuestOSShortName(id); got != want {
 			t.Errorf("GuestOSShortName(%q) = %q, CPI: %q", id, got, want)
 		}
 	}
@@ -244,7 +244,7 @@ func TestGuestOSShortName(t *testing.T) {
 		"rhel8Guest":          "unknown", // CPI lists only the 64-bit id
 		"rhel11_64Guest":      "unknown", // not in CPI's table
 	} {
-		if got := cloud.GuestOSShortName(id); got != want {
+		if got := metadata.GuestOSShortName(id); got != want {
 			t.Errorf("GuestOSShortName(%q) = %q, want %q", id, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package cloud
+package instances
 
 // Unit tests of how instances.go words a kept Node's cause (the Event's
 // deduplication key and message): each asserts what one branch decides.
@@ -63,17 +63,5 @@ func TestLookupCauseIsTheKindOfEachFailure(t *testing.T) {
 	// A failure that names no vCenter.
 	if c := lookupCause(&discovery.LookupError{What: "w", Failed: multierror.Append(nil, errors.New("bare"))}); !strings.HasSuffix(c, "\x00: bare") {
 		t.Fatalf("lookupCause(bare failure) = %q", c)
-	}
-}
-
-func TestLocationLabels(t *testing.T) {
-	res := &discovery.Result{VCenter: "vc1", Where: discovery.Identity{Server: "vc.example.com:443"}, VM: backends.VM{Ref: backends.VMRef{Datacenter: "dc1", ID: "vm-1"}}}
-	got := locationLabels(res)
-	if len(got) != 3 || got[LabelVCenter] != "vc1" || got[LabelServer] != "vc.example.com" || got[LabelDatacenter] != "dc1" {
-		t.Fatalf("locationLabels = %v", got)
-	}
-	res.VM.Ref.Datacenter = ""
-	if got := locationLabels(res); len(got) != 2 {
-		t.Fatalf("without a datacenter: %v", got)
 	}
 }

@@ -1,4 +1,4 @@
-package cloud
+package instances
 
 import (
 	"context"
@@ -27,8 +27,8 @@ func TestReasonFollowsErrorKinds(t *testing.T) {
 		{errors.New("login as ccm: connection refused"), "other"},
 		{fmt.Errorf("vm-1: %w", backends.ErrNotFound), "other"},
 	} {
-		if got := reason(c.err); got != c.want {
-			t.Errorf("reason(%v) = %q, want %q", c.err, got, c.want)
+		if got := ErrorReason(c.err); got != c.want {
+			t.Errorf("ErrorReason(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 // What the CCM already knows, shown all the time rather than when asked
 // (`diagnose`): Nodes stuck uninitialized and why, vCenters going down and
@@ -16,6 +16,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
@@ -47,7 +49,7 @@ const (
 // uninitializedReasons is the fixed set of the metric's reason values.
 var uninitializedReasons = []string{
 	UninitializedPending, ReasonLookupFailed, UninitializedNoVM, ReasonDuplicateUUID, ReasonZoneTagMissing, ReasonNoNodeAddress,
-	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict, ReasonZoneHostGroupMissing, ReasonZoneHostGroupAmbiguous,
+	ReasonNodeIPNotOnVM, ReasonInvalidNodeIP, ReasonNodeIdentityConflict, metadata.ReasonZoneHostGroupMissing, metadata.ReasonZoneHostGroupAmbiguous,
 }
 
 // DefaultUninitializedAfter is how long a Node may stay uninitialized
@@ -58,7 +60,7 @@ const DefaultUninitializedAfter = 2 * time.Minute
 // Node's last InstanceMetadata failure and the Events already recorded.
 // Lookups write it, the nodes owner's tick reads it.
 type nodeChecks struct {
-	events      *eventLog
+	events      *events.Log
 	metrics     *Metrics
 	eventObject *v1.ObjectReference
 	after       time.Duration // Options.UninitializedAfter
@@ -76,7 +78,7 @@ type lookupFailure struct {
 	reason, message string
 }
 
-func newNodeChecks(events *eventLog, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
+func newNodeChecks(events *events.Log, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
 	return &nodeChecks{events: events, metrics: m, eventObject: eventObject, after: after, unmanaged: unmanaged,
 		failures: map[string]lookupFailure{}, warned: map[string]string{}}
 }
@@ -100,21 +102,21 @@ func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
 // failureReason is the reason value of an InstanceMetadata error: the Event
 // reason its lookup recorded, by the error's kind, never its text.
 func failureReason(err error) string {
-	var groups *ZoneHostGroupError
+	var groups *metadata.ZoneHostGroupError
 	switch {
 	case errors.As(err, &groups):
 		return groups.Reason()
 	case errors.As(err, new(*discovery.DuplicateError)):
 		return ReasonDuplicateUUID
-	case errors.As(err, new(*ZoneTagError)):
+	case errors.As(err, new(*metadata.ZoneTagError)):
 		return ReasonZoneTagMissing
 	case errors.As(err, new(*IdentityConflictError)):
 		return ReasonNodeIdentityConflict
-	case errors.As(err, new(*NodeIPError)):
+	case errors.As(err, new(*metadata.NodeIPError)):
 		return ReasonNodeIPNotOnVM
-	case errors.Is(err, ErrInvalidNodeIP):
+	case errors.Is(err, metadata.ErrInvalidNodeIP):
 		return ReasonInvalidNodeIP
-	case errors.Is(err, ErrGuestHostNameEmpty), errors.Is(err, ErrGuestNICsEmpty), errors.Is(err, ErrNoSuitableIP), errors.Is(err, ErrGuestInfoMetadata):
+	case errors.Is(err, metadata.ErrGuestHostNameEmpty), errors.Is(err, metadata.ErrGuestNICsEmpty), errors.Is(err, metadata.ErrNoSuitableIP), errors.Is(err, metadata.ErrGuestInfoMetadata):
 		return ReasonNoNodeAddress
 	case errors.Is(err, cloudprovider.InstanceNotFound):
 		return UninitializedNoVM
@@ -123,7 +125,7 @@ func failureReason(err error) string {
 }
 
 // tick runs the periodic checks over the informer's Nodes and the
-// vCenters' changes since the last tick (nodes.run, every poll): the
+// vCenters' changes since the last tick (Owner.Run, every poll): the
 // nodes gauges, NodeUninitialized Events, VCenterDown and VCenterUp
 // Events.
 func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time) {
@@ -146,7 +148,7 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 			unmanaged++
 			continue
 		}
-		if !uninitialized(node) {
+		if !Uninitialized(node) {
 			delete(c.failures, node.Name)
 			delete(c.warned, node.Name)
 			continue
@@ -164,9 +166,9 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 	maps.DeleteFunc(c.failures, func(name string, _ lookupFailure) bool { return !present[name] })
 	maps.DeleteFunc(c.warned, func(name, _ string) bool { return !present[name] })
 	c.mu.Unlock()
-	c.metrics.health.setNodes(unmanaged, byReason)
+	c.metrics.setNodes(unmanaged, byReason)
 	for _, w := range warnings {
-		c.events.record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
+		c.events.Record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
 			"still uninitialized after %s (%s): %s", c.after, w.reason, w.message))
 	}
 }
@@ -182,15 +184,15 @@ func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
 			if h.Reachability.Err != nil {
 				msg += ": " + h.Reachability.Err.Error()
 			}
-			c.events.record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
+			c.events.Record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
 		case ch.up:
-			c.events.record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
+			c.events.Record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
 		}
 	}
 }
 
-// noteDuplicate is discovery's OnDuplicate: reported at the next poll.
-func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
+// NoteDuplicate is discovery's OnDuplicate: reported at the next poll.
+func (n *Owner) NoteDuplicate(uuid string, vcenters []string) {
 	klog.Background().Info("A BIOS UUID is held by VMs in several vCenters; lookups of its Nodes fail until one is changed", "uuid", uuid, "vcenters", vcenters)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -198,18 +200,18 @@ func (n *nodes) noteDuplicate(uuid string, vcenters []string) {
 }
 
 // reportDuplicates records an Event on every Node of each UUID noted.
-func (n *nodes) reportDuplicates(all []*v1.Node) {
+func (n *Owner) reportDuplicates(all []*v1.Node) {
 	pending := take(&n.mu, &n.pendingDuplicates)
 	if len(pending) == 0 {
 		return
 	}
 	for _, node := range all {
-		if n.unmanaged(node) {
+		if n.Unmanaged(node) {
 			continue
 		}
 		for _, u := range nodeUUIDs(node) {
 			if vcs, ok := pending[u]; ok {
-				n.events.record(node, v1.EventTypeWarning, ReasonDuplicateUUID,
+				n.events.Record(node, v1.EventTypeWarning, ReasonDuplicateUUID,
 					fmt.Sprintf("BIOS UUID %s is held by VMs in vcenters %v; the Node is not served until one is changed", u, vcs))
 				break
 			}

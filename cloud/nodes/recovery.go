@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const AnnotationLookupRetry = "vsphere-federated-ccm.io/lookup-retry"
 // then healthy: changes), or first connects after refusing lookups as
 // still connecting (a first connect is no recovery: a vCenter not yet
 // known is healthy), so it is looked up again at once.
-func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interface, all []*v1.Node,
+func (n *Owner) requeueOnRecovery(ctx context.Context, client kubernetes.Interface, all []*v1.Node,
 	changes []vcenterChange) {
 	var back []string
 	for _, ch := range changes {
@@ -40,7 +40,7 @@ func (n *nodes) requeueOnRecovery(ctx context.Context, client kubernetes.Interfa
 	log := klog.FromContext(ctx).WithValues("vcenters", back)
 	touched := 0
 	for _, node := range all {
-		if !uninitialized(node) || n.unmanaged(node) {
+		if !Uninitialized(node) || n.Unmanaged(node) {
 			continue
 		}
 		retry := map[string]string{AnnotationLookupRetry: time.Now().UTC().Format(time.RFC3339Nano)}

@@ -1,8 +1,15 @@
-package cloud
-
-// The nodes owner: the one Node informer, and the only writer of Nodes
-// (the location labels here, the labels that follow VMs in drift.go, the
-// re-queue in recovery.go; its Events in reports.go).
+// Package nodes is the nodes owner: the one Node informer, and the only
+// writer of Nodes (the location labels here, the labels that follow VMs in
+// drift.go, the re-queue in recovery.go; its Events in reports.go: Nodes
+// stuck uninitialized, vCenters down and up, duplicate UUIDs), and which
+// Nodes are not this CCM's (unmanaged.go).
+//
+// It is a room of its own so that every write to a Node has one owner:
+// package cloud builds it (New) and runs it (Run) once the controllers'
+// shared informer is handed over, and instances, which writes nothing,
+// tells it what lookups found (Located, MetadataAnswered) and asks it
+// which Nodes are not ours (Decide).
+package nodes
 
 import (
 	"context"
@@ -23,19 +30,21 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-type nodes struct {
-	events    *eventLog
+// Owner is the nodes owner.
+type Owner struct {
+	events    *events.Log
 	discovery *discovery.Discoverer // for its vCenters' health
-	poll      time.Duration         // Options.RecoveryPoll
+	poll      time.Duration         // Options.Poll
 	checks    *nodeChecks           // unmanaged.go, reports.go
 	// config is the config served now (fleet.config), read at each pass
-	// of followVMs (drift.go); resync is Options.NodeResync.
+	// of followVMs (drift.go); resync is Options.Resync.
 	config  func() *config.Config
-	metrics *nodeMetrics
+	metrics *Metrics
 	resync  time.Duration
 	// wake tells run that relabel has work (coalesced).
 	wake chan struct{}
@@ -63,18 +72,49 @@ type nodes struct {
 	lastFull    time.Time
 }
 
-func newNodes(events *eventLog, poll, resync time.Duration, m *nodeMetrics) *nodes {
-	return &nodes{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1),
+func newNodes(events *events.Log, poll, resync time.Duration, m *Metrics) *Owner {
+	return &Owner{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1),
 		relabel: map[string]map[string]string{}, pendingDuplicates: map[string][]string{}, changed: map[string]bool{},
 		reports: map[string]*nodeReport{}}
 }
 
-// located is told where a lookup found node's VM: an initialized Node
+// Options are what the owner is built with; cloud.New gives its
+// defaults.
+type Options struct {
+	// Discovery is the fleet's Discoverer (for its vCenters' health and
+	// the inventories' memory); Config the config served now, read at
+	// each pass of followVMs.
+	Discovery *discovery.Discoverer
+	Config    func() *config.Config
+	// Poll is cloud.Options.RecoveryPoll, Resync NodeResync,
+	// UninitializedAfter UninitializedAfter, UnmanagedNodeSelector
+	// UnmanagedNodeSelector.
+	Poll, Resync          time.Duration
+	UninitializedAfter    time.Duration
+	UnmanagedNodeSelector labels.Selector
+	// EventObject is where the vCenter down and up Events go.
+	EventObject *v1.ObjectReference
+	Metrics     *Metrics
+}
+
+// New builds the owner; it starts nothing (Watch, then Run).
+func New(events *events.Log, o Options) *Owner {
+	n := newNodes(events, o.Poll, o.Resync, o.Metrics)
+	n.checks = newNodeChecks(events, o.Metrics, o.EventObject, o.UninitializedAfter, newUnmanagedNodes(events, o.UnmanagedNodeSelector))
+	n.discovery, n.config = o.Discovery, o.Config
+	return n
+}
+
+// MetadataAnswered notes how InstanceMetadata ended for node: why it
+// failed (err's kind), or that it succeeded.
+func (n *Owner) MetadataAnswered(node *v1.Node, err error) { n.checks.metadataAnswered(node, err) }
+
+// Located is told where a lookup found node's VM: an initialized Node
 // whose labels say otherwise is labelled (labelNodes), as the cloud-node
 // controller applies a provider's labels only at initialization. Only a
 // lookup relabels: an edit of the labels stands until the next one.
-func (n *nodes) located(node *v1.Node, location map[string]string) {
-	if uninitialized(node) || len(missingLabels(node, location)) == 0 {
+func (n *Owner) Located(node *v1.Node, location map[string]string) {
+	if Uninitialized(node) || len(missingLabels(node, location)) == 0 {
 		return
 	}
 	n.mu.Lock()
@@ -85,7 +125,7 @@ func (n *nodes) located(node *v1.Node, location map[string]string) {
 
 // seen is the informer's view of a Node added or changed: one that was
 // waiting for the cache to hold it (labelNodes) is labelled now.
-func (n *nodes) seen(obj any) {
+func (n *Owner) seen(obj any) {
 	node, ok := obj.(*v1.Node)
 	if !ok {
 		return
@@ -99,7 +139,7 @@ func (n *nodes) seen(obj any) {
 }
 
 // gone forgets a deleted Node.
-func (n *nodes) gone(node *v1.Node) {
+func (n *Owner) gone(node *v1.Node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.relabel, node.Name)
@@ -108,7 +148,7 @@ func (n *nodes) gone(node *v1.Node) {
 }
 
 // wakeUp asks run to look at relabel.
-func (n *nodes) wakeUp() {
+func (n *Owner) wakeUp() {
 	select {
 	case n.wake <- struct{}{}:
 	default:
@@ -120,7 +160,7 @@ func (n *nodes) wakeUp() {
 // labels only at initialization, so Nodes initialized by CPI, or before
 // these labels existed, would never get them. Best effort: a failure is
 // logged and retried at the Node's next lookup.
-func (n *nodes) labelNodes(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister) {
+func (n *Owner) labelNodes(ctx context.Context, client kubernetes.Interface, lister corelisters.NodeLister) {
 	for name, want := range take(&n.mu, &n.relabel) {
 		node, err := lister.Get(name)
 		if apierrors.IsNotFound(err) {
@@ -133,7 +173,7 @@ func (n *nodes) labelNodes(ctx context.Context, client kubernetes.Interface, lis
 			n.mu.Unlock()
 			continue
 		}
-		if err != nil || uninitialized(node) {
+		if err != nil || Uninitialized(node) {
 			continue
 		}
 		missing := missingLabels(node, want)
@@ -177,44 +217,44 @@ func patchNode(ctx context.Context, client kubernetes.Interface, name, field str
 	return err
 }
 
-// uninitialized reports whether n still carries the taint the cloud-node
+// Uninitialized reports whether n still carries the taint the cloud-node
 // controller removes once it has initialized it.
-func uninitialized(n *v1.Node) bool {
+func Uninitialized(n *v1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
 		return t.Key == cloudproviderapi.TaintExternalCloudProvider
 	})
 }
 
-// nodeWatch is the Node informer the owner reads: the controllers'
+// Watch is the Node informer the owner reads: the controllers'
 // shared one (Cloud.SetInformers), which the controller manager starts.
-type nodeWatch struct {
-	informer cache.SharedIndexInformer
-	lister   corelisters.NodeLister
+type Watch struct {
+	Informer cache.SharedIndexInformer
+	Lister   corelisters.NodeLister
 }
 
-// watch registers the owner's handlers on factory's Node informer,
+// Watch registers the owner's handlers on factory's Node informer,
 // before that factory starts, and drops the managedFields nobody here
 // reads from the objects it holds: the largest part of a Node, held for
 // every Node.
-func (n *nodes) watch(factory informers.SharedInformerFactory) nodeWatch {
-	var w nodeWatch
+func (n *Owner) Watch(factory informers.SharedInformerFactory) Watch {
+	var w Watch
 	nodes := factory.Core().V1().Nodes()
-	w.informer, w.lister = nodes.Informer(), nodes.Lister()
+	w.Informer, w.Lister = nodes.Informer(), nodes.Lister()
 	// Fails only once started: then its objects keep their fields.
-	if err := w.informer.SetTransform(dropManagedFields); err != nil {
+	if err := w.Informer.SetTransform(dropManagedFields); err != nil {
 		klog.Background().V(2).Info("Node informer already started: its Nodes keep their managedFields", "err", err)
 	}
-	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, _ = w.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    n.seen,
 		UpdateFunc: func(_, obj any) { n.seen(obj) },
-		DeleteFunc: onDelete(n.gone),
+		DeleteFunc: OnDelete(n.gone),
 	})
 	return w
 }
 
-// onDelete is an informer's DeleteFunc that gives gone the Node deleted,
+// OnDelete is an informer's DeleteFunc that gives gone the Node deleted,
 // from its tombstone when the informer missed the deletion.
-func onDelete(gone func(*v1.Node)) func(any) {
+func OnDelete(gone func(*v1.Node)) func(any) {
 	return func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -248,14 +288,14 @@ func dropManagedFields(obj any) (any, error) {
 	return &out, nil
 }
 
-// run is every write to Nodes, from the Node informer of w, until ctx
+// Run is every write to Nodes, from the Node informer of w, until ctx
 // ends: location labels as lookups report them, and, every poll, the
 // duplicate-UUID Events, the re-queue of uninitialized Nodes when a
 // vCenter comes back (recovery.go) and the Nodes following their VMs
 // (drift.go). The informer is started by its owner: until then the
 // lister is empty and followVMs waits for it to sync.
-func (n *nodes) run(ctx context.Context, client kubernetes.Interface, w nodeWatch) {
-	informer, lister := w.informer, w.lister
+func (n *Owner) Run(ctx context.Context, client kubernetes.Interface, w Watch) {
+	informer, lister := w.Informer, w.Lister
 
 	var vcenters vcenterTransitions
 	tick := time.NewTicker(n.poll)

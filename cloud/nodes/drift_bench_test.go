@@ -1,4 +1,4 @@
-package cloud
+package nodes
 
 import (
 	"fmt"
@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/test/backendtest"
@@ -96,7 +98,7 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 			}
 			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: vm.Name, Labels: map[string]string{
 				LabelVCenter: name, LabelServer: name, LabelDatacenter: "dc0",
-				LabelHost: vm.HostName, LabelCluster: vm.Cluster,
+				metadata.LabelHost: vm.HostName, metadata.LabelCluster: vm.Cluster,
 				v1.LabelTopologyZone: zone, v1.LabelTopologyRegion: "r",
 			}}, Spec: v1.NodeSpec{ProviderID: discovery.ProviderID(uuid)}}
 			for _, t := range cfg.TagLabels {
@@ -108,10 +110,10 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 		}
 	}
 	d := discovery.New(targets, discovery.Options{})
-	n := newNodes(&eventLog{}, time.Second, time.Hour, NewMetrics(BuildInfo{}).nodes)
+	n := newNodes(&events.Log{}, time.Second, time.Hour, NewMetrics())
 	n.discovery, n.config = d, func() *config.Config { return cfg }
-	events := &eventLog{}
-	n.checks = newNodeChecks(events, NewMetrics(BuildInfo{}), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
+	events := &events.Log{}
+	n.checks = newNodeChecks(events, NewMetrics(), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
 	lister := corelisters.NewNodeLister(indexer)
 	client := fake.NewClientset()
 	ctx := b.Context()

@@ -1,4 +1,4 @@
-package cloud_test
+package metadata_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
 
@@ -295,7 +295,7 @@ func TestNodeAddresses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cloud.NodeAddresses(tt.vm, tt.families, tt.rules)
+			got, err := metadata.SelectAddresses(tt.vm, tt.families, tt.rules)
 			if err != nil {
 				t.Fatalf("NodeAddresses: %v", err)
 			}
@@ -309,7 +309,7 @@ func TestNodeAddresses(t *testing.T) {
 func TestNodeAddressesHostnameFirst(t *testing.T) {
 	vm := addrVM(vnic("VM Network", "10.0.0.5"))
 	vm.GuestHostName = "guest-name"
-	got, err := cloud.NodeAddresses(vm, ipv4Only, config.AddressRules{})
+	got, err := metadata.SelectAddresses(vm, ipv4Only, config.AddressRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,21 +338,21 @@ func TestNodeAddressesErrors(t *testing.T) {
 			name:     "no guest host name",
 			vm:       &backends.VM{Name: "node-1", NICs: []backends.NIC{vnic("VM Network", "10.0.0.5")}},
 			families: ipv4Only,
-			is:       cloud.ErrGuestHostNameEmpty,
+			is:       metadata.ErrGuestHostNameEmpty,
 			text:     []string{"VM Guest hostname is empty"},
 		},
 		{
 			name:     "no NICs",
 			vm:       addrVM(),
 			families: ipv4Only,
-			is:       cloud.ErrGuestNICsEmpty,
+			is:       metadata.ErrGuestNICsEmpty,
 			text:     []string{"VM GuestNicInfo is empty"},
 		},
 		{
 			name:     "only loopback and link-local",
 			vm:       addrVM(vnic("VM Network", "127.0.0.1", "fe80::1")),
 			families: ipv4Only,
-			is:       cloud.ErrNoSuitableIP,
+			is:       metadata.ErrNoSuitableIP,
 			text:     []string{"unable to find suitable IP address for node after filtering out localhost IPs"},
 		},
 		{
@@ -364,14 +364,14 @@ func TestNodeAddressesErrors(t *testing.T) {
 				InternalNetworkName: "internal",
 				ExternalNetworkName: "external",
 			},
-			is:   cloud.ErrNoSuitableIP,
+			is:   metadata.ErrNoSuitableIP,
 			text: []string{"unable to find suitable IP address for node", `"internal"`, `"external"`},
 		},
 		{
 			name:     "a listed family without IPs",
 			vm:       addrVM(vnic("VM Network", "10.0.0.5")),
 			families: v6First,
-			is:       cloud.ErrNoSuitableIP,
+			is:       metadata.ErrNoSuitableIP,
 			text:     []string{"unable to find suitable IP address for node with IP family ipv6", "no usable ipv6 address"},
 		},
 		{
@@ -382,7 +382,7 @@ func TestNodeAddressesErrors(t *testing.T) {
 				ExcludeInternalSubnets: prefixes("10.0.0.0/24"),
 				ExcludeExternalSubnets: prefixes("10.0.0.0/8"),
 			},
-			is:   cloud.ErrNoSuitableIP,
+			is:   metadata.ErrNoSuitableIP,
 			text: []string{"with IP family ipv4", "each ipv4 address is excluded both as internal and as external"},
 		},
 		{
@@ -395,13 +395,13 @@ func TestNodeAddressesErrors(t *testing.T) {
 				ExcludeInternalSubnets: prefixes("192.0.2.0/24"),
 				ExcludeExternalSubnets: prefixes("192.0.2.0/25"),
 			},
-			is:   cloud.ErrNoSuitableIP,
+			is:   metadata.ErrNoSuitableIP,
 			text: []string{"with IP family ipv4"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cloud.NodeAddresses(tt.vm, tt.families, tt.rules)
+			got, err := metadata.SelectAddresses(tt.vm, tt.families, tt.rules)
 			if err == nil {
 				t.Fatalf("NodeAddresses = %v, want an error", got)
 			}
