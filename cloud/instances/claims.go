@@ -165,7 +165,7 @@ func claimedUUIDs(obj any) ([]string, error) {
 // when node replaces every one that does; else a nodes.IdentityConflictError,
 // with an Event on both Nodes.
 func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result) error {
-	const op = "cloud.checkClaim"
+	const op = "instances.CheckClaim"
 	v := c.view.Load()
 	if v == nil {
 		return nil

@@ -188,7 +188,7 @@ func lookupCause(err error) string {
 // when discovery concludes absence: every vCenter that could hold the VM
 // answered that it does not, with every guard applied (discovery.Exists).
 func (in *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	const op = "cloud.InstanceExists"
+	const op = "instances.InstanceExists"
 	v := in.nodes.Decide(node)
 	if v.Why != "" {
 		return true, nil
@@ -212,7 +212,7 @@ func (in *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 // InstanceShutdown implements cloudprovider.InstancesV2: true for a VM
 // found in any power state but poweredOn (suspended too), as CPI answers.
 func (in *Instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
-	const op = "cloud.InstanceShutdown"
+	const op = "instances.InstanceShutdown"
 	if in.nodes.Decide(node).Why != "" {
 		return false, nil
 	}
@@ -225,7 +225,7 @@ func (in *Instances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool,
 
 // InstanceMetadata implements cloudprovider.InstancesV2.
 func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cloudprovider.InstanceMetadata, err error) {
-	const op = "cloud.InstanceMetadata"
+	const op = "instances.InstanceMetadata"
 	if in.nodes.Decide(node).Why != "" {
 		return unmanagedMetadata(node), nil
 	}
