@@ -56,14 +56,6 @@ func (e *DeletionHeldError) Error() string {
 		e.What, roundForPeople(e.Absent), roundForPeople(e.MinAbsence), vcentersNamed(e.VCenters))
 }
 
-// Remaining is how long the grace still holds the Node (0 when frozen).
-func (e *DeletionHeldError) Remaining() time.Duration {
-	if e.Reason == HeldFrozen {
-		return 0
-	}
-	return max(e.MinAbsence-e.Absent, 0)
-}
-
 func vcentersNamed(names []string) string {
 	if len(names) == 1 {
 		return "vcenter " + names[0]

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,10 +192,12 @@ type lookup struct {
 }
 
 // newLookup searches by for values, its key By and first value, its
-// name SearchName.
+// name SearchName; by VM name it is nameOnly, by guest host name or IP
+// strict.
 func newLookup(by backends.By, values ...string) lookup {
 	q := backends.Query{By: by, Values: values}
-	return lookup{q: q, key: by.String() + ":" + values[0], what: SearchName(q)}
+	return lookup{q: q, key: by.String() + ":" + values[0], what: SearchName(q),
+		nameOnly: by == backends.ByName, strict: by == backends.ByDNSName || by == backends.ByIP}
 }
 
 // SearchName names the search q by its first value, as a lookup and its
@@ -224,27 +224,6 @@ func uuidLookup(uuid string) (lookup, error) {
 		return newLookup(backends.ByUUID, u, s), nil
 	}
 	return newLookup(backends.ByUUID, u), nil
-}
-
-func nameLookup(name string) lookup {
-	l := newLookup(backends.ByName, name)
-	l.nameOnly = true
-	return l
-}
-
-// dnsLookup searches the guest host name, trimmed and lowercased as CPI
-// sends it (vclib GetVMByDNSName).
-func dnsLookup(name string) lookup {
-	l := newLookup(backends.ByDNSName, backends.DNSNameKey(strings.TrimSpace(name)))
-	l.strict = true
-	return l
-}
-
-// ipLookup searches the guest IPs for ip, in its canonical form.
-func ipLookup(ip netip.Addr) lookup {
-	l := newLookup(backends.ByIP, ip.String())
-	l.strict = true
-	return l
 }
 
 // The outcomes of a lookup, as discovery_total counts them.
@@ -306,8 +285,8 @@ func (d *Discoverer) find(ctx context.Context, s *snapshot, l lookup) (*Result, 
 func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result, error) {
 	vcs := s.vcs
 	if !l.strict {
-		if res, ok := d.fromCache(ctx, s, l.q, l.key); ok {
-			return res.result, res.err
+		if res, ok, err := d.fromCache(ctx, s, l.q, l.key); ok {
+			return res, err
 		}
 		d.opts.Observer.Cache(false)
 	}
@@ -320,7 +299,7 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 	if nothingFound(answers) {
 		var again []*vcenter.Member
 		for _, v := range vcs {
-			if inventoried(v.Backend) {
+			if v.Backend.State().Inventoried {
 				again = append(again, v)
 			}
 		}
@@ -337,24 +316,22 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 // judge turns every vCenter's answer into the lookup's, and maintains
 // the location cache entry of a lookup that is not strict.
 func (d *Discoverer) judge(ctx context.Context, s *snapshot, answers []answer, l lookup) (*Result, error) {
-	what := l.what
 	t := tally(s, answers)
-	found, outside, failed, answered := t.found, t.outside, t.failed, t.answered
 	switch {
-	case len(found) > 1:
-		return nil, &DuplicateError{What: what, Matches: found}
-	case l.strict && len(found) == 1 && len(outside) > 0:
+	case len(t.found) > 1:
+		return nil, &DuplicateError{What: l.what, Matches: t.found}
+	case l.strict && len(t.found) == 1 && len(t.outside) > 0:
 		// A shared key matching a VM outside the configured datacenters
 		// too: either could be the Node's.
-		return nil, &DuplicateError{What: what, Matches: append(found, outside...)}
-	case len(found) == 1:
-		return d.foundOne(ctx, l, found[0], t)
-	case failed != nil:
-		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
-	case len(outside) > 0:
+		return nil, &DuplicateError{What: l.what, Matches: append(t.found, t.outside...)}
+	case len(t.found) == 1:
+		return d.foundOne(ctx, l, t.found[0], t)
+	case t.failed != nil:
+		return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed}
+	case len(t.outside) > 0:
 		// It exists, in a datacenter the config leaves out (moved there,
 		// or its datacenter was removed): not ours to serve, not gone.
-		return nil, &OutsideError{What: what, Matches: outside}
+		return nil, &OutsideError{What: l.what, Matches: t.outside}
 	case l.strict:
 		return nil, nil
 	default:
@@ -492,7 +469,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		q := q
-		if q.AllowCached && foundFast && inventoried(v.Backend) {
+		if q.AllowCached && foundFast && v.Backend.State().Inventoried {
 			q.Datacenters = v.Datacenters
 		}
 		wg.Go(func() {
@@ -610,12 +587,6 @@ func waitingForUp(vcs []*vcenter.Member, pending map[int]bool) bool {
 	return false
 }
 
-// inventoried reports whether b has an inventory: its answers to
-// AllowCached may come from memory.
-func inventoried(b backends.Backend) bool {
-	return b.State().Inventoried
-}
-
 // nothingFound reports answers that would be taken for absence: every
 // vCenter answered, none with a VM.
 func nothingFound(answers []answer) bool {
@@ -627,17 +598,12 @@ func nothingFound(answers []answer) bool {
 	return true
 }
 
-type cached struct {
-	result *Result
-	err    error
-}
-
 // fromCache re-reads a remembered location. ok is false when the lookup must
 // search every vCenter: nothing remembered, or the VM is no longer there.
-func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Query, key string) (cached, bool) {
+func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Query, key string) (*Result, bool, error) {
 	loc, ok := d.locations.get(key)
 	if !ok {
-		return cached{}, false
+		return nil, false, nil
 	}
 	// The first entry serving it, as a search attributes it (tally),
 	// by the lookup's one view of what each entry is.
@@ -646,7 +612,7 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// Its vCenter or datacenter left the config (or its address
 		// answers as another appliance): search the others, and keep
 		// the entry so absence there is not taken for deletion.
-		return cached{}, false
+		return nil, false, nil
 	}
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
@@ -667,25 +633,25 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// object at a remembered reference (never reused) is still it.
 		res := &Result{VCenter: v.Name, Where: loc.where, VM: *vm}
 		if err := d.twinError(res, key, []string{v.Name}); err != nil {
-			return cached{err: err}, true
+			return nil, true, err
 		}
 		d.opts.Observer.Cache(true)
-		return cached{result: res}, true
+		return res, true, nil
 	case err == nil || errors.Is(err, backends.ErrNotFound):
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
-		return cached{}, false
+		return nil, false, nil
 	case errors.Is(err, ErrInstanceChanged):
 		// Which appliance answered is not known: search everywhere,
 		// keeping the entry.
-		return cached{}, false
-	case entriesOf(s, loc.where, loc.dc) > 1:
+		return nil, false, nil
+	case len(entriesOf(s, loc.where, loc.dc)) > 1:
 		// This entry cannot answer (its own login refused?), another of
 		// the same vCenter may: search everywhere.
-		return cached{}, false
+		return nil, false, nil
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.
-		return cached{err: &LookupError{What: key, Failed: multierror.Append(nil, err)}}, true
+		return nil, true, &LookupError{What: key, Failed: multierror.Append(nil, err)}
 	}
 }
 

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -81,17 +82,10 @@ func (x *duplicateIndex) refresh(vcs []*vcenter.Member) map[string][]string {
 		x.held[v.Backend] = heldUUIDs{holder: cur, version: version, uuids: set}
 		changed = true
 	}
-	for b := range x.held {
-		if !configured[b] {
-			delete(x.held, b)
-			changed = true
-		}
-	}
-	for b := range x.answered {
-		if !configured[b] {
-			delete(x.answered, b)
-		}
-	}
+	n := len(x.held)
+	maps.DeleteFunc(x.held, func(b backends.Backend, _ heldUUIDs) bool { return !configured[b] })
+	maps.DeleteFunc(x.answered, func(b backends.Backend, _ bool) bool { return !configured[b] })
+	changed = changed || len(x.held) != n
 	if !changed {
 		return nil
 	}
@@ -115,11 +109,7 @@ func (x *duplicateIndex) refresh(vcs []*vcenter.Member) map[string][]string {
 			}
 		}
 	}
-	for u := range x.reported {
-		if _, ok := x.twins[u]; !ok {
-			delete(x.reported, u)
-		}
-	}
+	maps.DeleteFunc(x.reported, func(u string, _ bool) bool { return x.twins[u] == nil })
 	for u := range fresh {
 		x.reported[u] = true
 	}
@@ -151,7 +141,7 @@ func (x *duplicateIndex) uncovered(vcs []*vcenter.Member) []*vcenter.Member {
 	defer x.mu.Unlock()
 	var out []*vcenter.Member
 	for _, v := range vcs {
-		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !inventoried(v.Backend) {
+		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !v.Backend.State().Inventoried {
 			out = append(out, v)
 		}
 	}
@@ -222,10 +212,5 @@ func (d *Discoverer) Duplicates() []string {
 	x := d.duplicates
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]string, 0, len(x.twins))
-	for u := range x.twins {
-		out = append(out, u)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(x.twins))
 }
