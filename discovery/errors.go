@@ -24,14 +24,16 @@ func (e *VCenterError) Error() string { return "vcenter " + e.VCenter + ": " + e
 
 func (e *VCenterError) Unwrap() error { return e.Err }
 
-// ErrBreakerOpen is returned, without a network call, for a vCenter whose
-// breaker is open.
-var ErrBreakerOpen = vcenter.ErrBreakerOpen
-
-// ErrVCenterDown is returned, without a network call, for a vCenter whose
-// backend's last connection-level event failed; a background probe tells
-// when it is back.
-var ErrVCenterDown = vcenter.ErrVCenterDown
+// A vCenter not asked or not waited for (package vcenter's errors): its
+// breaker is open, or it is known down (a background probe tells when it
+// is back), both answered without a network call; or its first connect
+// made no progress within its stall window, or took half the lookup's
+// deadline.
+var (
+	ErrBreakerOpen       = vcenter.ErrBreakerOpen
+	ErrVCenterDown       = vcenter.ErrVCenterDown
+	ErrVCenterConnecting = vcenter.ErrVCenterConnecting
+)
 
 // LookupError is a lookup that neither found the VM nor could confirm its
 // absence, because some vCenters did not answer; or one by a key other
@@ -78,11 +80,6 @@ func join[T any](xs []T, sep string) string {
 	}
 	return strings.Join(out, sep)
 }
-
-// ErrVCenterConnecting is a vCenter not waited for: its first connection
-// attempt had not ended, and had made no progress within ConnectWait (or
-// its stall window), or had taken half the lookup's deadline.
-var ErrVCenterConnecting = vcenter.ErrVCenterConnecting
 
 // OutsideError is a lookup whose VM exists only in datacenters that are
 // not configured: it is neither served nor reported deleted.
