@@ -1,9 +1,11 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -102,21 +104,11 @@ type Discoverer struct {
 // New returns a Discoverer over vcs. It starts nothing: the twin index
 // is brought up to date by the caller's ScanDuplicates.
 func New(vcs []Target, opts Options) *Discoverer {
-	if opts.LocationTTL == 0 {
-		opts.LocationTTL = 30 * time.Minute
-	}
-	if opts.ProbeInterval == 0 {
-		opts.ProbeInterval = time.Second
-	}
-	if opts.ConnectWait == 0 {
-		opts.ConnectWait = 250 * time.Millisecond
-	}
-	if opts.Observer == nil {
-		opts.Observer = noObserver{}
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+	opts.LocationTTL = cmp.Or(opts.LocationTTL, 30*time.Minute)
+	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, time.Second)
+	opts.ConnectWait = cmp.Or(opts.ConnectWait, 250*time.Millisecond)
+	opts.Observer = cmp.Or[Observer](opts.Observer, noObserver{})
+	opts.Clock = cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{})
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		holds: newHolds(opts.Clock)}
 	none := &Members{opts: vcenter.Options{
@@ -290,13 +282,13 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 		}
 		d.opts.Observer.Cache(false)
 	}
-	// First from the backends' inventories where they have one; if that
-	// finds nothing anywhere, again from vCenter itself: an inventory's
-	// "none known" is not absence.
+	// First from the backends' inventories where they have one; if every
+	// vCenter answered and none found it, again from vCenter itself: an
+	// inventory's "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
 	answers := d.ask(ctx, s, vcs, q, !l.strict)
-	if nothingFound(answers) {
+	if !slices.ContainsFunc(answers, func(a answer) bool { return a.err != nil || len(a.vms) > 0 }) {
 		var again []*vcenter.Member
 		for _, v := range vcs {
 			if v.Backend.State().Inventoried {
@@ -487,9 +479,9 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 			done <- i
 		})
 	}
-	pending := map[int]bool{}
-	for i := range vcs {
-		pending[i] = true
+	pending := make(map[int]*vcenter.Member, len(vcs))
+	for i, v := range vcs {
+		pending[i] = v
 	}
 	// Patience is judged again at each answer and when it would end.
 	check := time.NewTimer(0)
@@ -503,19 +495,19 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].Serves(vm.Datacenter()) })
 		case <-check.C:
 		}
-		if waitingForUp(vcs, pending) {
+		if waitingForUp(pending) {
 			continue
 		}
-		if foundFast && found && len(d.duplicates.uncovered(pendingTargets(vcs, pending))) == 0 {
+		if foundFast && found && len(d.duplicates.uncovered(slices.Collect(maps.Values(pending)))) == 0 {
 			why = errNotWaited
 			break
 		}
 		now := time.Now()
-		until := d.patience(outer, vcs, pending, start, now)
+		until := d.patience(outer, pending, start, now)
 		if !now.Before(until) {
 			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
-			for i := range pending {
-				vcs[i].GaveUp(now)
+			for _, v := range pending {
+				v.GaveUp(now)
 			}
 			break
 		}
@@ -525,8 +517,8 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 	}
 	cancel()
 	wg.Wait()
-	for i := range pending {
-		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
+	for i, v := range pending {
+		answers[i].err = &VCenterError{VCenter: v.Name, Err: why}
 	}
 	return answers
 }
@@ -534,14 +526,6 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 // errNotWaited is a vCenter not waited for because the VM was found
 // elsewhere, it is not known up, and the duplicate index holds its UUIDs.
 var errNotWaited = errors.New("not waited for: the VM was found elsewhere, this vCenter is not known up, and its inventory holds no twin")
-
-func pendingTargets(vcs []*vcenter.Member, pending map[int]bool) []*vcenter.Member {
-	out := make([]*vcenter.Member, 0, len(pending))
-	for i := range pending {
-		out = append(out, vcs[i])
-	}
-	return out
-}
 
 // patience is until when a lookup started at start waits for its pending
 // vCenters none of which is known up. For one still connecting: until its
@@ -553,10 +537,9 @@ func pendingTargets(vcs []*vcenter.Member, pending map[int]bool) []*vcenter.Memb
 // vCenter's request timeout, whichever is first): the other half is for
 // the lookup itself once connected. For one that went down under way:
 // ConnectWait after the lookup's start, its call's answer due any moment.
-func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pending map[int]bool, start, now time.Time) time.Time {
+func (d *Discoverer) patience(ctx context.Context, pending map[int]*vcenter.Member, start, now time.Time) time.Time {
 	var until time.Time
-	for i := range pending {
-		v := vcs[i]
+	for _, v := range pending {
 		st := v.Backend.State()
 		t := start.Add(d.opts.ConnectWait)
 		if st.Reachability.State == backends.ConnUnknown {
@@ -578,24 +561,13 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pendin
 }
 
 // waitingForUp reports whether a pending vCenter is known up.
-func waitingForUp(vcs []*vcenter.Member, pending map[int]bool) bool {
-	for i := range pending {
-		if vcs[i].Backend.State().Reachability.State == backends.ConnUp {
+func waitingForUp(pending map[int]*vcenter.Member) bool {
+	for _, v := range pending {
+		if v.Backend.State().Reachability.State == backends.ConnUp {
 			return true
 		}
 	}
 	return false
-}
-
-// nothingFound reports answers that would be taken for absence: every
-// vCenter answered, none with a VM.
-func nothingFound(answers []answer) bool {
-	for _, a := range answers {
-		if a.err != nil || len(a.vms) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // fromCache re-reads a remembered location. ok is false when the lookup must
