@@ -98,33 +98,21 @@ func (x *duplicateIndex) refresh(vcs []*vcenter.Member) map[string][]string {
 	x.twins = map[string][]holder{}
 	fresh := map[string][]string{}
 	for u, hs := range holders {
-		if !inSeveralVCenters(hs) {
+		// Held by entries of one vCenter alone (CPI's tenants): no twin.
+		if !slices.ContainsFunc(hs[1:], func(h holder) bool { return !h.where.sameVCenter(hs[0].where) }) {
 			continue
 		}
 		slices.SortFunc(hs, func(a, b holder) int { return strings.Compare(a.name, b.name) })
 		x.twins[u] = hs
 		if !x.reported[u] {
+			x.reported[u] = true
 			for _, h := range hs {
 				fresh[u] = append(fresh[u], h.name)
 			}
 		}
 	}
 	maps.DeleteFunc(x.reported, func(u string, _ bool) bool { return x.twins[u] == nil })
-	for u := range fresh {
-		x.reported[u] = true
-	}
 	return fresh
-}
-
-// inSeveralVCenters reports whether hs are entries of more than one
-// vCenter.
-func inSeveralVCenters(hs []holder) bool {
-	for _, h := range hs[1:] {
-		if !h.where.sameVCenter(hs[0].where) {
-			return true
-		}
-	}
-	return false
 }
 
 // sawAnswer notes that b has answered since it was configured.
@@ -156,20 +144,6 @@ func (x *duplicateIndex) holds(b backends.Backend) bool {
 	return ok
 }
 
-// elsewhere lists the entries of vCenters other than where whose
-// inventory holds uuid.
-func (x *duplicateIndex) elsewhere(uuid string, where Identity) []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var out []string
-	for _, h := range x.twins[uuid] {
-		if !h.where.sameVCenter(where) {
-			out = append(out, h.name)
-		}
-	}
-	return out
-}
-
 // ScanDuplicates makes one pass over the vCenters' inventories, bringing
 // the twin index up to date, and tells Options.OnDuplicate of each twin
 // new since the last pass. It starts nothing: the caller owns the loop
@@ -193,16 +167,19 @@ func (d *Discoverer) twinError(res *Result, what string, answered []string) erro
 	if res.VM.UUID == "" {
 		return nil
 	}
-	var matches []*Result
-	for _, vc := range d.duplicates.elsewhere(res.VM.UUID, res.Where) {
-		if !slices.Contains(answered, vc) {
-			matches = append(matches, &Result{VCenter: vc, VM: backends.VM{UUID: res.VM.UUID}})
+	x := d.duplicates
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	matches := []*Result{res}
+	for _, h := range x.twins[res.VM.UUID] { // entries of other vCenters holding it
+		if !h.where.sameVCenter(res.Where) && !slices.Contains(answered, h.name) {
+			matches = append(matches, &Result{VCenter: h.name, VM: backends.VM{UUID: res.VM.UUID}})
 		}
 	}
-	if len(matches) == 0 {
+	if len(matches) == 1 {
 		return nil
 	}
-	return &DuplicateError{What: what, Matches: append([]*Result{res}, matches...)}
+	return &DuplicateError{What: what, Matches: matches}
 }
 
 // Duplicates lists, sorted, the BIOS UUIDs the duplicate index holds in

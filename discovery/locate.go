@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -139,8 +140,7 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 	if k.SystemUUID == "" {
 		return
 	}
-	u, err := NormalizeUUID(k.SystemUUID)
-	if err == nil && (res.VM.UUID == u || res.VM.UUID == SwapByteOrder(u)) {
+	if byUUID, err := uuidLookup(k.SystemUUID); err == nil && slices.Contains(byUUID.q.Values, res.VM.UUID) {
 		return
 	}
 	klog.FromContext(ctx).Info("Node's VM found by a fallback search has another UUID than the Node's system UUID; using it, as no VM has that system UUID",
