@@ -117,5 +117,6 @@ func (e *RetiredError) Error() string {
 	if e.LastSeen != nil {
 		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.VM.Ref.Datacenter)
 	}
-	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting", e.What, join(e.Remembered, " and "))
+	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting",
+		e.What, join(e.Remembered, " and "))
 }

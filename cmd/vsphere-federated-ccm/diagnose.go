@@ -421,7 +421,8 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 // heldBack says what holds a Node back from deletion, and until when.
 func heldBack(e *discovery.DeletionHeldError) string {
 	if e.Reason == discovery.HeldFrozen {
-		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted", strings.Join(e.VCenters, ", "), e.Freezes())
+		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted",
+			strings.Join(e.VCenters, ", "), e.Freezes())
 	}
 	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
 		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
