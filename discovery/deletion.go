@@ -45,23 +45,21 @@ type DeletionHeldError struct {
 
 func (e *DeletionHeldError) Error() string {
 	if e.Reason == HeldFrozen {
-		var keys []string
-		for _, k := range e.Keys {
-			keys = append(keys, k+": frozen")
-		}
 		return fmt.Sprintf("%s: not found in any vCenter, but deletion is frozen for %s (%s), which could hold it; not deleting while it is",
-			e.What, vcentersNamed(e.VCenters), strings.Join(keys, ", "))
+			e.What, vcentersNamed(e.VCenters), e.Freezes())
 	}
 	return fmt.Sprintf("%s: its VM was confirmed absent %s ago; reported absent after %s of absence (nodeDeletion.minAbsence of %s); not deleting yet",
 		e.What, roundForPeople(e.Absent), roundForPeople(e.MinAbsence), vcentersNamed(e.VCenters))
 }
 
-// Remaining is how long the grace still holds the Node (0 when frozen).
-func (e *DeletionHeldError) Remaining() time.Duration {
-	if e.Reason == HeldFrozen {
-		return 0
+// Freezes names the keys that froze deletion as the config sets them:
+// "vcenter.a.nodeDeletion: frozen, global.nodeDeletion: frozen".
+func (e *DeletionHeldError) Freezes() string {
+	keys := make([]string, len(e.Keys))
+	for i, k := range e.Keys {
+		keys[i] = k + ": frozen"
 	}
-	return max(e.MinAbsence-e.Absent, 0)
+	return strings.Join(keys, ", ")
 }
 
 func vcentersNamed(names []string) string {

@@ -1,12 +1,12 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,21 +104,11 @@ type Discoverer struct {
 // New returns a Discoverer over vcs. It starts nothing: the twin index
 // is brought up to date by the caller's ScanDuplicates.
 func New(vcs []Target, opts Options) *Discoverer {
-	if opts.LocationTTL == 0 {
-		opts.LocationTTL = 30 * time.Minute
-	}
-	if opts.ProbeInterval == 0 {
-		opts.ProbeInterval = time.Second
-	}
-	if opts.ConnectWait == 0 {
-		opts.ConnectWait = 250 * time.Millisecond
-	}
-	if opts.Observer == nil {
-		opts.Observer = noObserver{}
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
+	opts.LocationTTL = cmp.Or(opts.LocationTTL, 30*time.Minute)
+	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, time.Second)
+	opts.ConnectWait = cmp.Or(opts.ConnectWait, 250*time.Millisecond)
+	opts.Observer = cmp.Or[Observer](opts.Observer, noObserver{})
+	opts.Clock = cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{})
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
 		holds: newHolds(opts.Clock)}
 	none := &Members{opts: vcenter.Options{
@@ -194,10 +184,12 @@ type lookup struct {
 }
 
 // newLookup searches by for values, its key By and first value, its
-// name SearchName.
+// name SearchName; by VM name it is nameOnly, by guest host name or IP
+// strict.
 func newLookup(by backends.By, values ...string) lookup {
 	q := backends.Query{By: by, Values: values}
-	return lookup{q: q, key: by.String() + ":" + values[0], what: SearchName(q)}
+	return lookup{q: q, key: by.String() + ":" + values[0], what: SearchName(q),
+		nameOnly: by == backends.ByName, strict: by == backends.ByDNSName || by == backends.ByIP}
 }
 
 // SearchName names the search q by its first value, as a lookup and its
@@ -224,27 +216,6 @@ func uuidLookup(uuid string) (lookup, error) {
 		return newLookup(backends.ByUUID, u, s), nil
 	}
 	return newLookup(backends.ByUUID, u), nil
-}
-
-func nameLookup(name string) lookup {
-	l := newLookup(backends.ByName, name)
-	l.nameOnly = true
-	return l
-}
-
-// dnsLookup searches the guest host name, trimmed and lowercased as CPI
-// sends it (vclib GetVMByDNSName).
-func dnsLookup(name string) lookup {
-	l := newLookup(backends.ByDNSName, backends.DNSNameKey(strings.TrimSpace(name)))
-	l.strict = true
-	return l
-}
-
-// ipLookup searches the guest IPs for ip, in its canonical form.
-func ipLookup(ip netip.Addr) lookup {
-	l := newLookup(backends.ByIP, ip.String())
-	l.strict = true
-	return l
 }
 
 // The outcomes of a lookup, as discovery_total counts them.
@@ -306,21 +277,21 @@ func (d *Discoverer) find(ctx context.Context, s *snapshot, l lookup) (*Result, 
 func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result, error) {
 	vcs := s.vcs
 	if !l.strict {
-		if res, ok := d.fromCache(ctx, s, l.q, l.key); ok {
-			return res.result, res.err
+		if res, ok, err := d.fromCache(ctx, s, l.q, l.key); ok {
+			return res, err
 		}
 		d.opts.Observer.Cache(false)
 	}
-	// First from the backends' inventories where they have one; if that
-	// finds nothing anywhere, again from vCenter itself: an inventory's
-	// "none known" is not absence.
+	// First from the backends' inventories where they have one; if every
+	// vCenter answered and none found it, again from vCenter itself: an
+	// inventory's "none known" is not absence.
 	q := l.q
 	q.AllowCached = true
 	answers := d.ask(ctx, s, vcs, q, !l.strict)
-	if nothingFound(answers) {
+	if !slices.ContainsFunc(answers, func(a answer) bool { return a.err != nil || len(a.vms) > 0 }) {
 		var again []*vcenter.Member
 		for _, v := range vcs {
-			if inventoried(v.Backend) {
+			if v.Backend.State().Inventoried {
 				again = append(again, v)
 			}
 		}
@@ -337,24 +308,22 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 // judge turns every vCenter's answer into the lookup's, and maintains
 // the location cache entry of a lookup that is not strict.
 func (d *Discoverer) judge(ctx context.Context, s *snapshot, answers []answer, l lookup) (*Result, error) {
-	what := l.what
 	t := tally(s, answers)
-	found, outside, failed, answered := t.found, t.outside, t.failed, t.answered
 	switch {
-	case len(found) > 1:
-		return nil, &DuplicateError{What: what, Matches: found}
-	case l.strict && len(found) == 1 && len(outside) > 0:
+	case len(t.found) > 1:
+		return nil, &DuplicateError{What: l.what, Matches: t.found}
+	case l.strict && len(t.found) == 1 && len(t.outside) > 0:
 		// A shared key matching a VM outside the configured datacenters
 		// too: either could be the Node's.
-		return nil, &DuplicateError{What: what, Matches: append(found, outside...)}
-	case len(found) == 1:
-		return d.foundOne(ctx, l, found[0], t)
-	case failed != nil:
-		return nil, &LookupError{What: what, Answered: answered, Failed: failed}
-	case len(outside) > 0:
+		return nil, &DuplicateError{What: l.what, Matches: append(t.found, t.outside...)}
+	case len(t.found) == 1:
+		return d.foundOne(ctx, l, t.found[0], t)
+	case t.failed != nil:
+		return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed}
+	case len(t.outside) > 0:
 		// It exists, in a datacenter the config leaves out (moved there,
 		// or its datacenter was removed): not ours to serve, not gone.
-		return nil, &OutsideError{What: what, Matches: outside}
+		return nil, &OutsideError{What: l.what, Matches: t.outside}
 	case l.strict:
 		return nil, nil
 	default:
@@ -492,7 +461,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 	var wg sync.WaitGroup
 	for i, v := range vcs {
 		q := q
-		if q.AllowCached && foundFast && inventoried(v.Backend) {
+		if q.AllowCached && foundFast && v.Backend.State().Inventoried {
 			q.Datacenters = v.Datacenters
 		}
 		wg.Go(func() {
@@ -510,9 +479,9 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 			done <- i
 		})
 	}
-	pending := map[int]bool{}
-	for i := range vcs {
-		pending[i] = true
+	pending := make(map[int]*vcenter.Member, len(vcs))
+	for i, v := range vcs {
+		pending[i] = v
 	}
 	// Patience is judged again at each answer and when it would end.
 	check := time.NewTimer(0)
@@ -526,19 +495,19 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 			found = found || slices.ContainsFunc(answers[i].vms, func(vm backends.VM) bool { return vcs[i].Serves(vm.Datacenter()) })
 		case <-check.C:
 		}
-		if waitingForUp(vcs, pending) {
+		if waitingForUp(pending) {
 			continue
 		}
-		if foundFast && found && len(d.duplicates.uncovered(pendingTargets(vcs, pending))) == 0 {
+		if foundFast && found && len(d.duplicates.uncovered(slices.Collect(maps.Values(pending)))) == 0 {
 			why = errNotWaited
 			break
 		}
 		now := time.Now()
-		until := d.patience(outer, vcs, pending, start, now)
+		until := d.patience(outer, pending, start, now)
 		if !now.Before(until) {
 			why = fmt.Errorf("%w: no answer within %s while connecting", ErrVCenterConnecting, now.Sub(start).Round(time.Millisecond))
-			for i := range pending {
-				vcs[i].GaveUp(now)
+			for _, v := range pending {
+				v.GaveUp(now)
 			}
 			break
 		}
@@ -548,8 +517,8 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 	}
 	cancel()
 	wg.Wait()
-	for i := range pending {
-		answers[i].err = &VCenterError{VCenter: vcs[i].Name, Err: why}
+	for i, v := range pending {
+		answers[i].err = &VCenterError{VCenter: v.Name, Err: why}
 	}
 	return answers
 }
@@ -557,14 +526,6 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 // errNotWaited is a vCenter not waited for because the VM was found
 // elsewhere, it is not known up, and the duplicate index holds its UUIDs.
 var errNotWaited = errors.New("not waited for: the VM was found elsewhere, this vCenter is not known up, and its inventory holds no twin")
-
-func pendingTargets(vcs []*vcenter.Member, pending map[int]bool) []*vcenter.Member {
-	out := make([]*vcenter.Member, 0, len(pending))
-	for i := range pending {
-		out = append(out, vcs[i])
-	}
-	return out
-}
 
 // patience is until when a lookup started at start waits for its pending
 // vCenters none of which is known up. For one still connecting: until its
@@ -576,10 +537,9 @@ func pendingTargets(vcs []*vcenter.Member, pending map[int]bool) []*vcenter.Memb
 // vCenter's request timeout, whichever is first): the other half is for
 // the lookup itself once connected. For one that went down under way:
 // ConnectWait after the lookup's start, its call's answer due any moment.
-func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pending map[int]bool, start, now time.Time) time.Time {
+func (d *Discoverer) patience(ctx context.Context, pending map[int]*vcenter.Member, start, now time.Time) time.Time {
 	var until time.Time
-	for i := range pending {
-		v := vcs[i]
+	for _, v := range pending {
 		st := v.Backend.State()
 		t := start.Add(d.opts.ConnectWait)
 		if st.Reachability.State == backends.ConnUnknown {
@@ -601,43 +561,21 @@ func (d *Discoverer) patience(ctx context.Context, vcs []*vcenter.Member, pendin
 }
 
 // waitingForUp reports whether a pending vCenter is known up.
-func waitingForUp(vcs []*vcenter.Member, pending map[int]bool) bool {
-	for i := range pending {
-		if vcs[i].Backend.State().Reachability.State == backends.ConnUp {
+func waitingForUp(pending map[int]*vcenter.Member) bool {
+	for _, v := range pending {
+		if v.Backend.State().Reachability.State == backends.ConnUp {
 			return true
 		}
 	}
 	return false
 }
 
-// inventoried reports whether b has an inventory: its answers to
-// AllowCached may come from memory.
-func inventoried(b backends.Backend) bool {
-	return b.State().Inventoried
-}
-
-// nothingFound reports answers that would be taken for absence: every
-// vCenter answered, none with a VM.
-func nothingFound(answers []answer) bool {
-	for _, a := range answers {
-		if a.err != nil || len(a.vms) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-type cached struct {
-	result *Result
-	err    error
-}
-
 // fromCache re-reads a remembered location. ok is false when the lookup must
 // search every vCenter: nothing remembered, or the VM is no longer there.
-func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Query, key string) (cached, bool) {
+func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Query, key string) (*Result, bool, error) {
 	loc, ok := d.locations.get(key)
 	if !ok {
-		return cached{}, false
+		return nil, false, nil
 	}
 	// The first entry serving it, as a search attributes it (tally),
 	// by the lookup's one view of what each entry is.
@@ -646,7 +584,7 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// Its vCenter or datacenter left the config (or its address
 		// answers as another appliance): search the others, and keep
 		// the entry so absence there is not taken for deletion.
-		return cached{}, false
+		return nil, false, nil
 	}
 	vm, err := call(ctx, d, v, "get", func(ctx context.Context, b backends.Backend) (*backends.VM, error) {
 		return b.Get(ctx, loc.ref)
@@ -667,25 +605,25 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// object at a remembered reference (never reused) is still it.
 		res := &Result{VCenter: v.Name, Where: loc.where, VM: *vm}
 		if err := d.twinError(res, key, []string{v.Name}); err != nil {
-			return cached{err: err}, true
+			return nil, true, err
 		}
 		d.opts.Observer.Cache(true)
-		return cached{result: res}, true
+		return res, true, nil
 	case err == nil || errors.Is(err, backends.ErrNotFound):
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
-		return cached{}, false
+		return nil, false, nil
 	case errors.Is(err, ErrInstanceChanged):
 		// Which appliance answered is not known: search everywhere,
 		// keeping the entry.
-		return cached{}, false
-	case entriesOf(s, loc.where, loc.dc) > 1:
+		return nil, false, nil
+	case len(entriesOf(s, loc.where, loc.dc)) > 1:
 		// This entry cannot answer (its own login refused?), another of
 		// the same vCenter may: search everywhere.
-		return cached{}, false
+		return nil, false, nil
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.
-		return cached{err: &LookupError{What: key, Failed: multierror.Append(nil, err)}}, true
+		return nil, true, &LookupError{What: key, Failed: multierror.Append(nil, err)}
 	}
 }
 

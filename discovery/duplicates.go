@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -81,17 +82,10 @@ func (x *duplicateIndex) refresh(vcs []*vcenter.Member) map[string][]string {
 		x.held[v.Backend] = heldUUIDs{holder: cur, version: version, uuids: set}
 		changed = true
 	}
-	for b := range x.held {
-		if !configured[b] {
-			delete(x.held, b)
-			changed = true
-		}
-	}
-	for b := range x.answered {
-		if !configured[b] {
-			delete(x.answered, b)
-		}
-	}
+	n := len(x.held)
+	maps.DeleteFunc(x.held, func(b backends.Backend, _ heldUUIDs) bool { return !configured[b] })
+	maps.DeleteFunc(x.answered, func(b backends.Backend, _ bool) bool { return !configured[b] })
+	changed = changed || len(x.held) != n
 	if !changed {
 		return nil
 	}
@@ -104,37 +98,21 @@ func (x *duplicateIndex) refresh(vcs []*vcenter.Member) map[string][]string {
 	x.twins = map[string][]holder{}
 	fresh := map[string][]string{}
 	for u, hs := range holders {
-		if !inSeveralVCenters(hs) {
+		// Held by entries of one vCenter alone (CPI's tenants): no twin.
+		if !slices.ContainsFunc(hs[1:], func(h holder) bool { return !h.where.sameVCenter(hs[0].where) }) {
 			continue
 		}
 		slices.SortFunc(hs, func(a, b holder) int { return strings.Compare(a.name, b.name) })
 		x.twins[u] = hs
 		if !x.reported[u] {
+			x.reported[u] = true
 			for _, h := range hs {
 				fresh[u] = append(fresh[u], h.name)
 			}
 		}
 	}
-	for u := range x.reported {
-		if _, ok := x.twins[u]; !ok {
-			delete(x.reported, u)
-		}
-	}
-	for u := range fresh {
-		x.reported[u] = true
-	}
+	maps.DeleteFunc(x.reported, func(u string, _ bool) bool { return x.twins[u] == nil })
 	return fresh
-}
-
-// inSeveralVCenters reports whether hs are entries of more than one
-// vCenter.
-func inSeveralVCenters(hs []holder) bool {
-	for _, h := range hs[1:] {
-		if !h.where.sameVCenter(hs[0].where) {
-			return true
-		}
-	}
-	return false
 }
 
 // sawAnswer notes that b has answered since it was configured.
@@ -151,7 +129,7 @@ func (x *duplicateIndex) uncovered(vcs []*vcenter.Member) []*vcenter.Member {
 	defer x.mu.Unlock()
 	var out []*vcenter.Member
 	for _, v := range vcs {
-		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !inventoried(v.Backend) {
+		if _, ok := x.held[v.Backend]; !ok && x.answered[v.Backend] && !v.Backend.State().Inventoried {
 			out = append(out, v)
 		}
 	}
@@ -164,20 +142,6 @@ func (x *duplicateIndex) holds(b backends.Backend) bool {
 	defer x.mu.Unlock()
 	_, ok := x.held[b]
 	return ok
-}
-
-// elsewhere lists the entries of vCenters other than where whose
-// inventory holds uuid.
-func (x *duplicateIndex) elsewhere(uuid string, where Identity) []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var out []string
-	for _, h := range x.twins[uuid] {
-		if !h.where.sameVCenter(where) {
-			out = append(out, h.name)
-		}
-	}
-	return out
 }
 
 // ScanDuplicates makes one pass over the vCenters' inventories, bringing
@@ -203,16 +167,19 @@ func (d *Discoverer) twinError(res *Result, what string, answered []string) erro
 	if res.VM.UUID == "" {
 		return nil
 	}
-	var matches []*Result
-	for _, vc := range d.duplicates.elsewhere(res.VM.UUID, res.Where) {
-		if !slices.Contains(answered, vc) {
-			matches = append(matches, &Result{VCenter: vc, VM: backends.VM{UUID: res.VM.UUID}})
+	x := d.duplicates
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	matches := []*Result{res}
+	for _, h := range x.twins[res.VM.UUID] { // entries of other vCenters holding it
+		if !h.where.sameVCenter(res.Where) && !slices.Contains(answered, h.name) {
+			matches = append(matches, &Result{VCenter: h.name, VM: backends.VM{UUID: res.VM.UUID}})
 		}
 	}
-	if len(matches) == 0 {
+	if len(matches) == 1 {
 		return nil
 	}
-	return &DuplicateError{What: what, Matches: append([]*Result{res}, matches...)}
+	return &DuplicateError{What: what, Matches: matches}
 }
 
 // Duplicates lists, sorted, the BIOS UUIDs the duplicate index holds in
@@ -222,10 +189,5 @@ func (d *Discoverer) Duplicates() []string {
 	x := d.duplicates
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]string, 0, len(x.twins))
-	for u := range x.twins {
-		out = append(out, u)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(x.twins))
 }

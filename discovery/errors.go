@@ -24,14 +24,16 @@ func (e *VCenterError) Error() string { return "vcenter " + e.VCenter + ": " + e
 
 func (e *VCenterError) Unwrap() error { return e.Err }
 
-// ErrBreakerOpen is returned, without a network call, for a vCenter whose
-// breaker is open.
-var ErrBreakerOpen = vcenter.ErrBreakerOpen
-
-// ErrVCenterDown is returned, without a network call, for a vCenter whose
-// backend's last connection-level event failed; a background probe tells
-// when it is back.
-var ErrVCenterDown = vcenter.ErrVCenterDown
+// A vCenter not asked or not waited for (package vcenter's errors): its
+// breaker is open, or it is known down (a background probe tells when it
+// is back), both answered without a network call; or its first connect
+// made no progress within its stall window, or took half the lookup's
+// deadline.
+var (
+	ErrBreakerOpen       = vcenter.ErrBreakerOpen
+	ErrVCenterDown       = vcenter.ErrVCenterDown
+	ErrVCenterConnecting = vcenter.ErrVCenterConnecting
+)
 
 // LookupError is a lookup that neither found the VM nor could confirm its
 // absence, because some vCenters did not answer; or one by a key other
@@ -45,13 +47,13 @@ type LookupError struct {
 }
 
 func (e *LookupError) Error() string {
+	failed := join(e.Failed.Errors, "; ")
 	if e.Found != nil {
 		return fmt.Sprintf("%s: found %s, but %d vCenters could not be asked, and another VM there could match too: %s",
-			e.What, e.Found, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
+			e.What, e.Found, len(e.Failed.Errors), failed)
 	}
-	msg := fmt.Sprintf("%s: not found in the vCenters that answered %v, and %d could not be asked: %s",
-		e.What, e.Answered, len(e.Failed.Errors), strings.Join(errorStrings(e.Failed.Errors), "; "))
-	return msg
+	return fmt.Sprintf("%s: not found in the vCenters that answered %v, and %d could not be asked: %s",
+		e.What, e.Answered, len(e.Failed.Errors), failed)
 }
 
 // Unwrap exposes each vCenter's failure to errors.Is/As (a deadline, an
@@ -66,30 +68,18 @@ type DuplicateError struct {
 }
 
 func (e *DuplicateError) Error() string {
-	return fmt.Sprintf("%s matches %d VMs, refusing to choose: %s", e.What, len(e.Matches), joinMatches(e.Matches))
+	return fmt.Sprintf("%s matches %d VMs, refusing to choose: %s", e.What, len(e.Matches), join(e.Matches, " and "))
 }
 
-// joinMatches names each VM matched: "vcenter a datacenter b vm … and …".
-func joinMatches(matches []*Result) string {
-	where := make([]string, len(matches))
-	for i, m := range matches {
-		where[i] = m.String()
+// join names each of xs (an error, or a Stringer: a VM matched, a retired
+// place), separated by sep.
+func join[T any](xs []T, sep string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprint(x)
 	}
-	return strings.Join(where, " and ")
+	return strings.Join(out, sep)
 }
-
-func errorStrings(errs []error) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = e.Error()
-	}
-	return out
-}
-
-// ErrVCenterConnecting is a vCenter not waited for: its first connection
-// attempt had not ended, and had made no progress within ConnectWait (or
-// its stall window), or had taken half the lookup's deadline.
-var ErrVCenterConnecting = vcenter.ErrVCenterConnecting
 
 // OutsideError is a lookup whose VM exists only in datacenters that are
 // not configured: it is neither served nor reported deleted.
@@ -99,7 +89,7 @@ type OutsideError struct {
 }
 
 func (e *OutsideError) Error() string {
-	return fmt.Sprintf("%s exists only outside the configured datacenters: %s", e.What, joinMatches(e.Matches))
+	return fmt.Sprintf("%s exists only outside the configured datacenters: %s", e.What, join(e.Matches, " and "))
 }
 
 // ErrNameOnly refuses to judge existence by VM name alone: a Node name
@@ -127,9 +117,6 @@ func (e *RetiredError) Error() string {
 	if e.LastSeen != nil {
 		return fmt.Sprintf("%s: last seen in vcenter %s (%s) datacenter %s, which is no longer configured as it was; not found elsewhere", e.What, e.LastSeen.VCenter, e.LastSeen.Where, e.LastSeen.VM.Ref.Datacenter)
 	}
-	where := make([]string, len(e.Remembered))
-	for i, r := range e.Remembered {
-		where[i] = r.String()
-	}
-	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting", e.What, strings.Join(where, " and "))
+	return fmt.Sprintf("%s: not found in any configured vCenter, but %s could hold it; not deleting",
+		e.What, join(e.Remembered, " and "))
 }

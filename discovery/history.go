@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -61,10 +62,7 @@ type Retired struct {
 func (r Retired) String() string {
 	where := "vcenter " + r.VCenter
 	if r.Server != "" {
-		port := r.Port
-		if port == 0 {
-			port = config.DefaultPort
-		}
+		port := cmp.Or(r.Port, config.DefaultPort) // 0: written before the port was kept
 		where += " at " + Identity{Server: ServerKey(r.Server, port), InstanceUUID: r.InstanceUUID}.String()
 	}
 	switch r.Datacenter {

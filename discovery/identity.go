@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,31 +141,26 @@ func (id Identity) sameVCenter(o Identity) bool {
 // dc (its own login found the VM), else the first entry in config order
 // that is that vCenter and serves dc; nil when none does.
 func entryFor(s *snapshot, name string, id Identity, dc config.Datacenter) *vcenter.Member {
-	var first *vcenter.Member
-	for _, v := range s.vcs {
-		if !id.Is(s.identity(v)) || !v.Serves(dc) {
-			continue
-		}
-		if v.Name == name {
-			return v
-		}
-		if first == nil {
-			first = v
-		}
+	vs := entriesOf(s, id, dc)
+	if i := slices.IndexFunc(vs, func(v *vcenter.Member) bool { return v.Name == name }); i >= 0 {
+		return vs[i]
 	}
-	return first
+	if len(vs) == 0 {
+		return nil
+	}
+	return vs[0]
 }
 
-// entriesOf counts the configured entries that are vCenter id and
-// serve dc.
-func entriesOf(s *snapshot, id Identity, dc config.Datacenter) int {
-	n := 0
+// entriesOf lists, in config order, the configured entries that are
+// vCenter id and serve dc.
+func entriesOf(s *snapshot, id Identity, dc config.Datacenter) []*vcenter.Member {
+	var out []*vcenter.Member
 	for _, v := range s.vcs {
 		if id.Is(s.identity(v)) && v.Serves(dc) {
-			n++
+			out = append(out, v)
 		}
 	}
-	return n
+	return out
 }
 
 // ServerLabelValue is a vCenter's server, ServerKey form, as a label

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
+
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 )
 
 // NodeKeys identify a Node's VM, strongest first: providerID, the
@@ -44,7 +47,7 @@ func (k NodeKeys) lookup() (lookup, error) {
 		// tainted those whose VM is named like the Node while their guest
 		// host name is not (an FQDN against a short Node name, VMware
 		// Tools not running), so it stays, ahead of CPI's searches.
-		return nameLookup(k.Name), nil
+		return newLookup(backends.ByName, k.Name), nil
 	}
 }
 
@@ -52,14 +55,17 @@ func (k NodeKeys) lookup() (lookup, error) {
 // own key (lookup) found nothing: the Node's name as a guest host name,
 // then, when it is an IP address, as a guest IP (CPI: nodemanager.go
 // shakeOutNodeIDLookup, connectionmanager/search.go). They are strict
-// lookups: a match counts only if unique in every vCenter's answer.
+// lookups: a match counts only if unique in every vCenter's answer. The
+// host name is trimmed and lowercased as CPI sends it (vclib
+// GetVMByDNSName), the IP in its canonical form.
 func (k NodeKeys) fallbacks() []lookup {
-	if k.ProviderID != "" || strings.TrimSpace(k.Name) == "" {
+	name := strings.TrimSpace(k.Name)
+	if k.ProviderID != "" || name == "" {
 		return nil
 	}
-	out := []lookup{dnsLookup(k.Name)}
-	if ip, err := netip.ParseAddr(strings.TrimSpace(k.Name)); err == nil {
-		out = append(out, ipLookup(ip))
+	out := []lookup{newLookup(backends.ByDNSName, backends.DNSNameKey(name))}
+	if ip, err := netip.ParseAddr(name); err == nil {
+		out = append(out, newLookup(backends.ByIP, ip.String()))
 	}
 	return out
 }
@@ -134,8 +140,7 @@ func logMismatch(ctx context.Context, k NodeKeys, l lookup, res *Result) {
 	if k.SystemUUID == "" {
 		return
 	}
-	u, err := NormalizeUUID(k.SystemUUID)
-	if err == nil && (res.VM.UUID == u || res.VM.UUID == SwapByteOrder(u)) {
+	if byUUID, err := uuidLookup(k.SystemUUID); err == nil && slices.Contains(byUUID.q.Values, res.VM.UUID) {
 		return
 	}
 	klog.FromContext(ctx).Info("Node's VM found by a fallback search has another UUID than the Node's system UUID; using it, as no VM has that system UUID",

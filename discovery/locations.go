@@ -75,10 +75,3 @@ func (c *locationCache) forget(key string) {
 	defer c.mu.Unlock()
 	delete(c.entries, key)
 }
-
-// size counts entries, expired ones not yet swept included.
-func (c *locationCache) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}

@@ -25,13 +25,9 @@ type Placed struct {
 // concludes nothing. One VM seen through several entries of one vCenter
 // (CPI's tenants) is one VM, attributed as a lookup attributes it.
 func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok bool) {
-	u, err := NormalizeUUID(uuid)
+	l, err := uuidLookup(uuid) // either byte order
 	if err != nil {
 		return nil, false
-	}
-	uuids := []string{u}
-	if s := SwapByteOrder(u); s != u {
-		uuids = append(uuids, s)
 	}
 	vcs := d.members.Load().vcs
 	if len(vcs) == 0 {
@@ -47,7 +43,7 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 	tags := map[at]backends.Placement{}
 	for i, v := range vcs {
 		answers[i].vc = v
-		for _, id := range uuids {
+		for _, id := range l.q.Values {
 			ps, ok := v.Backend.Placement(id, categories)
 			if !ok {
 				return nil, false

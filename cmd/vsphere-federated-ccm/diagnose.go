@@ -77,25 +77,18 @@ func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer)
 	}
 	defer d.close()
 	var rep operatorReport
-	if one != "" {
-		rep, err = d.diagnoseNode(ctx, one)
-	} else {
+	if one == "" {
 		rep, err = d.diagnoseNodes(ctx)
+	} else if node, getErr := d.client.CoreV1().Nodes().Get(ctx, one, metav1.GetOptions{}); getErr == nil {
+		rep = d.node(ctx, node)
+	} else {
+		err = fmt.Errorf("node %s: %w", one, getErr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "diagnose: %v\n", err)
 		return exitUsage
 	}
 	return emit(stdout, *output == "json", rep)
-}
-
-// diagnoseNode is the report of the Node name.
-func (d *diagnoser) diagnoseNode(ctx context.Context, name string) (*nodeReport, error) {
-	node, err := d.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", name, err)
-	}
-	return d.node(ctx, node), nil
 }
 
 // nodesReport is `diagnose nodes`' answer: of the Nodes checked, those
@@ -430,11 +423,8 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 // heldBack says what holds a Node back from deletion, and until when.
 func heldBack(e *discovery.DeletionHeldError) string {
 	if e.Reason == discovery.HeldFrozen {
-		keys := make([]string, len(e.Keys))
-		for i, k := range e.Keys {
-			keys[i] = k + ": frozen"
-		}
-		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted", strings.Join(e.VCenters, ", "), strings.Join(keys, ", "))
+		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted",
+			strings.Join(e.VCenters, ", "), e.Freezes())
 	}
 	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
 		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))

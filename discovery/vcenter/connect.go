@@ -7,6 +7,7 @@ package vcenter
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
@@ -90,28 +91,17 @@ type stallMark struct {
 // backend makes of it: a vCenter that accepts TCP and never answers must
 // not look alive again at each retry (issue 33).
 func (m *stallMark) progressedSince(c connectState) bool {
-	return c.last.After(m.last) && (c.phase == phaseAnswering || phaseRank(c.phase) > phaseRank(m.phase))
+	return c.last.After(m.last) &&
+		(c.phase == phaseAnswering || slices.Index(connectPhases, c.phase) > slices.Index(connectPhases, m.phase))
 }
 
 // phaseAnswering is the phase of a connect that got an answer: each one
 // is progress.
 const phaseAnswering = "answering"
 
-// phaseRank orders the phases of backends.ConnectProgress as a connect
-// reaches them.
-func phaseRank(phase string) int {
-	switch phase {
-	case "dialing":
-		return 1
-	case "tcp connected":
-		return 2
-	case "tls done":
-		return 3
-	case phaseAnswering:
-		return 4
-	}
-	return 0 // none reported
-}
+// connectPhases are the phases of backends.ConnectProgress in the order a
+// connect reaches them; none reported ranks below them all.
+var connectPhases = []string{"dialing", "tcp connected", "tls done", phaseAnswering}
 
 // connectState is how a vCenter's first connection attempt is going, as
 // a lookup judges whether to wait for it.
@@ -174,7 +164,10 @@ func (c connectState) stalledAt() time.Time {
 	if c.judged {
 		return c.last
 	}
-	return minTime(c.last.Add(c.window), c.until)
+	if t := c.last.Add(c.window); t.Before(c.until) {
+		return t
+	}
+	return c.until
 }
 
 func (c connectState) stalled(now time.Time) bool { return !now.Before(c.stalledAt()) }
@@ -195,11 +188,4 @@ func (c connectState) describe(now time.Time) string {
 		return fmt.Sprintf("for %s without progress", took)
 	}
 	return fmt.Sprintf("for %s; %s, beyond its stall window %s", took, progress, c.window.Round(time.Millisecond))
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,15 +50,8 @@ type Target struct {
 // Serves reports whether t's configured datacenters include dc, by
 // whichever of its name, ID or path each names it.
 func (t *Target) Serves(dc config.Datacenter) bool {
-	if len(t.Datacenters) == 0 {
-		return true
-	}
-	for _, s := range t.Datacenters {
-		if s.Matches(dc) {
-			return true
-		}
-	}
-	return false
+	return len(t.Datacenters) == 0 ||
+		slices.ContainsFunc(t.Datacenters, func(s config.DatacenterSpec) bool { return s.Matches(dc) })
 }
 
 // ErrBreakerOpen is returned, without a network call, for a vCenter whose
