@@ -12,7 +12,7 @@ import (
 )
 
 // The cloud provider locates a Node's VM by the keys it reads off the Node
-// (cloud/instances.go): its providerID once set, before that its system
+// (cloud/instances/instances.go): its providerID once set, before that its system
 // UUID, then CPI's searches by its name. A lookup is found, found nothing
 // (nil, nil: every vCenter answered without it, which alone is no grounds
 // to delete the Node; Exists decides that), or an error that names the
