@@ -155,7 +155,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig, unmanaged string
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
 	}
-	opts := providerOptions(build)
+	opts := providerOptions(build, nil)
 	opts.UnmanagedNodeSelector = selector
 	logCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
@@ -316,28 +316,17 @@ func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 	r.WouldInitialize = metaErr == nil
 
 	exists, err := d.provider.InstanceExists(ctx, node)
-	r.Exists = instanceAnswerOf(exists, err)
-	switch held, isHeld := errors.AsType[*discovery.DeletionHeldError](err); {
-	case isHeld:
+	r.Exists = answerOf(exists, err, "cannot be decided: the Node is kept (never deleted on an error) and asked again",
+		"its VM exists",
+		"every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady")
+	if held, ok := errors.AsType[*discovery.DeletionHeldError](err); ok {
 		r.DeletionHeld = heldBack(held)
 		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
-	case err != nil:
-		r.Exists.Reason = "cannot be decided: the Node is kept (never deleted on an error) and asked again"
-	case exists:
-		r.Exists.Reason = "its VM exists"
-	default:
-		r.Exists.Reason = "every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady"
 	}
 	shutdown, err := d.provider.InstanceShutdown(ctx, node)
-	r.Shutdown = instanceAnswerOf(shutdown, err)
-	switch {
-	case err != nil:
-		r.Shutdown.Reason = "cannot be decided: no shutdown taint is added or removed until it can"
-	case shutdown:
-		r.Shutdown.Reason = "its VM is powered off: a NotReady Node gets the node.cloudprovider.kubernetes.io/shutdown taint"
-	default:
-		r.Shutdown.Reason = "its VM is not powered off"
-	}
+	r.Shutdown = answerOf(shutdown, err, "cannot be decided: no shutdown taint is added or removed until it can",
+		"its VM is powered off: a NotReady Node gets the node.cloudprovider.kubernetes.io/shutdown taint",
+		"its VM is not powered off")
 
 	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
@@ -430,11 +419,16 @@ func heldBack(e *discovery.DeletionHeldError) string {
 		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
 }
 
-func instanceAnswerOf(v bool, err error) instanceAnswer {
-	if err != nil {
-		return instanceAnswer{Error: err.Error()}
+// answerOf is InstanceExists' or InstanceShutdown's answer v, err, with
+// the reason for an error, for true or for false.
+func answerOf(v bool, err error, onErr, onTrue, onFalse string) instanceAnswer {
+	switch {
+	case err != nil:
+		return instanceAnswer{Error: err.Error(), Reason: onErr}
+	case v:
+		return instanceAnswer{Value: &v, Reason: onTrue}
 	}
-	return instanceAnswer{Value: &v}
+	return instanceAnswer{Value: &v, Reason: onFalse}
 }
 
 func keysOf(node *v1.Node) lookupKeys {
@@ -482,10 +476,7 @@ func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, st
 		out = append(out, eventSummary{Last: last.UTC(), Type: e.Type, Reason: e.Reason, Count: max(e.Count, 1), Source: src, Message: e.Message})
 	}
 	slices.SortFunc(out, func(a, b eventSummary) int { return b.Last.Compare(a.Last) })
-	if len(out) > 10 {
-		out = out[:10]
-	}
-	return out, ""
+	return out[:min(len(out), 10)], ""
 }
 
 // nodeSummary is one line of `diagnose nodes`.

@@ -233,18 +233,8 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	return out
 }
 
-// mark is how a verdict shows in the table.
-func mark(v check.Verdict) string {
-	switch v {
-	case check.Passed:
-		return "✓"
-	case check.Failed:
-		return "✗"
-	case check.Warned:
-		return "!"
-	}
-	return "–"
-}
+// marks show the verdicts in the table.
+var marks = map[check.Verdict]string{check.Passed: "✓", check.Failed: "✗", check.Warned: "!", check.Skipped: "–"}
 
 func (rep validateReport) passed() bool { return rep.Passed }
 
@@ -257,14 +247,14 @@ func (rep validateReport) write(w io.Writer) {
 	if multiline {
 		first = strings.TrimSuffix(first, ":") + " (below)"
 	}
-	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", mark(rep.Config.Verdict), oneLine(first))
+	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", marks[rep.Config.Verdict], oneLine(first))
 	for _, v := range rep.VCenters {
 		for _, c := range v.Checks {
 			detail := c.Detail
 			if c.Took > 0 && c.Verdict != check.Skipped {
 				detail += " [" + roundTook(c.Took).String() + "]"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, c.Name, mark(c.Verdict), oneLine(detail))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, c.Name, marks[c.Verdict], oneLine(detail))
 		}
 	}
 	_ = tw.Flush()
