@@ -113,10 +113,7 @@ type vcenterReport struct {
 func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build cloud.BuildInfo) int {
 	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, validateUsage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { fmt.Fprint(stderr, validateUsage+fs.FlagUsages()) }
 	path := fs.String("cloud-config", "", "the cloud config to check, YAML or INI; - reads standard input")
 	offline := fs.Bool("offline", false, "parse and validate only; contact no vCenter and no API server")
 	strict := fs.Bool("strict", false, "unknown keys and keys CPI reads but this CCM ignores are errors")
