@@ -37,7 +37,6 @@ nothing: no Node patch, no Event, no ConfigMap, nothing in vCenter. Exit code
 Flags:
 `
 
-// runDiagnose is `vsphere-federated-ccm diagnose …`.
 func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("diagnose", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -112,7 +111,6 @@ func (d *diagnoser) diagnoseNodes(ctx context.Context) (*nodesReport, error) {
 	return rep, nil
 }
 
-// passed: no Node listed has a problem.
 func (rep *nodesReport) passed() bool {
 	return !slices.ContainsFunc(rep.Nodes, func(s nodeSummary) bool { return s.Problem != "" })
 }
@@ -133,7 +131,6 @@ func (rep *nodesReport) write(w io.Writer) {
 	fmt.Fprintf(w, "%d Nodes checked, %d listed (still tainted or failing)\n", rep.Checked, len(rep.Nodes))
 }
 
-// passed: the Node would initialize now.
 func (r *nodeReport) passed() bool { return r.WouldInitialize }
 
 // diagnoser is a provider built as the CCM builds its own
@@ -264,7 +261,7 @@ type eventSummary struct {
 // node is the report on node: unless the CCM leaves it alone, the CCM's
 // lookup of it, run once; then its Events and the vCenters now.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
-	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node)}
+	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: nodes.Uninitialized(node)}
 	if why := d.provider.Unmanaged(node); why != "" {
 		r.unmanaged(why)
 	} else {
@@ -320,7 +317,13 @@ func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 		"its VM exists",
 		"every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady")
 	if held, ok := errors.AsType[*discovery.DeletionHeldError](err); ok {
-		r.DeletionHeld = heldBack(held)
+		// What holds it back, and until when.
+		vcs := strings.Join(held.VCenters, ", ")
+		r.DeletionHeld = fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
+			held.Absent.Round(time.Second), held.MinAbsence, vcs)
+		if held.Reason == discovery.HeldFrozen {
+			r.DeletionHeld = fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted", vcs, held.Freezes())
+		}
 		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
 	}
 	shutdown, err := d.provider.InstanceShutdown(ctx, node)
@@ -409,16 +412,6 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	return why
 }
 
-// heldBack says what holds a Node back from deletion, and until when.
-func heldBack(e *discovery.DeletionHeldError) string {
-	if e.Reason == discovery.HeldFrozen {
-		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted",
-			strings.Join(e.VCenters, ", "), e.Freezes())
-	}
-	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
-		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
-}
-
 // answerOf is InstanceExists' or InstanceShutdown's answer v, err, with
 // the reason for an error, for true or for false.
 func answerOf(v bool, err error, onErr, onTrue, onFalse string) instanceAnswer {
@@ -444,10 +437,6 @@ func keysOf(node *v1.Node) lookupKeys {
 		}
 	}
 	return k
-}
-
-func tainted(node *v1.Node) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
 }
 
 // events lists the Node's recent Events from this CCM, newest first: the
@@ -490,7 +479,7 @@ type nodeSummary struct {
 }
 
 func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
-	s := nodeSummary{Node: node.Name, Tainted: tainted(node)}
+	s := nodeSummary{Node: node.Name, Tainted: nodes.Uninitialized(node)}
 	if s.Unmanaged = d.provider.Unmanaged(node); s.Unmanaged != "" {
 		return s
 	}
@@ -564,7 +553,14 @@ func (r *nodeReport) write(w io.Writer) {
 				inv = fmt.Sprintf("%d VMs", v.Inventory.VMs)
 			}
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, deletionPolicy(v.NodeDeletion), orDash(v.LastError))
+		policy := "after " + v.NodeDeletion.MinAbsence + " of absence"
+		if v.NodeDeletion.Frozen {
+			policy = "frozen (" + v.NodeDeletion.FrozenBy + ")"
+		}
+		if v.NodeDeletion.HeldNodes > 0 {
+			policy += fmt.Sprintf(", %d held", v.NodeDeletion.HeldNodes)
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, policy, orDash(v.LastError))
 	}
 	_ = tw.Flush()
 	p("  verdict:")
@@ -615,18 +611,6 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 	} else {
 		p("  InstanceMetadata: error: %s", short(r.MetadataError))
 	}
-}
-
-// deletionPolicy is a vCenter's nodeDeletion as the table shows it.
-func deletionPolicy(p cloud.NodeDeletionStatus) string {
-	out := "after " + p.MinAbsence + " of absence"
-	if p.Frozen {
-		out = "frozen (" + p.FrozenBy + ")"
-	}
-	if p.HeldNodes > 0 {
-		out += fmt.Sprintf(", %d held", p.HeldNodes)
-	}
-	return out
 }
 
 func (v instanceAnswer) text() string {

@@ -314,7 +314,6 @@ func memoryLimit(getenv func(string) string) (int64, error) {
 	return int64(float64(n) * memoryLimitShare), nil
 }
 
-// unmanagedSelectorFlag selects the Nodes the CCM leaves alone.
 const unmanagedSelectorFlag = "unmanaged-node-selector"
 
 // parseUnmanagedSelector parses --unmanaged-node-selector; empty: nil

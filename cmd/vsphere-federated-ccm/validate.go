@@ -109,7 +109,6 @@ type vcenterReport struct {
 	Checks []check.Result `json:"checks"`
 }
 
-// runValidate is the validate command; it returns the exit code.
 func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build cloud.BuildInfo) int {
 	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
