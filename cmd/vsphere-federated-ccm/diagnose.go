@@ -98,13 +98,25 @@ type nodesReport struct {
 }
 
 func (d *diagnoser) diagnoseNodes(ctx context.Context) (*nodesReport, error) {
-	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	list, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	rep := &nodesReport{Checked: len(nodes.Items)}
-	for i := range nodes.Items {
-		if s := d.summary(ctx, &nodes.Items[i]); s.Tainted || s.Problem != "" {
+	rep := &nodesReport{Checked: len(list.Items)}
+	for i := range list.Items {
+		node := &list.Items[i]
+		s := nodeSummary{Node: node.Name, Tainted: nodes.Uninitialized(node), Unmanaged: d.provider.Unmanaged(node)}
+		if s.Unmanaged == "" {
+			switch meta, err := d.provider.InstanceMetadata(ctx, node); {
+			case errors.Is(err, cloudprovider.InstanceNotFound):
+				s.Problem = "no vCenter has its VM: " + err.Error()
+			case err != nil:
+				s.Problem = err.Error()
+			default:
+				s.VCenter = meta.AdditionalLabels[nodes.LabelVCenter]
+			}
+		}
+		if s.Tainted || s.Problem != "" {
 			rep.Nodes = append(rep.Nodes, s)
 		}
 	}
@@ -261,7 +273,16 @@ type eventSummary struct {
 // node is the report on node: unless the CCM leaves it alone, the CCM's
 // lookup of it, run once; then its Events and the vCenters now.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
-	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: nodes.Uninitialized(node)}
+	r := &nodeReport{Node: node.Name, Tainted: nodes.Uninitialized(node),
+		Keys: lookupKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}}
+	if u, err := discovery.NormalizeUUID(r.Keys.SystemUUID); err == nil && discovery.SwapByteOrder(u) != u {
+		r.Keys.SystemUUIDSwapped = discovery.SwapByteOrder(u)
+	}
+	for _, a := range node.Status.Addresses {
+		if (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && !slices.Contains(r.Keys.IPs, a.Address) {
+			r.Keys.IPs = append(r.Keys.IPs, a.Address)
+		}
+	}
 	if why := d.provider.Unmanaged(node); why != "" {
 		r.unmanaged(why)
 	} else {
@@ -424,21 +445,6 @@ func answerOf(v bool, err error, onErr, onTrue, onFalse string) instanceAnswer {
 	return instanceAnswer{Value: &v, Reason: onFalse}
 }
 
-func keysOf(node *v1.Node) lookupKeys {
-	k := lookupKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}
-	if u, err := discovery.NormalizeUUID(k.SystemUUID); err == nil {
-		if s := discovery.SwapByteOrder(u); s != u {
-			k.SystemUUIDSwapped = s
-		}
-	}
-	for _, a := range node.Status.Addresses {
-		if (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && !slices.Contains(k.IPs, a.Address) {
-			k.IPs = append(k.IPs, a.Address)
-		}
-	}
-	return k
-}
-
 // events lists the Node's recent Events from this CCM, newest first: the
 // provider's own (reasons nodes.ReasonLookupFailed, ReasonDuplicateUUID,
 // ReasonZoneTagMissing, ReasonNoNodeAddress) or the library's controllers
@@ -476,23 +482,6 @@ type nodeSummary struct {
 	Problem string `json:"problem,omitempty"`
 	// Unmanaged says why the CCM leaves the Node alone.
 	Unmanaged string `json:"unmanaged,omitempty"`
-}
-
-func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
-	s := nodeSummary{Node: node.Name, Tainted: nodes.Uninitialized(node)}
-	if s.Unmanaged = d.provider.Unmanaged(node); s.Unmanaged != "" {
-		return s
-	}
-	meta, err := d.provider.InstanceMetadata(ctx, node)
-	if err != nil {
-		s.Problem = err.Error()
-		if errors.Is(err, cloudprovider.InstanceNotFound) {
-			s.Problem = "no vCenter has its VM: " + err.Error()
-		}
-		return s
-	}
-	s.VCenter = meta.AdditionalLabels[nodes.LabelVCenter]
-	return s
 }
 
 // write prints r for people; an error that repeats the lookup error is
