@@ -137,7 +137,7 @@ func (rep *nodesReport) write(w io.Writer) {
 		} else if problem == "" {
 			problem = "none now: the cloud-node controller initializes it at its next retry"
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, cmp.Or(s.VCenter, "-"), problem)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d Nodes checked, %d listed (still tainted or failing)\n", rep.Checked, len(rep.Nodes))
@@ -273,8 +273,8 @@ type eventSummary struct {
 // node is the report on node: unless the CCM leaves it alone, the CCM's
 // lookup of it, run once; then its Events and the vCenters now.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
-	r := &nodeReport{Node: node.Name, Tainted: nodes.Uninitialized(node),
-		Keys: lookupKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}}
+	r := &nodeReport{Node: node.Name, Tainted: nodes.Uninitialized(node), Keys: lookupKeys{
+		ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}}
 	if u, err := discovery.NormalizeUUID(r.Keys.SystemUUID); err == nil && discovery.SwapByteOrder(u) != u {
 		r.Keys.SystemUUIDSwapped = discovery.SwapByteOrder(u)
 	}
@@ -343,7 +343,8 @@ func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 		r.DeletionHeld = fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
 			held.Absent.Round(time.Second), held.MinAbsence, vcs)
 		if held.Reason == discovery.HeldFrozen {
-			r.DeletionHeld = fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted", vcs, held.Freezes())
+			r.DeletionHeld = fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted",
+				vcs, held.Freezes())
 		}
 		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
 	}
@@ -495,8 +496,9 @@ func (r *nodeReport) write(w io.Writer) {
 		return msg
 	}
 	p("Node %s", r.Node)
-	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s", orDash(r.Keys.ProviderID), orDash(r.Keys.SystemUUID),
-		orDash(r.Keys.SystemUUIDSwapped), r.Keys.Name, orDash(strings.Join(r.Keys.IPs, " ")))
+	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s",
+		cmp.Or(r.Keys.ProviderID, "-"), cmp.Or(r.Keys.SystemUUID, "-"), cmp.Or(r.Keys.SystemUUIDSwapped, "-"),
+		r.Keys.Name, cmp.Or(strings.Join(r.Keys.IPs, " "), "-"))
 	if r.Unmanaged != "" {
 		p("  unmanaged (%s): this CCM leaves it alone: no lookup, no write, no error", r.Unmanaged)
 	} else {
@@ -549,7 +551,8 @@ func (r *nodeReport) write(w io.Writer) {
 		if v.NodeDeletion.HeldNodes > 0 {
 			policy += fmt.Sprintf(", %d held", v.NodeDeletion.HeldNodes)
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, policy, orDash(v.LastError))
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			v.Name, v.Reachability, v.Breaker, session, inv, policy, cmp.Or(v.LastError, "-"))
 	}
 	_ = tw.Flush()
 	p("  verdict:")
@@ -573,7 +576,8 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 		if len(a.Found) > 0 {
 			detail = strings.Join(a.Found, "; ")
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fms\t%s\t%s\t%s\t%s\n", a.VCenter, a.Answer, a.Pass, a.LatencyMS, a.Breaker, a.Reachability, a.Lookup, orDash(detail))
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fms\t%s\t%s\t%s\t%s\n",
+			a.VCenter, a.Answer, a.Pass, a.LatencyMS, a.Breaker, a.Reachability, a.Lookup, cmp.Or(detail, "-"))
 	}
 	_ = tw.Flush()
 	if r.VM != nil {
@@ -588,8 +592,8 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 		p("  would set:")
 		p("    providerID     %s", s.ProviderID)
 		p("    instance type  %s", s.InstanceType)
-		p("    zone           %s", orDash(s.Zone))
-		p("    region         %s", orDash(s.Region))
+		p("    zone           %s", cmp.Or(s.Zone, "-"))
+		p("    region         %s", cmp.Or(s.Region, "-"))
 		p("    addresses      %s", strings.Join(s.Addresses, ", "))
 		labels := make([]string, 0, len(s.Labels))
 		for k, v := range s.Labels {

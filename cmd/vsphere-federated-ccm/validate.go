@@ -51,13 +51,6 @@ func emit(w io.Writer, asJSON bool, rep operatorReport) int {
 	return exitOK
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // kubeClient is the API client of the operator commands (validate,
 // diagnose): --kubeconfig when set, else in-cluster (the Pod's
 // ServiceAccount). userAgent names the command in the API server's

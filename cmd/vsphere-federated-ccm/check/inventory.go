@@ -52,7 +52,9 @@ func datacenters(ctx context.Context, b *vsphere.Backend, want []config.Datacent
 				spec.Raw, len(matched), strings.Join(paths, ", ")))
 		}
 	}
-	found := slices.DeleteFunc(slices.Clone(all), func(dc config.Datacenter) bool { return !backends.Searched(want, dc) })
+	found := slices.DeleteFunc(slices.Clone(all), func(dc config.Datacenter) bool {
+		return !backends.Searched(want, dc)
+	})
 	if len(problems) > 0 {
 		return found, Failed, strings.Join(problems, "; ")
 	}
