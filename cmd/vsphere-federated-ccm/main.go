@@ -120,6 +120,9 @@ func main() {
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
+	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
+	// leaves it out runs unchanged (the flag's default is this value).
+	ccmOptions.KubeCloudShared.CloudProvider.Name = cloud.ProviderName
 	var nodeLabels map[string]string
 	var vcentersPort int
 	var unmanagedSelector string
@@ -160,14 +163,6 @@ func main() {
 			return provider
 		},
 		controllers(func() servingcert.VMs { return provider }, approverMetrics), names.CCMControllerAliases(), extra, wait.NeverStop)
-	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
-	// leaves it out runs unchanged.
-	if f := command.Flags().Lookup("cloud-provider"); f != nil {
-		if err := f.Value.Set(cloud.ProviderName); err != nil {
-			klog.Fatalf("defaulting --cloud-provider: %v", err)
-		}
-		f.DefValue = cloud.ProviderName
-	}
 	os.Exit(cli.Run(command))
 }
 
