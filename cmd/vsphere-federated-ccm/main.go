@@ -273,7 +273,7 @@ func controllers(provider func() servingcert.VMs, m *servingcert.Metrics) map[st
 				}
 				go func() {
 					defer broadcaster.Shutdown()
-					a.Run(klog.NewContext(ctx, klog.FromContext(ctx)), servingCertWorkers)
+					a.Run(ctx, servingCertWorkers)
 				}()
 				return nil, true, nil
 			}

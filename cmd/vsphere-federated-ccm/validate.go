@@ -37,7 +37,6 @@ type operatorReport interface {
 	passed() bool
 }
 
-// emit writes rep, as JSON or for people, and returns the exit code.
 func emit(w io.Writer, asJSON bool, rep operatorReport) int {
 	if asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
