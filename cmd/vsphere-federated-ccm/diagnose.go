@@ -37,7 +37,6 @@ nothing: no Node patch, no Event, no ConfigMap, nothing in vCenter. Exit code
 Flags:
 `
 
-// runDiagnose is `vsphere-federated-ccm diagnose …`.
 func runDiagnose(args []string, build cloud.BuildInfo, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("diagnose", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -99,20 +98,31 @@ type nodesReport struct {
 }
 
 func (d *diagnoser) diagnoseNodes(ctx context.Context) (*nodesReport, error) {
-	nodes, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	list, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	rep := &nodesReport{Checked: len(nodes.Items)}
-	for i := range nodes.Items {
-		if s := d.summary(ctx, &nodes.Items[i]); s.Tainted || s.Problem != "" {
+	rep := &nodesReport{Checked: len(list.Items)}
+	for i := range list.Items {
+		node := &list.Items[i]
+		s := nodeSummary{Node: node.Name, Tainted: nodes.Uninitialized(node), Unmanaged: d.provider.Unmanaged(node)}
+		if s.Unmanaged == "" {
+			switch meta, err := d.provider.InstanceMetadata(ctx, node); {
+			case errors.Is(err, cloudprovider.InstanceNotFound):
+				s.Problem = "no vCenter has its VM: " + err.Error()
+			case err != nil:
+				s.Problem = err.Error()
+			default:
+				s.VCenter = meta.AdditionalLabels[nodes.LabelVCenter]
+			}
+		}
+		if s.Tainted || s.Problem != "" {
 			rep.Nodes = append(rep.Nodes, s)
 		}
 	}
 	return rep, nil
 }
 
-// passed: no Node listed has a problem.
 func (rep *nodesReport) passed() bool {
 	return !slices.ContainsFunc(rep.Nodes, func(s nodeSummary) bool { return s.Problem != "" })
 }
@@ -127,13 +137,12 @@ func (rep *nodesReport) write(w io.Writer) {
 		} else if problem == "" {
 			problem = "none now: the cloud-node controller initializes it at its next retry"
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, orDash(s.VCenter), problem)
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", s.Node, s.Tainted, cmp.Or(s.VCenter, "-"), problem)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d Nodes checked, %d listed (still tainted or failing)\n", rep.Checked, len(rep.Nodes))
 }
 
-// passed: the Node would initialize now.
 func (r *nodeReport) passed() bool { return r.WouldInitialize }
 
 // diagnoser is a provider built as the CCM builds its own
@@ -155,7 +164,7 @@ func newDiagnoser(ctx context.Context, cloudConfig, kubeconfig, unmanaged string
 	if err != nil {
 		return nil, fmt.Errorf("%s: kubeconfig: %w", op, err)
 	}
-	opts := providerOptions(build)
+	opts := providerOptions(build, nil)
 	opts.UnmanagedNodeSelector = selector
 	logCalls(&opts)
 	provider, err := cloud.NewFromFile(cloudConfig, opts)
@@ -264,7 +273,16 @@ type eventSummary struct {
 // node is the report on node: unless the CCM leaves it alone, the CCM's
 // lookup of it, run once; then its Events and the vCenters now.
 func (d *diagnoser) node(ctx context.Context, node *v1.Node) *nodeReport {
-	r := &nodeReport{Node: node.Name, Keys: keysOf(node), Tainted: tainted(node)}
+	r := &nodeReport{Node: node.Name, Tainted: nodes.Uninitialized(node), Keys: lookupKeys{
+		ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}}
+	if u, err := discovery.NormalizeUUID(r.Keys.SystemUUID); err == nil && discovery.SwapByteOrder(u) != u {
+		r.Keys.SystemUUIDSwapped = discovery.SwapByteOrder(u)
+	}
+	for _, a := range node.Status.Addresses {
+		if (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && !slices.Contains(r.Keys.IPs, a.Address) {
+			r.Keys.IPs = append(r.Keys.IPs, a.Address)
+		}
+	}
 	if why := d.provider.Unmanaged(node); why != "" {
 		r.unmanaged(why)
 	} else {
@@ -316,28 +334,24 @@ func (d *diagnoser) lookUp(ctx context.Context, node *v1.Node, r *nodeReport) {
 	r.WouldInitialize = metaErr == nil
 
 	exists, err := d.provider.InstanceExists(ctx, node)
-	r.Exists = instanceAnswerOf(exists, err)
-	switch held, isHeld := errors.AsType[*discovery.DeletionHeldError](err); {
-	case isHeld:
-		r.DeletionHeld = heldBack(held)
+	r.Exists = answerOf(exists, err, "cannot be decided: the Node is kept (never deleted on an error) and asked again",
+		"its VM exists",
+		"every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady")
+	if held, ok := errors.AsType[*discovery.DeletionHeldError](err); ok {
+		// What holds it back, and until when.
+		vcs := strings.Join(held.VCenters, ", ")
+		r.DeletionHeld = fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
+			held.Absent.Round(time.Second), held.MinAbsence, vcs)
+		if held.Reason == discovery.HeldFrozen {
+			r.DeletionHeld = fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted",
+				vcs, held.Freezes())
+		}
 		r.Exists.Reason = "every vCenter answered that its VM is not there, but the Node is " + r.DeletionHeld
-	case err != nil:
-		r.Exists.Reason = "cannot be decided: the Node is kept (never deleted on an error) and asked again"
-	case exists:
-		r.Exists.Reason = "its VM exists"
-	default:
-		r.Exists.Reason = "every vCenter answered that its VM is not there: the cloud-node-lifecycle controller deletes the Node once it is NotReady"
 	}
 	shutdown, err := d.provider.InstanceShutdown(ctx, node)
-	r.Shutdown = instanceAnswerOf(shutdown, err)
-	switch {
-	case err != nil:
-		r.Shutdown.Reason = "cannot be decided: no shutdown taint is added or removed until it can"
-	case shutdown:
-		r.Shutdown.Reason = "its VM is powered off: a NotReady Node gets the node.cloudprovider.kubernetes.io/shutdown taint"
-	default:
-		r.Shutdown.Reason = "its VM is not powered off"
-	}
+	r.Shutdown = answerOf(shutdown, err, "cannot be decided: no shutdown taint is added or removed until it can",
+		"its VM is powered off: a NotReady Node gets the node.cloudprovider.kubernetes.io/shutdown taint",
+		"its VM is not powered off")
 
 	r.Why = d.explain(r, lookupErr, metaErr)
 	if r.Tainted {
@@ -420,40 +434,16 @@ func (d *diagnoser) explain(r *nodeReport, lookupErr, metaErr error) []string {
 	return why
 }
 
-// heldBack says what holds a Node back from deletion, and until when.
-func heldBack(e *discovery.DeletionHeldError) string {
-	if e.Reason == discovery.HeldFrozen {
-		return fmt.Sprintf("held back by the freeze of %s (%s), until the freeze is lifted",
-			strings.Join(e.VCenters, ", "), e.Freezes())
+// answerOf is InstanceExists' or InstanceShutdown's answer v, err, with
+// the reason for an error, for true or for false.
+func answerOf(v bool, err error, onErr, onTrue, onFalse string) instanceAnswer {
+	switch {
+	case err != nil:
+		return instanceAnswer{Error: err.Error(), Reason: onErr}
+	case v:
+		return instanceAnswer{Value: &v, Reason: onTrue}
 	}
-	return fmt.Sprintf("held back by the grace: its VM was confirmed absent %s ago by this diagnosis; the running CCM reports it absent once it has been absent for %s (nodeDeletion.minAbsence of %s) without being found in between",
-		e.Absent.Round(time.Second), e.MinAbsence, strings.Join(e.VCenters, ", "))
-}
-
-func instanceAnswerOf(v bool, err error) instanceAnswer {
-	if err != nil {
-		return instanceAnswer{Error: err.Error()}
-	}
-	return instanceAnswer{Value: &v}
-}
-
-func keysOf(node *v1.Node) lookupKeys {
-	k := lookupKeys{ProviderID: node.Spec.ProviderID, SystemUUID: node.Status.NodeInfo.SystemUUID, Name: node.Name}
-	if u, err := discovery.NormalizeUUID(k.SystemUUID); err == nil {
-		if s := discovery.SwapByteOrder(u); s != u {
-			k.SystemUUIDSwapped = s
-		}
-	}
-	for _, a := range node.Status.Addresses {
-		if (a.Type == v1.NodeInternalIP || a.Type == v1.NodeExternalIP) && !slices.Contains(k.IPs, a.Address) {
-			k.IPs = append(k.IPs, a.Address)
-		}
-	}
-	return k
-}
-
-func tainted(node *v1.Node) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+	return instanceAnswer{Value: &v, Reason: onFalse}
 }
 
 // events lists the Node's recent Events from this CCM, newest first: the
@@ -482,10 +472,7 @@ func (d *diagnoser) events(ctx context.Context, node string) ([]eventSummary, st
 		out = append(out, eventSummary{Last: last.UTC(), Type: e.Type, Reason: e.Reason, Count: max(e.Count, 1), Source: src, Message: e.Message})
 	}
 	slices.SortFunc(out, func(a, b eventSummary) int { return b.Last.Compare(a.Last) })
-	if len(out) > 10 {
-		out = out[:10]
-	}
-	return out, ""
+	return out[:min(len(out), 10)], ""
 }
 
 // nodeSummary is one line of `diagnose nodes`.
@@ -496,23 +483,6 @@ type nodeSummary struct {
 	Problem string `json:"problem,omitempty"`
 	// Unmanaged says why the CCM leaves the Node alone.
 	Unmanaged string `json:"unmanaged,omitempty"`
-}
-
-func (d *diagnoser) summary(ctx context.Context, node *v1.Node) nodeSummary {
-	s := nodeSummary{Node: node.Name, Tainted: tainted(node)}
-	if s.Unmanaged = d.provider.Unmanaged(node); s.Unmanaged != "" {
-		return s
-	}
-	meta, err := d.provider.InstanceMetadata(ctx, node)
-	if err != nil {
-		s.Problem = err.Error()
-		if errors.Is(err, cloudprovider.InstanceNotFound) {
-			s.Problem = "no vCenter has its VM: " + err.Error()
-		}
-		return s
-	}
-	s.VCenter = meta.AdditionalLabels[nodes.LabelVCenter]
-	return s
 }
 
 // write prints r for people; an error that repeats the lookup error is
@@ -526,8 +496,9 @@ func (r *nodeReport) write(w io.Writer) {
 		return msg
 	}
 	p("Node %s", r.Node)
-	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s", orDash(r.Keys.ProviderID), orDash(r.Keys.SystemUUID),
-		orDash(r.Keys.SystemUUIDSwapped), r.Keys.Name, orDash(strings.Join(r.Keys.IPs, " ")))
+	p("  keys: providerID %s, systemUUID %s (byte-swapped %s), name %s, IPs %s",
+		cmp.Or(r.Keys.ProviderID, "-"), cmp.Or(r.Keys.SystemUUID, "-"), cmp.Or(r.Keys.SystemUUIDSwapped, "-"),
+		r.Keys.Name, cmp.Or(strings.Join(r.Keys.IPs, " "), "-"))
 	if r.Unmanaged != "" {
 		p("  unmanaged (%s): this CCM leaves it alone: no lookup, no write, no error", r.Unmanaged)
 	} else {
@@ -573,7 +544,15 @@ func (r *nodeReport) write(w io.Writer) {
 				inv = fmt.Sprintf("%d VMs", v.Inventory.VMs)
 			}
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Reachability, v.Breaker, session, inv, deletionPolicy(v.NodeDeletion), orDash(v.LastError))
+		policy := "after " + v.NodeDeletion.MinAbsence + " of absence"
+		if v.NodeDeletion.Frozen {
+			policy = "frozen (" + v.NodeDeletion.FrozenBy + ")"
+		}
+		if v.NodeDeletion.HeldNodes > 0 {
+			policy += fmt.Sprintf(", %d held", v.NodeDeletion.HeldNodes)
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			v.Name, v.Reachability, v.Breaker, session, inv, policy, cmp.Or(v.LastError, "-"))
 	}
 	_ = tw.Flush()
 	p("  verdict:")
@@ -597,7 +576,8 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 		if len(a.Found) > 0 {
 			detail = strings.Join(a.Found, "; ")
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fms\t%s\t%s\t%s\t%s\n", a.VCenter, a.Answer, a.Pass, a.LatencyMS, a.Breaker, a.Reachability, a.Lookup, orDash(detail))
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fms\t%s\t%s\t%s\t%s\n",
+			a.VCenter, a.Answer, a.Pass, a.LatencyMS, a.Breaker, a.Reachability, a.Lookup, cmp.Or(detail, "-"))
 	}
 	_ = tw.Flush()
 	if r.VM != nil {
@@ -612,8 +592,8 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 		p("  would set:")
 		p("    providerID     %s", s.ProviderID)
 		p("    instance type  %s", s.InstanceType)
-		p("    zone           %s", orDash(s.Zone))
-		p("    region         %s", orDash(s.Region))
+		p("    zone           %s", cmp.Or(s.Zone, "-"))
+		p("    region         %s", cmp.Or(s.Region, "-"))
 		p("    addresses      %s", strings.Join(s.Addresses, ", "))
 		labels := make([]string, 0, len(s.Labels))
 		for k, v := range s.Labels {
@@ -624,18 +604,6 @@ func (r *nodeReport) writeLookup(w io.Writer, p func(string, ...any), short func
 	} else {
 		p("  InstanceMetadata: error: %s", short(r.MetadataError))
 	}
-}
-
-// deletionPolicy is a vCenter's nodeDeletion as the table shows it.
-func deletionPolicy(p cloud.NodeDeletionStatus) string {
-	out := "after " + p.MinAbsence + " of absence"
-	if p.Frozen {
-		out = "frozen (" + p.FrozenBy + ")"
-	}
-	if p.HeldNodes > 0 {
-		out += fmt.Sprintf(", %d held", p.HeldNodes)
-	}
-	return out
 }
 
 func (v instanceAnswer) text() string {

@@ -120,6 +120,9 @@ func main() {
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
+	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
+	// leaves it out runs unchanged (the flag's default is this value).
+	ccmOptions.KubeCloudShared.CloudProvider.Name = cloud.ProviderName
 	var nodeLabels map[string]string
 	var vcentersPort int
 	var unmanagedSelector string
@@ -160,14 +163,6 @@ func main() {
 			return provider
 		},
 		controllers(func() servingcert.VMs { return provider }, approverMetrics), names.CCMControllerAliases(), extra, wait.NeverStop)
-	// As CPI: --cloud-provider defaults to vsphere, so a DaemonSet that
-	// leaves it out runs unchanged.
-	if f := command.Flags().Lookup("cloud-provider"); f != nil {
-		if err := f.Value.Set(cloud.ProviderName); err != nil {
-			klog.Fatalf("defaulting --cloud-provider: %v", err)
-		}
-		f.DefValue = cloud.ProviderName
-	}
 	os.Exit(cli.Run(command))
 }
 
@@ -203,22 +198,23 @@ func initCloud(c *ccmconfig.CompletedConfig, nodeLabels map[string]string, unman
 	if refusedRetry < 0 {
 		klog.Fatalf("--refused-credentials-retry=%s: want 0 or more", refusedRetry)
 	}
-	opts := providerOptions(build)
-	opts.Metrics, opts.EventObject, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, podReference(), nodeLabels, unmanaged
+	opts := providerOptions(build, &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
+	opts.Metrics, opts.NodeLabels, opts.UnmanagedNodeSelector = metrics, nodeLabels, unmanaged
 	opts.UninitializedAfter = uninitializedAfter
-	switch {
-	case problemInterval < 0:
+	if problemInterval < 0 {
 		klog.Fatalf("--problem-check-interval=%s: want 0 (never) or more", problemInterval)
-	case problemInterval == 0:
-		opts.ProblemCheckInterval = -1 // never
-	default:
-		opts.ProblemCheckInterval = problemInterval
+	}
+	opts.ProblemCheckInterval = cmp.Or(problemInterval, -1) // -1: never
+	// Events about configuration and credentials name this replica's Pod
+	// (the DaemonSet sets these downward API variables); outside a Pod,
+	// the provider's default object.
+	if name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE"); name != "" && ns != "" {
+		opts.EventObject = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name}
 	}
 	// Standbys read whose logins the record holds from the Lease the
 	// controllers elect their leader with.
 	le := c.ComponentConfig.Generic.LeaderElection
 	opts.LeaderLease = types.NamespacedName{Namespace: le.ResourceNamespace, Name: le.ResourceName}
-	opts.NewBackend = vsphereBackends(build.UserAgent(), &credentials.Retry{After: refusedRetry, Max: 8 * refusedRetry})
 	provider, err := cloud.NewFromFile(shared.CloudConfigFile, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -277,7 +273,7 @@ func controllers(provider func() servingcert.VMs, m *servingcert.Metrics) map[st
 				}
 				go func() {
 					defer broadcaster.Shutdown()
-					a.Run(klog.NewContext(ctx, klog.FromContext(ctx)), servingCertWorkers)
+					a.Run(ctx, servingCertWorkers)
 				}()
 				return nil, true, nil
 			}
@@ -313,7 +309,6 @@ func memoryLimit(getenv func(string) string) (int64, error) {
 	return int64(float64(n) * memoryLimitShare), nil
 }
 
-// unmanagedSelectorFlag selects the Nodes the CCM leaves alone.
 const unmanagedSelectorFlag = "unmanaged-node-selector"
 
 // parseUnmanagedSelector parses --unmanaged-node-selector; empty: nil
@@ -330,9 +325,10 @@ func parseUnmanagedSelector(s string) (labels.Selector, error) {
 }
 
 // providerOptions are the provider's options from the process's
-// environment, as both the CCM and `diagnose` build it.
-func providerOptions(build cloud.BuildInfo) cloud.Options {
-	opts := cloud.Options{NewBackend: vsphereBackends(build.UserAgent(), nil), ConfigEnv: config.ProcessEnv()}
+// environment, as both the CCM and `diagnose` build it; refusedRetry is
+// as vsphereBackends takes it.
+func providerOptions(build cloud.BuildInfo, refusedRetry *credentials.Retry) cloud.Options {
+	opts := cloud.Options{NewBackend: vsphereBackends(build.UserAgent(), refusedRetry), ConfigEnv: config.ProcessEnv()}
 	// CPI's switch: set at all (any value) means no Node is deleted.
 	_, opts.SkipNodeDeletion = os.LookupEnv("SKIP_NODE_DELETION")
 	// The record of the vCenters served lives beside the Pod.
@@ -349,15 +345,4 @@ func vsphereBackends(userAgent string, refusedRetry *credentials.Retry) cloud.Ba
 	return func(vc config.VCenter, creds credentials.Source) backends.Backend {
 		return vsphere.New(vsphere.Options{Config: vc, Credentials: creds, Inventory: vc.Inventory, UserAgent: userAgent, RefusedRetry: refusedRetry})
 	}
-}
-
-// podReference names this replica's Pod, from the downward API variables
-// the DaemonSet sets, for Events about configuration and credentials; nil
-// (the provider's default object) outside a Pod.
-func podReference() *v1.ObjectReference {
-	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
-	if name == "" || ns == "" {
-		return nil
-	}
-	return &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name}
 }

@@ -37,7 +37,6 @@ type operatorReport interface {
 	passed() bool
 }
 
-// emit writes rep, as JSON or for people, and returns the exit code.
 func emit(w io.Writer, asJSON bool, rep operatorReport) int {
 	if asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -49,13 +48,6 @@ func emit(w io.Writer, asJSON bool, rep operatorReport) int {
 		return exitFailed
 	}
 	return exitOK
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // kubeClient is the API client of the operator commands (validate,
@@ -109,14 +101,10 @@ type vcenterReport struct {
 	Checks []check.Result `json:"checks"`
 }
 
-// runValidate is the validate command; it returns the exit code.
 func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer, build cloud.BuildInfo) int {
 	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, validateUsage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { fmt.Fprint(stderr, validateUsage+fs.FlagUsages()) }
 	path := fs.String("cloud-config", "", "the cloud config to check, YAML or INI; - reads standard input")
 	offline := fs.Bool("offline", false, "parse and validate only; contact no vCenter and no API server")
 	strict := fs.Bool("strict", false, "unknown keys and keys CPI reads but this CCM ignores are errors")
@@ -233,18 +221,8 @@ func validateVCenters(cfg *config.Config, kubeconfig string, timeout time.Durati
 	return out
 }
 
-// mark is how a verdict shows in the table.
-func mark(v check.Verdict) string {
-	switch v {
-	case check.Passed:
-		return "✓"
-	case check.Failed:
-		return "✗"
-	case check.Warned:
-		return "!"
-	}
-	return "–"
-}
+// marks show the verdicts in the table.
+var marks = map[check.Verdict]string{check.Passed: "✓", check.Failed: "✗", check.Warned: "!", check.Skipped: "–"}
 
 func (rep validateReport) passed() bool { return rep.Passed }
 
@@ -257,14 +235,14 @@ func (rep validateReport) write(w io.Writer) {
 	if multiline {
 		first = strings.TrimSuffix(first, ":") + " (below)"
 	}
-	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", mark(rep.Config.Verdict), oneLine(first))
+	fmt.Fprintf(tw, "-\tconfig\t%s\t%s\n", marks[rep.Config.Verdict], oneLine(first))
 	for _, v := range rep.VCenters {
 		for _, c := range v.Checks {
 			detail := c.Detail
 			if c.Took > 0 && c.Verdict != check.Skipped {
 				detail += " [" + roundTook(c.Took).String() + "]"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, c.Name, mark(c.Verdict), oneLine(detail))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, c.Name, marks[c.Verdict], oneLine(detail))
 		}
 	}
 	_ = tw.Flush()

@@ -98,7 +98,6 @@ func VCenter(ctx context.Context, vc config.VCenter, b *vsphere.Backend, categor
 // record collects a vCenter's results in order.
 type record struct{ results []Result }
 
-// run times fn and records its verdict under name.
 func (r *record) run(name string, fn func() (Verdict, string)) Verdict {
 	start := time.Now()
 	v, detail := fn()
@@ -106,7 +105,6 @@ func (r *record) run(name string, fn func() (Verdict, string)) Verdict {
 	return v
 }
 
-// skip records names as not run and returns every result.
 func (r *record) skip(names ...string) []Result {
 	for _, n := range names {
 		r.results = append(r.results, Result{Name: n, Verdict: Skipped, Detail: "not run: an earlier check failed"})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends/vsphere"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config"
 )
@@ -29,7 +30,6 @@ func datacenters(ctx context.Context, b *vsphere.Backend, want []config.Datacent
 		}
 		return all, Passed, fmt.Sprintf("none configured: all %d searched (%s)", len(all), strings.Join(shown, ", "))
 	}
-	var found []config.Datacenter
 	var problems, ok []string
 	for _, spec := range want {
 		var matched []config.Datacenter
@@ -41,7 +41,6 @@ func datacenters(ctx context.Context, b *vsphere.Backend, want []config.Datacent
 		switch len(matched) {
 		case 0:
 			problems = append(problems, fmt.Sprintf("%q not found%s", spec.Raw, suggestDatacenter(spec, all)))
-			continue
 		case 1:
 			ok = append(ok, fmt.Sprintf("%s found (%s)", spec.Raw, describeDC(matched[0])))
 		default:
@@ -52,12 +51,10 @@ func datacenters(ctx context.Context, b *vsphere.Backend, want []config.Datacent
 			problems = append(problems, fmt.Sprintf("%q names %d datacenters (%s): CPI refuses such a name and Node labels cannot tell them apart; write the path of the one meant",
 				spec.Raw, len(matched), strings.Join(paths, ", ")))
 		}
-		for _, dc := range matched {
-			if !slices.ContainsFunc(found, func(f config.Datacenter) bool { return f.ID == dc.ID }) {
-				found = append(found, dc)
-			}
-		}
 	}
+	found := slices.DeleteFunc(slices.Clone(all), func(dc config.Datacenter) bool {
+		return !backends.Searched(want, dc)
+	})
 	if len(problems) > 0 {
 		return found, Failed, strings.Join(problems, "; ")
 	}
@@ -157,27 +154,18 @@ func vms(ctx context.Context, b *vsphere.Backend, dcs []config.Datacenter) (Verd
 // case-insensitively), as "; nearest: a, b"; with none near, the first
 // few names.
 func suggest(want string, names []string) string {
-	type scored struct {
-		name string
-		d    int
-	}
-	var s []scored
-	for _, n := range names {
-		d := editDistance(strings.ToLower(want), strings.ToLower(n))
-		if d <= max(3, len(want)/2) {
-			s = append(s, scored{n, d})
-		}
-	}
-	if len(s) == 0 {
+	distance := func(n string) int { return editDistance(strings.ToLower(want), strings.ToLower(n)) }
+	near := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return distance(n) > max(3, len(want)/2) })
+	if len(near) == 0 {
 		if len(names) == 0 {
 			return " (there are none)"
 		}
 		return fmt.Sprintf(" (there are: %s)", strings.Join(names[:min(len(names), 5)], ", "))
 	}
-	slices.SortStableFunc(s, func(a, b scored) int { return cmp.Compare(a.d, b.d) })
+	slices.SortStableFunc(near, func(a, b string) int { return cmp.Compare(distance(a), distance(b)) })
 	var out []string
-	for _, x := range s[:min(len(s), 3)] {
-		out = append(out, strconv.Quote(x.name))
+	for _, n := range near[:min(len(near), 3)] {
+		out = append(out, strconv.Quote(n))
 	}
 	return "; nearest: " + strings.Join(out, ", ")
 }
