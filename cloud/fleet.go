@@ -105,9 +105,7 @@ func newFleet(cfg *config.Config, opts Options, events *events.Log, onCutoff fun
 	}
 	f.discovery = discovery.New(nil, opts.Discovery)
 	f.served.Store(&servedConfig{cfg: cfg})
-	opts.Metrics.setStatusSource(f.backendStatuses)
-	opts.Metrics.setHealthSource(f.discovery.Health)
-	opts.Metrics.setDeletionHeldSource(f.discovery.Held)
+	opts.Metrics.scraped.fleet.Store(f)
 	return f
 }
 

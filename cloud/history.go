@@ -158,28 +158,25 @@ func (h *configHistory) update(current []serving, now time.Time, retention time.
 		}
 		return find(current, r.VCenterRecord, true)
 	}
-	h.Retired = slices.DeleteFunc(h.Retired, func(r discovery.Retired) bool {
+	kept := h.Retired[:0]
+	for _, r := range h.Retired {
 		vc, ok := servedAgain(r)
 		switch {
 		case !now.Before(r.Until):
-			return true
+			continue
 		case !ok:
-			return false
 		case len(vc.Datacenters) == 0:
-			return true // served whole again
+			continue // served whole again
 		case r.Datacenter == "":
-			return false // back, but only some datacenters: see below
-		default:
-			return r.Datacenter != "*" && slices.Contains(vc.Datacenters, r.Datacenter)
+			// A whole vCenter back with only some datacenters listed: the
+			// others are still retired.
+			r.Datacenter = "*"
+		case r.Datacenter != "*" && slices.Contains(vc.Datacenters, r.Datacenter):
+			continue
 		}
-	})
-	// A whole vCenter back with only some datacenters listed: the others
-	// are still retired.
-	for i, r := range h.Retired {
-		if _, ok := servedAgain(r); ok && r.Datacenter == "" {
-			h.Retired[i].Datacenter = "*"
-		}
+		kept = append(kept, r)
 	}
+	h.Retired = kept
 	served := map[string]discovery.Served{}
 	for _, vc := range current {
 		rec := discovery.VCenterRecord{Server: vc.Server, Port: vc.Port, InstanceUUID: vc.instance}
@@ -378,34 +375,41 @@ func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configH
 	if err != nil {
 		return err
 	}
-	configMaps := s.client.CoreV1().ConfigMaps(s.object.Namespace)
-	if cm == nil {
-		cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Namespace: s.object.Namespace, Name: s.object.Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"},
-			Annotations: map[string]string{
-				"vsphere-federated-ccm.io/purpose": "vCenters and datacenters this CCM has served; a retired one keeps its Nodes from deletion until its until time (delete its entry to forget it sooner). " +
-					legacyCutoffKey + ": when this version first led; the legacy unmanaged label alone still opts out Nodes created before it (keep it)",
-			},
-		}}
-		cm.Data = map[string]string{historyKey: string(data)}
-		if !h.cutoff.At.IsZero() {
-			cm.Data[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
-		}
-		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
-		return err
+	purpose := map[string]string{
+		"vsphere-federated-ccm.io/purpose": "vCenters and datacenters this CCM has served; a retired one keeps its Nodes from deletion until its until time (delete its entry to forget it sooner). " +
+			legacyCutoffKey + ": when this version first led; the legacy unmanaged label alone still opts out Nodes created before it (keep it)",
 	}
 	// Every other key is kept as read (the cutoff among them): only the
 	// record is replaced, and the cutoff added where it is absent.
+	return writeState(ctx, s.client, s.object, cm, purpose, func(d map[string]string) {
+		d[historyKey] = string(data)
+		if _, ok := d[legacyCutoffKey]; !ok && !h.cutoff.At.IsZero() {
+			d[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
+		}
+	})
+}
+
+// writeState writes the state ConfigMap object, which the history and the
+// leader's logins share: created when cm (as read) is nil, with the label
+// every writer adds and annotations, else updated from cm; set changes its
+// data, every key it leaves alone is kept.
+func writeState(ctx context.Context, client kubernetes.Interface, object types.NamespacedName, cm *v1.ConfigMap,
+	annotations map[string]string, set func(data map[string]string)) error {
+	configMaps := client.CoreV1().ConfigMaps(object.Namespace)
+	if cm == nil {
+		cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: object.Namespace, Name: object.Name,
+			Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"}, Annotations: annotations},
+			Data: map[string]string{}}
+		set(cm.Data)
+		_, err := configMaps.Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}
 	cm = cm.DeepCopy()
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[historyKey] = string(data)
-	if _, ok := cm.Data[legacyCutoffKey]; !ok && !h.cutoff.At.IsZero() {
-		cm.Data[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
-	}
-	_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+	set(cm.Data)
+	_, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
 }
 

@@ -264,27 +264,14 @@ func (l *logins) write(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		configMaps := l.client.CoreV1().ConfigMaps(l.object.Namespace)
-		if cm == nil {
-			// The history's writer adds its keys (and labels) to it.
-			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.object.Namespace, Name: l.object.Name,
-				Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"}},
-				Data: map[string]string{loginsKey: string(data)}}
-			_, err := configMaps.Create(ctx, cm, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(v1.Resource("configmaps"), l.object.Name, err)
-			}
-			return err
-		}
-		if cm.Data[loginsKey] == string(data) {
+		if cm != nil && cm.Data[loginsKey] == string(data) {
 			return nil
 		}
-		cm = cm.DeepCopy()
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
+		// The history's writer adds its keys to a ConfigMap created here.
+		err = writeState(ctx, l.client, l.object, cm, nil, func(d map[string]string) { d[loginsKey] = string(data) })
+		if apierrors.IsAlreadyExists(err) {
+			return apierrors.NewConflict(v1.Resource("configmaps"), l.object.Name, err)
 		}
-		cm.Data[loginsKey] = string(data)
-		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
 }

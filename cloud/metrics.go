@@ -26,7 +26,6 @@ type Metrics struct {
 	configReloads   *metrics.CounterVec
 	credentials     *metrics.CounterVec
 	scraped         *scrapedMetrics // metrics_scraped.go
-	health          *nodeHealth     // the periodic checks' counts, which scraped reads
 	nodes           *nodes.Metrics
 	problems        *problems.Metrics
 }
@@ -60,7 +59,6 @@ func gaugeVec(name, help string, labels ...string) *metrics.GaugeVec {
 // carries build's labels.
 func NewMetrics(build BuildInfo) *Metrics {
 	nm := nodes.NewMetrics()
-	health := &nodeHealth{nodes: nm}
 	return &Metrics{
 		requestDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
 			Namespace: metricsNamespace, Name: "api_request_duration_seconds",
@@ -82,8 +80,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 		credentials: counterVec("credential_rotation_total",
 			"Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
 			"vcenter", "result"),
-		scraped:  newScrapedMetrics(build, health),
-		health:   health,
+		scraped:  newScrapedMetrics(build, nm),
 		nodes:    nm,
 		problems: problems.NewMetrics(),
 	}
