@@ -122,7 +122,7 @@ func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials
 	defer f.mu.Unlock()
 	f.secrets = credentials.NewSecrets(client, func(_, _ string) { f.RequestReload() })
 	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: write}
-	f.historyUnread = "reading " + f.store.String()
+	f.historyUnread = "reading configmap " + f.opts.HistoryObject.String()
 	return f.secrets
 }
 

@@ -277,8 +277,6 @@ type historyStore interface {
 	// writes tells whether record writes: a store that does not has
 	// nothing unsaved to wait for.
 	writes() bool
-	// String names where the record is kept.
-	String() string
 }
 
 // memoryHistory keeps the record in the process only (no cluster): what
@@ -297,8 +295,6 @@ func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, curre
 
 func (memoryHistory) writes() bool { return false }
 
-func (memoryHistory) String() string { return "memory" }
-
 // configMapHistory reads the record from a ConfigMap, and writes it back
 // unless write is false (a read-only provider's view).
 type configMapHistory struct {
@@ -308,8 +304,6 @@ type configMapHistory struct {
 }
 
 func (s configMapHistory) writes() bool { return s.write }
-
-func (s configMapHistory) String() string { return "configmap " + s.object.String() }
 
 // load returns the record and the ConfigMap holding it (nil when there is
 // none yet: an empty record), with the cutoff it holds.
@@ -357,17 +351,6 @@ func hasCutoff(cm *v1.ConfigMap) bool {
 	}
 	_, ok := cm.Data[legacyCutoffKey]
 	return ok
-}
-
-// newCutoff is the cutoff a writer records at now: rounded up to the
-// second, as creationTimestamps are, so that a Node created within the
-// second before, under the earlier version, counts as before.
-func newCutoff(now time.Time) time.Time {
-	at := now.UTC().Truncate(time.Second)
-	if at.Before(now) {
-		at = at.Add(time.Second)
-	}
-	return at
 }
 
 func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configHistory) error {
@@ -422,7 +405,7 @@ func writeState(ctx context.Context, client kubernetes.Interface, object types.N
 // s.write nothing is written (a read-only provider's view).
 //
 // The cutoff comes with it: as read, or, when the ConfigMap has none and
-// s.write, now (newCutoff), written with the record. It is known only once
+// s.write, now, written with the record. It is known only once
 // read or written: one that could not be written is not known, since the
 // next leader would record a later one.
 func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time) (h *configHistory, saved bool, err error) {
@@ -450,7 +433,13 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 			return h, true, nil
 		}
 		if stamp {
-			h.cutoff = nodes.LegacyCutoff{At: newCutoff(now)}
+			// Rounded up to the second, as creationTimestamps are, so that
+			// a Node created within the second before, under the earlier
+			// version, counts as before.
+			h.cutoff = nodes.LegacyCutoff{At: now.UTC().Truncate(time.Second)}
+			if h.cutoff.At.Before(now) {
+				h.cutoff.At = h.cutoff.At.Add(time.Second)
+			}
 		}
 		err = s.save(ctx, cm, h)
 		if err == nil {

@@ -44,15 +44,10 @@ func (b BuildInfo) UserAgent() string {
 // metricsNamespace prefixes every metric of this package's.
 const metricsNamespace = "cloudprovider_vsphere"
 
-// counterVec and gaugeVec build an ALPHA vector named metricsNamespace_name.
+// counterVec builds an ALPHA counter vector named metricsNamespace_name.
 func counterVec(name, help string, labels ...string) *metrics.CounterVec {
 	opts := metrics.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}
 	return metrics.NewCounterVec(&opts, labels)
-}
-
-func gaugeVec(name, help string, labels ...string) *metrics.GaugeVec {
-	opts := metrics.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}
-	return metrics.NewGaugeVec(&opts, labels)
 }
 
 // NewMetrics builds the metrics, unregistered; the build-info gauge
@@ -69,8 +64,9 @@ func NewMetrics(build BuildInfo) *Metrics {
 		requestErrors: counterVec("api_request_errors_total",
 			"Failed vCenter calls, by vCenter, operation and reason (vcenter_down, connecting, deadline, breaker_open, auth, connection, other).",
 			"vcenter", "operation", "reason"),
-		breakerState: gaugeVec("breaker_state",
-			"Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.", "vcenter"),
+		breakerState: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: metricsNamespace, Name: "breaker_state",
+			Help: "Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.", StabilityLevel: metrics.ALPHA},
+			[]string{"vcenter"}),
 		discoveries: counterVec("discovery_total",
 			"VM lookups by result: found, not_found, duplicate, error.", "result"),
 		cache: counterVec("discovery_cache_total",
