@@ -321,27 +321,24 @@ func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigM
 			return nil, nil, fmt.Errorf("configmap %s key %s: %w", s.object, historyKey, err)
 		}
 	}
-	h.cutoff = s.cutoffOf(cm)
-	return h, cm, nil
-}
-
-// cutoffOf reads the cutoff in cm. A value that does not parse is not
-// replaced: it was written, and a new one would be later, taking the
-// legacy key for an operator's on Nodes a kubelet may have labelled since.
-func (s configMapHistory) cutoffOf(cm *v1.ConfigMap) nodes.LegacyCutoff {
+	// A cutoff that does not parse is not replaced: it was written, and a
+	// new one would be later, taking the legacy key for an operator's on
+	// Nodes a kubelet may have labelled since.
 	v, ok := cm.Data[legacyCutoffKey]
-	if !ok {
+	at, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+	switch {
+	case !ok:
 		who := "the leader writes it"
 		if !s.write {
 			who = "the leader writes it; this replica only reads it"
 		}
-		return nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)}
+		h.cutoff.Why = fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)
+	case err != nil:
+		h.cutoff.Why = fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)
+	default:
+		h.cutoff.At = at
 	}
-	at, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
-	if err != nil {
-		return nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)}
-	}
-	return nodes.LegacyCutoff{At: at}
+	return h, cm, nil
 }
 
 // hasCutoff reports whether cm holds a cutoff, parsed or not.
@@ -427,7 +424,7 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 		// Unchanged from what was read (not from what was merged): stored.
 		folded, _ := json.Marshal(h)
 		stored := string(folded) == string(read) && cm != nil
-		// Absent: one that does not parse stays as written (cutoffOf).
+		// Absent: one that does not parse stays as written (load).
 		stamp := !hasCutoff(cm)
 		if stored && !stamp {
 			return h, true, nil

@@ -128,16 +128,14 @@ func (l *logins) refreshLocked(ctx context.Context) (anew bool) {
 	ctx, cancel := context.WithTimeout(ctx, loginsReadEvery)
 	defer cancel()
 	holder, err := l.holderOf(ctx)
-	if err != nil {
-		l.err = err
+	var rec loginRecord
+	if err == nil {
+		rec, _, err = l.load(ctx)
+	}
+	if l.err = err; err != nil {
 		return false
 	}
-	rec, _, err := l.load(ctx)
-	if err != nil {
-		l.err = err
-		return false
-	}
-	l.err, l.holder, l.rec = nil, holder, rec
+	l.holder, l.rec = holder, rec
 	for k, acc := range rec.Accounts {
 		s := l.seen[k]
 		if !acc.Accepted.Equal(s.accepted) {
@@ -225,23 +223,15 @@ func (l *logins) changed() {
 func (l *logins) publish(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("configmap", l.object, "key", loginsKey)
 	l.changed()
-	var retryC <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.dirty:
-		case <-retryC:
-		}
-		retryC = nil
+	retryLoop(ctx, l.dirty, 5*time.Second, func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := l.write(wctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
+		defer cancel()
+		if err := l.write(wctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "Publishing the leader's vCenter logins failed; standbys log in only once it succeeds; retried")
-			retryC = time.After(5 * time.Second)
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // write stores the ledger's accounts under this replica's name as the

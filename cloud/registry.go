@@ -106,7 +106,6 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		f.watcher.setSecretsDirectory(cfg.SecretsDirectory)
 	}
 	if f.secrets != nil {
-		// The Secrets cfg names.
 		var refs []credentials.SecretRef
 		for _, vc := range cfg.VCenters {
 			r := credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}

@@ -46,17 +46,23 @@ func (f *fleet) RequestReload() {
 const historyRetry = 5 * time.Second
 
 func (f *fleet) reloadLoop(ctx context.Context) {
-	var retry <-chan time.Time
+	retryLoop(ctx, f.reloads, historyRetry, func() bool { return f.Reload(ctx) })
+}
+
+// retryLoop calls do at each signal on ch, until ctx ends, and again
+// retry after a call that reports false.
+func retryLoop(ctx context.Context, ch <-chan struct{}, retry time.Duration, do func() bool) {
+	var retryC <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.reloads:
-		case <-retry:
+		case <-ch:
+		case <-retryC:
 		}
-		retry = nil
-		if !f.Reload(ctx) {
-			retry = time.After(historyRetry)
+		retryC = nil
+		if !do() {
+			retryC = time.After(retry)
 		}
 	}
 }
