@@ -433,10 +433,7 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 			// Rounded up to the second, as creationTimestamps are, so that
 			// a Node created within the second before, under the earlier
 			// version, counts as before.
-			h.cutoff = nodes.LegacyCutoff{At: now.UTC().Truncate(time.Second)}
-			if h.cutoff.At.Before(now) {
-				h.cutoff.At = h.cutoff.At.Add(time.Second)
-			}
+			h.cutoff = nodes.LegacyCutoff{At: now.Add(time.Second - 1).UTC().Truncate(time.Second)}
 		}
 		err = s.save(ctx, cm, h)
 		if err == nil {

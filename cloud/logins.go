@@ -243,7 +243,7 @@ func (l *logins) write(ctx context.Context) error {
 	}
 	rec := loginRecord{Leader: holder, Accounts: map[string]loginAccount{}}
 	for a, st := range l.ledger.Accounts() {
-		rec.Accounts[a.String()] = loginAccount{Accepted: st.Accepted, Refused: st.Refused, Refusals: st.Refusals}
+		rec.Accounts[a.String()] = loginAccount(st)
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
