@@ -155,9 +155,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		// Metrics nobody registered count nothing: no "no metrics" mode.
 		opts.Metrics = NewMetrics(BuildInfo{})
 	}
-	if opts.Discovery.Observer == nil {
-		opts.Discovery.Observer = opts.Metrics
-	}
+	opts.Discovery.Observer = cmp.Or[discovery.Observer](opts.Discovery.Observer, opts.Metrics)
 	opts.HistoryObject.Name = cmp.Or(opts.HistoryObject.Name, DefaultHistoryObject)
 	opts.HistoryObject.Namespace = cmp.Or(opts.HistoryObject.Namespace, "kube-system")
 	if opts.LeaderLease.Name == "" {
@@ -230,7 +228,7 @@ func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 	// A standby sends vCenter only credentials the leader logged in with,
 	// and retries none it was refused: together the replicas are refused
 	// no more often than the leader alone.
-	c.logins = c.fleet.newLogins(client)
+	c.logins = newLogins(client, c.fleet.opts.HistoryObject, c.fleet.opts.LeaderLease, c.fleet.ledger)
 	c.fleet.ledger.Follow(c.logins)
 	c.workers.Go(func() { c.logins.follow(c.ctx, c.fleet.RequestReload) })
 	c.prepareLocked(client, false)
@@ -294,7 +292,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		c.events.Bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-c.ctx.Done(); b.Shutdown() })
 		if c.logins == nil {
-			c.logins = c.fleet.newLogins(client)
+			c.logins = newLogins(client, c.fleet.opts.HistoryObject, c.fleet.opts.LeaderLease, c.fleet.ledger)
 		}
 		c.fleet.ledger.Lead(c.logins.changed)
 		c.workers.Go(func() { c.logins.publish(c.ctx) })

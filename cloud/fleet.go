@@ -126,11 +126,6 @@ func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials
 	return f.secrets
 }
 
-// newLogins is the record of the leader's logins, kept beside the history.
-func (f *fleet) newLogins(client kubernetes.Interface) *logins {
-	return newLogins(client, f.opts.HistoryObject, f.opts.LeaderLease, f.ledger)
-}
-
 // lead makes a prepared fleet (useCluster without writes) the leader's:
 // the history is written through client from now on, and what a standby
 // records no Event of is reported again now that Events are recorded —

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
@@ -159,10 +160,7 @@ func (l *logins) holderOf(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the leader's Lease %s: %w", l.lease, err)
 	}
-	if lease.Spec.HolderIdentity == nil {
-		return "", nil
-	}
-	return *lease.Spec.HolderIdentity, nil
+	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
 }
 
 // load reads the record and the ConfigMap holding it (nil: none yet).
@@ -210,12 +208,7 @@ func (l *logins) follow(ctx context.Context, backed func()) {
 }
 
 // changed is the leader ledger's onChange: the record is written soon.
-func (l *logins) changed() {
-	select {
-	case l.dirty <- struct{}{}:
-	default:
-	}
-}
+func (l *logins) changed() { signal(l.dirty) }
 
 // publish writes the leader's record until ctx ends: at once (this
 // replica now holds the Lease: the standbys wait for its word), then

@@ -78,9 +78,8 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		})
 	}
 	// What leaves the config is retired in the members that stop asking it.
-	if f.history.update(servingOf(cfg, next.backends), time.Now(), cfg.RetiredRetention) {
-		f.historyUnsaved = true
-	}
+	changed := f.history.update(servingOf(cfg, next.backends), time.Now(), cfg.RetiredRetention)
+	f.historyUnsaved = f.historyUnsaved || changed
 	f.served.Store(next)
 	members, dropped := f.discovery.Members().Next(vcs)
 	f.publishHistoryLocked(members)

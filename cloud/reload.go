@@ -34,9 +34,13 @@ const (
 // be read again. Requests coalesce; one worker applies them in order, so
 // the config file, the Secrets and the secrets directory all enter through
 // this one path.
-func (f *fleet) RequestReload() {
+func (f *fleet) RequestReload() { signal(f.reloads) }
+
+// signal sends on ch, a channel of capacity 1, unless a signal is pending
+// there already: signals coalesce.
+func signal(ch chan<- struct{}) {
 	select {
-	case f.reloads <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -74,10 +78,9 @@ func retryLoop(ctx context.Context, ch <-chan struct{}, retry time.Duration, do 
 // history (and, for a writer, the legacy label's cutoff) is recorded
 // (false: try again later).
 func (f *fleet) Reload(ctx context.Context) bool {
-	log := klog.FromContext(ctx)
 	if path := f.opts.ConfigPath; path != "" {
 		if fresh, err := f.reloadConfig(ctx, path); err != nil {
-			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
+			klog.FromContext(ctx).Error(err, "Config rejected; the last good config keeps serving", "path", path)
 			f.opts.Metrics.configReloads.WithLabelValues("error").Inc()
 			if fresh {
 				f.events.Record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
