@@ -243,7 +243,9 @@ func (c *Cloud) prepareLocked(client kubernetes.Interface, writeHistory bool) {
 	c.readLocked(client, writeHistory)
 	c.fleet.watchFile()
 	c.fleet.apply(c.ctx)
-	c.workers.Go(func() { c.fleet.reloadLoop(c.ctx) })
+	c.workers.Go(func() {
+		retryLoop(c.ctx, c.fleet.reloads, historyRetry, func() bool { return c.fleet.Reload(c.ctx) })
+	})
 	c.fleet.RequestReload() // reads the history (and records it when it writes), retried until it is known
 }
 

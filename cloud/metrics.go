@@ -115,9 +115,5 @@ func (m *Metrics) Lookup(result string) { m.discoveries.WithLabelValues(result).
 
 // Cache implements discovery.Observer.
 func (m *Metrics) Cache(hit bool) {
-	if hit {
-		m.cache.WithLabelValues("hit").Inc()
-	} else {
-		m.cache.WithLabelValues("miss").Inc()
-	}
+	m.cache.WithLabelValues(map[bool]string{true: "hit", false: "miss"}[hit]).Inc()
 }

@@ -49,10 +49,6 @@ func signal(ch chan<- struct{}) {
 // API server cannot be read or written.
 const historyRetry = 5 * time.Second
 
-func (f *fleet) reloadLoop(ctx context.Context) {
-	retryLoop(ctx, f.reloads, historyRetry, func() bool { return f.Reload(ctx) })
-}
-
 // retryLoop calls do at each signal on ch, until ctx ends, and again
 // retry after a call that reports false.
 func retryLoop(ctx context.Context, ch <-chan struct{}, retry time.Duration, do func() bool) {
@@ -160,10 +156,9 @@ func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err 
 	}
 	f.applied = sum
 	f.rejected.sum = [32]byte{}
-	old := f.config()
+	summary := describeChange(f.config(), cfg)
 	f.applyLocked(ctx, cfg)
 	f.opts.Metrics.configReloads.WithLabelValues("success").Inc()
-	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
 	f.events.Record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
 	return false, nil

@@ -41,22 +41,19 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 		if len(categories) == 0 {
 			continue
 		}
-		current := map[backends.Backend]bool{}
+		// Only current backends are kept: not one replaced or removed.
+		current := map[backends.Backend]time.Time{}
 		for _, vc := range served.cfg.VCenters {
 			b, ok := served.backends[vc.Name]
 			if !ok {
 				continue
 			}
-			current[b.Backend] = true
-			if time.Since(warmed[b.Backend]) >= period && warmOne(ctx, b.Backend, categories, vc.RequestTimeout) {
-				warmed[b.Backend] = time.Now()
+			current[b.Backend] = warmed[b.Backend]
+			if time.Since(current[b.Backend]) >= period && warmOne(ctx, b.Backend, categories, vc.RequestTimeout) {
+				current[b.Backend] = time.Now()
 			}
 		}
-		for b := range warmed {
-			if !current[b] {
-				delete(warmed, b) // replaced or removed
-			}
-		}
+		warmed = current
 	}
 }
 
