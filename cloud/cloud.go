@@ -155,9 +155,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		// Metrics nobody registered count nothing: no "no metrics" mode.
 		opts.Metrics = NewMetrics(BuildInfo{})
 	}
-	if opts.Discovery.Observer == nil {
-		opts.Discovery.Observer = opts.Metrics
-	}
+	opts.Discovery.Observer = cmp.Or[discovery.Observer](opts.Discovery.Observer, opts.Metrics)
 	opts.HistoryObject.Name = cmp.Or(opts.HistoryObject.Name, DefaultHistoryObject)
 	opts.HistoryObject.Namespace = cmp.Or(opts.HistoryObject.Namespace, "kube-system")
 	if opts.LeaderLease.Name == "" {
@@ -183,7 +181,6 @@ func New(cfg *config.Config, opts Options) *Cloud {
 	c.nodes = nodes.New(c.events, nodes.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
 		Poll: opts.RecoveryPoll, Resync: opts.NodeResync, UninitializedAfter: opts.UninitializedAfter,
 		UnmanagedNodeSelector: opts.UnmanagedNodeSelector, EventObject: opts.EventObject, Metrics: opts.Metrics.nodes})
-	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.instances = instances.New(c.events, instances.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
 		Nodes: c.nodes, Metrics: opts.Metrics.nodes, NodeLabels: opts.NodeLabels, SkipNodeDeletion: opts.SkipNodeDeletion})
 	return c
@@ -231,7 +228,7 @@ func (c *Cloud) Prepare(client kubernetes.Interface, stop <-chan struct{}) {
 	// A standby sends vCenter only credentials the leader logged in with,
 	// and retries none it was refused: together the replicas are refused
 	// no more often than the leader alone.
-	c.logins = c.fleet.newLogins(client)
+	c.logins = newLogins(client, c.fleet.opts.HistoryObject, c.fleet.opts.LeaderLease, c.fleet.ledger)
 	c.fleet.ledger.Follow(c.logins)
 	c.workers.Go(func() { c.logins.follow(c.ctx, c.fleet.RequestReload) })
 	c.prepareLocked(client, false)
@@ -246,7 +243,9 @@ func (c *Cloud) prepareLocked(client kubernetes.Interface, writeHistory bool) {
 	c.readLocked(client, writeHistory)
 	c.fleet.watchFile()
 	c.fleet.apply(c.ctx)
-	c.workers.Go(func() { c.fleet.reloadLoop(c.ctx) })
+	c.workers.Go(func() {
+		retryLoop(c.ctx, c.fleet.reloads, historyRetry, func() bool { return c.fleet.Reload(c.ctx) })
+	})
 	c.fleet.RequestReload() // reads the history (and records it when it writes), retried until it is known
 }
 
@@ -295,7 +294,7 @@ func (c *Cloud) Start(client kubernetes.Interface, stop <-chan struct{}) {
 		c.events.Bind(b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "vsphere-federated-ccm"}))
 		c.workers.Go(func() { <-c.ctx.Done(); b.Shutdown() })
 		if c.logins == nil {
-			c.logins = c.fleet.newLogins(client)
+			c.logins = newLogins(client, c.fleet.opts.HistoryObject, c.fleet.opts.LeaderLease, c.fleet.ledger)
 		}
 		c.fleet.ledger.Lead(c.logins.changed)
 		c.workers.Go(func() { c.logins.publish(c.ctx) })

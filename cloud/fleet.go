@@ -105,9 +105,7 @@ func newFleet(cfg *config.Config, opts Options, events *events.Log, onCutoff fun
 	}
 	f.discovery = discovery.New(nil, opts.Discovery)
 	f.served.Store(&servedConfig{cfg: cfg})
-	opts.Metrics.setStatusSource(f.backendStatuses)
-	opts.Metrics.setHealthSource(f.discovery.Health)
-	opts.Metrics.setDeletionHeldSource(f.discovery.Held)
+	opts.Metrics.scraped.fleet.Store(f)
 	return f
 }
 
@@ -124,13 +122,8 @@ func (f *fleet) useCluster(client kubernetes.Interface, write bool) *credentials
 	defer f.mu.Unlock()
 	f.secrets = credentials.NewSecrets(client, func(_, _ string) { f.RequestReload() })
 	f.store = configMapHistory{client: client, object: f.opts.HistoryObject, write: write}
-	f.historyUnread = "reading " + f.store.String()
+	f.historyUnread = "reading configmap " + f.opts.HistoryObject.String()
 	return f.secrets
-}
-
-// newLogins is the record of the leader's logins, kept beside the history.
-func (f *fleet) newLogins(client kubernetes.Interface) *logins {
-	return newLogins(client, f.opts.HistoryObject, f.opts.LeaderLease, f.ledger)
 }
 
 // lead makes a prepared fleet (useCluster without writes) the leader's:

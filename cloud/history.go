@@ -158,28 +158,25 @@ func (h *configHistory) update(current []serving, now time.Time, retention time.
 		}
 		return find(current, r.VCenterRecord, true)
 	}
-	h.Retired = slices.DeleteFunc(h.Retired, func(r discovery.Retired) bool {
+	kept := h.Retired[:0]
+	for _, r := range h.Retired {
 		vc, ok := servedAgain(r)
 		switch {
 		case !now.Before(r.Until):
-			return true
+			continue
 		case !ok:
-			return false
 		case len(vc.Datacenters) == 0:
-			return true // served whole again
+			continue // served whole again
 		case r.Datacenter == "":
-			return false // back, but only some datacenters: see below
-		default:
-			return r.Datacenter != "*" && slices.Contains(vc.Datacenters, r.Datacenter)
+			// A whole vCenter back with only some datacenters listed: the
+			// others are still retired.
+			r.Datacenter = "*"
+		case r.Datacenter != "*" && slices.Contains(vc.Datacenters, r.Datacenter):
+			continue
 		}
-	})
-	// A whole vCenter back with only some datacenters listed: the others
-	// are still retired.
-	for i, r := range h.Retired {
-		if _, ok := servedAgain(r); ok && r.Datacenter == "" {
-			h.Retired[i].Datacenter = "*"
-		}
+		kept = append(kept, r)
 	}
+	h.Retired = kept
 	served := map[string]discovery.Served{}
 	for _, vc := range current {
 		rec := discovery.VCenterRecord{Server: vc.Server, Port: vc.Port, InstanceUUID: vc.instance}
@@ -280,8 +277,6 @@ type historyStore interface {
 	// writes tells whether record writes: a store that does not has
 	// nothing unsaved to wait for.
 	writes() bool
-	// String names where the record is kept.
-	String() string
 }
 
 // memoryHistory keeps the record in the process only (no cluster): what
@@ -300,8 +295,6 @@ func (memoryHistory) record(_ context.Context, mem *configHistory, _ bool, curre
 
 func (memoryHistory) writes() bool { return false }
 
-func (memoryHistory) String() string { return "memory" }
-
 // configMapHistory reads the record from a ConfigMap, and writes it back
 // unless write is false (a read-only provider's view).
 type configMapHistory struct {
@@ -311,8 +304,6 @@ type configMapHistory struct {
 }
 
 func (s configMapHistory) writes() bool { return s.write }
-
-func (s configMapHistory) String() string { return "configmap " + s.object.String() }
 
 // load returns the record and the ConfigMap holding it (nil when there is
 // none yet: an empty record), with the cutoff it holds.
@@ -330,27 +321,24 @@ func (s configMapHistory) load(ctx context.Context) (*configHistory, *v1.ConfigM
 			return nil, nil, fmt.Errorf("configmap %s key %s: %w", s.object, historyKey, err)
 		}
 	}
-	h.cutoff = s.cutoffOf(cm)
-	return h, cm, nil
-}
-
-// cutoffOf reads the cutoff in cm. A value that does not parse is not
-// replaced: it was written, and a new one would be later, taking the
-// legacy key for an operator's on Nodes a kubelet may have labelled since.
-func (s configMapHistory) cutoffOf(cm *v1.ConfigMap) nodes.LegacyCutoff {
+	// A cutoff that does not parse is not replaced: it was written, and a
+	// new one would be later, taking the legacy key for an operator's on
+	// Nodes a kubelet may have labelled since.
 	v, ok := cm.Data[legacyCutoffKey]
-	if !ok {
+	at, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+	switch {
+	case !ok:
 		who := "the leader writes it"
 		if !s.write {
 			who = "the leader writes it; this replica only reads it"
 		}
-		return nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)}
+		h.cutoff.Why = fmt.Sprintf("configmap %s has no key %s yet (%s)", s.object, legacyCutoffKey, who)
+	case err != nil:
+		h.cutoff.Why = fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)
+	default:
+		h.cutoff.At = at
 	}
-	at, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
-	if err != nil {
-		return nodes.LegacyCutoff{Why: fmt.Sprintf("configmap %s key %s: %v (an RFC 3339 time; correct it)", s.object, legacyCutoffKey, err)}
-	}
-	return nodes.LegacyCutoff{At: at}
+	return h, cm, nil
 }
 
 // hasCutoff reports whether cm holds a cutoff, parsed or not.
@@ -362,50 +350,46 @@ func hasCutoff(cm *v1.ConfigMap) bool {
 	return ok
 }
 
-// newCutoff is the cutoff a writer records at now: rounded up to the
-// second, as creationTimestamps are, so that a Node created within the
-// second before, under the earlier version, counts as before.
-func newCutoff(now time.Time) time.Time {
-	at := now.UTC().Truncate(time.Second)
-	if at.Before(now) {
-		at = at.Add(time.Second)
-	}
-	return at
-}
-
 func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configHistory) error {
 	data, err := json.MarshalIndent(h, "", "  ")
 	if err != nil {
 		return err
 	}
-	configMaps := s.client.CoreV1().ConfigMaps(s.object.Namespace)
-	if cm == nil {
-		cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Namespace: s.object.Namespace, Name: s.object.Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"},
-			Annotations: map[string]string{
-				"vsphere-federated-ccm.io/purpose": "vCenters and datacenters this CCM has served; a retired one keeps its Nodes from deletion until its until time (delete its entry to forget it sooner). " +
-					legacyCutoffKey + ": when this version first led; the legacy unmanaged label alone still opts out Nodes created before it (keep it)",
-			},
-		}}
-		cm.Data = map[string]string{historyKey: string(data)}
-		if !h.cutoff.At.IsZero() {
-			cm.Data[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
-		}
-		_, err = configMaps.Create(ctx, cm, metav1.CreateOptions{})
-		return err
+	purpose := map[string]string{
+		"vsphere-federated-ccm.io/purpose": "vCenters and datacenters this CCM has served; a retired one keeps its Nodes from deletion until its until time (delete its entry to forget it sooner). " +
+			legacyCutoffKey + ": when this version first led; the legacy unmanaged label alone still opts out Nodes created before it (keep it)",
 	}
 	// Every other key is kept as read (the cutoff among them): only the
 	// record is replaced, and the cutoff added where it is absent.
+	return writeState(ctx, s.client, s.object, cm, purpose, func(d map[string]string) {
+		d[historyKey] = string(data)
+		if _, ok := d[legacyCutoffKey]; !ok && !h.cutoff.At.IsZero() {
+			d[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
+		}
+	})
+}
+
+// writeState writes the state ConfigMap object, which the history and the
+// leader's logins share: created when cm (as read) is nil, with the label
+// every writer adds and annotations, else updated from cm; set changes its
+// data, every key it leaves alone is kept.
+func writeState(ctx context.Context, client kubernetes.Interface, object types.NamespacedName, cm *v1.ConfigMap,
+	annotations map[string]string, set func(data map[string]string)) error {
+	configMaps := client.CoreV1().ConfigMaps(object.Namespace)
+	if cm == nil {
+		cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: object.Namespace, Name: object.Name,
+			Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"}, Annotations: annotations},
+			Data: map[string]string{}}
+		set(cm.Data)
+		_, err := configMaps.Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}
 	cm = cm.DeepCopy()
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[historyKey] = string(data)
-	if _, ok := cm.Data[legacyCutoffKey]; !ok && !h.cutoff.At.IsZero() {
-		cm.Data[legacyCutoffKey] = h.cutoff.At.UTC().Format(time.RFC3339)
-	}
-	_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+	set(cm.Data)
+	_, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
 }
 
@@ -418,7 +402,7 @@ func (s configMapHistory) save(ctx context.Context, cm *v1.ConfigMap, h *configH
 // s.write nothing is written (a read-only provider's view).
 //
 // The cutoff comes with it: as read, or, when the ConfigMap has none and
-// s.write, now (newCutoff), written with the record. It is known only once
+// s.write, now, written with the record. It is known only once
 // read or written: one that could not be written is not known, since the
 // next leader would record a later one.
 func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsaved bool, current []serving, retention time.Duration, now time.Time) (h *configHistory, saved bool, err error) {
@@ -440,13 +424,16 @@ func (s configMapHistory) record(ctx context.Context, mem *configHistory, unsave
 		// Unchanged from what was read (not from what was merged): stored.
 		folded, _ := json.Marshal(h)
 		stored := string(folded) == string(read) && cm != nil
-		// Absent: one that does not parse stays as written (cutoffOf).
+		// Absent: one that does not parse stays as written (load).
 		stamp := !hasCutoff(cm)
 		if stored && !stamp {
 			return h, true, nil
 		}
 		if stamp {
-			h.cutoff = nodes.LegacyCutoff{At: newCutoff(now)}
+			// Rounded up to the second, as creationTimestamps are, so that
+			// a Node created within the second before, under the earlier
+			// version, counts as before.
+			h.cutoff = nodes.LegacyCutoff{At: now.Add(time.Second - 1).UTC().Truncate(time.Second)}
 		}
 		err = s.save(ctx, cm, h)
 		if err == nil {

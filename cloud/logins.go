@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/config/credentials"
 )
@@ -128,16 +129,14 @@ func (l *logins) refreshLocked(ctx context.Context) (anew bool) {
 	ctx, cancel := context.WithTimeout(ctx, loginsReadEvery)
 	defer cancel()
 	holder, err := l.holderOf(ctx)
-	if err != nil {
-		l.err = err
+	var rec loginRecord
+	if err == nil {
+		rec, _, err = l.load(ctx)
+	}
+	if l.err = err; err != nil {
 		return false
 	}
-	rec, _, err := l.load(ctx)
-	if err != nil {
-		l.err = err
-		return false
-	}
-	l.err, l.holder, l.rec = nil, holder, rec
+	l.holder, l.rec = holder, rec
 	for k, acc := range rec.Accounts {
 		s := l.seen[k]
 		if !acc.Accepted.Equal(s.accepted) {
@@ -161,10 +160,7 @@ func (l *logins) holderOf(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the leader's Lease %s: %w", l.lease, err)
 	}
-	if lease.Spec.HolderIdentity == nil {
-		return "", nil
-	}
-	return *lease.Spec.HolderIdentity, nil
+	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
 }
 
 // load reads the record and the ConfigMap holding it (nil: none yet).
@@ -212,12 +208,7 @@ func (l *logins) follow(ctx context.Context, backed func()) {
 }
 
 // changed is the leader ledger's onChange: the record is written soon.
-func (l *logins) changed() {
-	select {
-	case l.dirty <- struct{}{}:
-	default:
-	}
-}
+func (l *logins) changed() { signal(l.dirty) }
 
 // publish writes the leader's record until ctx ends: at once (this
 // replica now holds the Lease: the standbys wait for its word), then
@@ -225,23 +216,15 @@ func (l *logins) changed() {
 func (l *logins) publish(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("configmap", l.object, "key", loginsKey)
 	l.changed()
-	var retryC <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.dirty:
-		case <-retryC:
-		}
-		retryC = nil
+	retryLoop(ctx, l.dirty, 5*time.Second, func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := l.write(wctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
+		defer cancel()
+		if err := l.write(wctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "Publishing the leader's vCenter logins failed; standbys log in only once it succeeds; retried")
-			retryC = time.After(5 * time.Second)
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // write stores the ledger's accounts under this replica's name as the
@@ -253,7 +236,7 @@ func (l *logins) write(ctx context.Context) error {
 	}
 	rec := loginRecord{Leader: holder, Accounts: map[string]loginAccount{}}
 	for a, st := range l.ledger.Accounts() {
-		rec.Accounts[a.String()] = loginAccount{Accepted: st.Accepted, Refused: st.Refused, Refusals: st.Refusals}
+		rec.Accounts[a.String()] = loginAccount(st)
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -264,27 +247,14 @@ func (l *logins) write(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		configMaps := l.client.CoreV1().ConfigMaps(l.object.Namespace)
-		if cm == nil {
-			// The history's writer adds its keys (and labels) to it.
-			cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.object.Namespace, Name: l.object.Name,
-				Labels: map[string]string{"app.kubernetes.io/name": "vsphere-federated-ccm"}},
-				Data: map[string]string{loginsKey: string(data)}}
-			_, err := configMaps.Create(ctx, cm, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(v1.Resource("configmaps"), l.object.Name, err)
-			}
-			return err
-		}
-		if cm.Data[loginsKey] == string(data) {
+		if cm != nil && cm.Data[loginsKey] == string(data) {
 			return nil
 		}
-		cm = cm.DeepCopy()
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
+		// The history's writer adds its keys to a ConfigMap created here.
+		err = writeState(ctx, l.client, l.object, cm, nil, func(d map[string]string) { d[loginsKey] = string(data) })
+		if apierrors.IsAlreadyExists(err) {
+			return apierrors.NewConflict(v1.Resource("configmaps"), l.object.Name, err)
 		}
-		cm.Data[loginsKey] = string(data)
-		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
 }

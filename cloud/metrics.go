@@ -26,7 +26,6 @@ type Metrics struct {
 	configReloads   *metrics.CounterVec
 	credentials     *metrics.CounterVec
 	scraped         *scrapedMetrics // metrics_scraped.go
-	health          *nodeHealth     // the periodic checks' counts, which scraped reads
 	nodes           *nodes.Metrics
 	problems        *problems.Metrics
 }
@@ -45,22 +44,16 @@ func (b BuildInfo) UserAgent() string {
 // metricsNamespace prefixes every metric of this package's.
 const metricsNamespace = "cloudprovider_vsphere"
 
-// counterVec and gaugeVec build an ALPHA vector named metricsNamespace_name.
+// counterVec builds an ALPHA counter vector named metricsNamespace_name.
 func counterVec(name, help string, labels ...string) *metrics.CounterVec {
 	opts := metrics.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}
 	return metrics.NewCounterVec(&opts, labels)
-}
-
-func gaugeVec(name, help string, labels ...string) *metrics.GaugeVec {
-	opts := metrics.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help, StabilityLevel: metrics.ALPHA}
-	return metrics.NewGaugeVec(&opts, labels)
 }
 
 // NewMetrics builds the metrics, unregistered; the build-info gauge
 // carries build's labels.
 func NewMetrics(build BuildInfo) *Metrics {
 	nm := nodes.NewMetrics()
-	health := &nodeHealth{nodes: nm}
 	return &Metrics{
 		requestDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
 			Namespace: metricsNamespace, Name: "api_request_duration_seconds",
@@ -71,8 +64,9 @@ func NewMetrics(build BuildInfo) *Metrics {
 		requestErrors: counterVec("api_request_errors_total",
 			"Failed vCenter calls, by vCenter, operation and reason (vcenter_down, connecting, deadline, breaker_open, auth, connection, other).",
 			"vcenter", "operation", "reason"),
-		breakerState: gaugeVec("breaker_state",
-			"Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.", "vcenter"),
+		breakerState: metrics.NewGaugeVec(&metrics.GaugeOpts{Namespace: metricsNamespace, Name: "breaker_state",
+			Help: "Circuit breaker state per vCenter: 0 closed, 1 half-open, 2 open.", StabilityLevel: metrics.ALPHA},
+			[]string{"vcenter"}),
 		discoveries: counterVec("discovery_total",
 			"VM lookups by result: found, not_found, duplicate, error.", "result"),
 		cache: counterVec("discovery_cache_total",
@@ -82,8 +76,7 @@ func NewMetrics(build BuildInfo) *Metrics {
 		credentials: counterVec("credential_rotation_total",
 			"Credential changes applied per vCenter, by result: rotated, error (the current session keeps serving).",
 			"vcenter", "result"),
-		scraped:  newScrapedMetrics(build, health),
-		health:   health,
+		scraped:  newScrapedMetrics(build, nm),
 		nodes:    nm,
 		problems: problems.NewMetrics(),
 	}
@@ -122,9 +115,5 @@ func (m *Metrics) Lookup(result string) { m.discoveries.WithLabelValues(result).
 
 // Cache implements discovery.Observer.
 func (m *Metrics) Cache(hit bool) {
-	if hit {
-		m.cache.WithLabelValues("hit").Inc()
-	} else {
-		m.cache.WithLabelValues("miss").Inc()
-	}
+	m.cache.WithLabelValues(map[bool]string{true: "hit", false: "miss"}[hit]).Inc()
 }

@@ -10,56 +10,25 @@ import (
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
-// vcenterStatus is one current backend's status, as the collectors read
-// it at scrape time.
-type vcenterStatus struct {
-	VCenter string
-	backends.Status
-}
-
-// scrapedMetrics are the metrics computed at scrape time, from the
-// sources the fleet sets (set*Source) and the Node counts of the
-// periodic checks (nodeHealth): a backend replaced by a config edit
-// starts its counters again (a counter reset, which rate() handles).
+// scrapedMetrics are the metrics computed at scrape time, from the fleet
+// the provider sets (its backends' statuses, its discovery's health,
+// deletions held and duplicates) and the Node counts of the nodes owner's
+// tick (nodes.Metrics.Counts: absent until its first): a backend replaced
+// by a config edit starts its counters again (a counter reset, which
+// rate() handles).
 type scrapedMetrics struct {
 	metrics.BaseStableCollector
-	build  BuildInfo
-	health *nodeHealth
-	descs  []*metrics.Desc // each of the below
+	build BuildInfo
+	nodes *nodes.Metrics
+	descs []*metrics.Desc // each of the below
 	buildInfo, up, synced, vms, updates, budgetWaits, budgetRejections, certificateExpiry,
 	deletionHeld, unmanaged, uninitialized, duplicates *metrics.Desc
 
-	statuses      atomic.Pointer[func() []vcenterStatus]
-	vcenterHealth atomic.Pointer[func() []discovery.VCenterHealth]
-	held          atomic.Pointer[func() []discovery.HeldNodes]
+	fleet atomic.Pointer[fleet]
 }
 
-// nodeHealth is what the periodic checks tell the scraped gauges: the
-// Node counts the nodes owner's tick computed last (nodes.Metrics.Counts:
-// absent until its first), and where the duplicate BIOS UUIDs are read
-// from.
-type nodeHealth struct {
-	duplicateSource atomic.Pointer[func() []string]
-	nodes           *nodes.Metrics
-}
-
-// setDuplicateSource tells the duplicate_uuids metric where to read from.
-func (h *nodeHealth) setDuplicateSource(f func() []string) { h.duplicateSource.Store(&f) }
-
-// setStatusSource tells the metrics reading backends' statuses (the
-// inventory's, the vCenter's) where to read from.
-func (m *Metrics) setStatusSource(f func() []vcenterStatus) { m.scraped.statuses.Store(&f) }
-
-// setHealthSource tells the vcenter_up metric where to read from.
-func (m *Metrics) setHealthSource(f func() []discovery.VCenterHealth) {
-	m.scraped.vcenterHealth.Store(&f)
-}
-
-// setDeletionHeldSource tells the held-Nodes gauge where to read from.
-func (m *Metrics) setDeletionHeldSource(f func() []discovery.HeldNodes) { m.scraped.held.Store(&f) }
-
-func newScrapedMetrics(build BuildInfo, health *nodeHealth) *scrapedMetrics {
-	c := &scrapedMetrics{build: build, health: health}
+func newScrapedMetrics(build BuildInfo, nm *nodes.Metrics) *scrapedMetrics {
+	c := &scrapedMetrics{build: build, nodes: nm}
 	desc := func(name, help string, labels ...string) *metrics.Desc {
 		d := metrics.NewDesc(metricsNamespace+"_"+name, help, labels, nil, metrics.ALPHA, "")
 		c.descs = append(c.descs, d)
@@ -115,37 +84,32 @@ func (c *scrapedMetrics) CollectWithStability(ch chan<- metrics.Metric) {
 		ch <- metrics.NewLazyConstMetric(d, metrics.CounterValue, v, labels...)
 	}
 	gauge(c.buildInfo, 1, c.build.Version, c.build.Commit, c.build.GoVersion)
-	if src := c.vcenterHealth.Load(); src != nil {
-		for _, h := range (*src)() {
+	if f := c.fleet.Load(); f != nil {
+		for _, h := range f.discovery.Health() {
 			gauge(c.up, boolValue(h.Reachability.State == backends.ConnUp), h.Name)
 		}
-	}
-	if src := c.statuses.Load(); src != nil {
-		for _, s := range (*src)() {
+		for name, b := range f.served.Load().backends {
+			s := b.Status()
 			if inv := s.Inventory; inv != nil {
-				gauge(c.synced, boolValue(inv.InService), s.VCenter)
-				gauge(c.vms, float64(inv.VMs), s.VCenter)
-				counter(c.updates, float64(inv.Updates), s.VCenter)
+				gauge(c.synced, boolValue(inv.InService), name)
+				gauge(c.vms, float64(inv.VMs), name)
+				counter(c.updates, float64(inv.Updates), name)
 			}
 			if s.Budget != nil {
-				counter(c.budgetWaits, float64(s.Budget.Waits), s.VCenter)
-				counter(c.budgetRejections, float64(s.Budget.Rejections), s.VCenter)
+				counter(c.budgetWaits, float64(s.Budget.Waits), name)
+				counter(c.budgetRejections, float64(s.Budget.Rejections), name)
 			}
 			if s.Certificate != nil {
-				gauge(c.certificateExpiry, float64(s.Certificate.NotAfter.Unix()), s.VCenter)
+				gauge(c.certificateExpiry, float64(s.Certificate.NotAfter.Unix()), name)
 			}
 		}
-	}
-	if src := c.held.Load(); src != nil {
-		for _, h := range (*src)() {
+		for _, h := range f.discovery.Held() {
 			gauge(c.deletionHeld, float64(h.Grace), h.VCenter, discovery.HeldGrace)
 			gauge(c.deletionHeld, float64(h.Frozen), h.VCenter, discovery.HeldFrozen)
 		}
+		gauge(c.duplicates, float64(len(f.discovery.Duplicates())))
 	}
-	if src := c.health.duplicateSource.Load(); src != nil {
-		gauge(c.duplicates, float64(len((*src)())))
-	}
-	unmanaged, uninitialized, counted := c.health.nodes.Counts()
+	unmanaged, uninitialized, counted := c.nodes.Counts()
 	if !counted {
 		return
 	}
@@ -160,14 +124,4 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// backendStatuses reads every current backend's status.
-func (f *fleet) backendStatuses() []vcenterStatus {
-	bs := f.served.Load().backends
-	out := make([]vcenterStatus, 0, len(bs))
-	for name, b := range bs {
-		out = append(out, vcenterStatus{VCenter: name, Status: b.Status()})
-	}
-	return out
 }

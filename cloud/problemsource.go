@@ -38,21 +38,21 @@ func (f *fleet) problemInputs(ctx context.Context, w nodes.Watch, unmanaged func
 		wg.Go(func() {
 			dctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
 			defer cancel()
-			if dcs, err := b.Datacenters(dctx); err == nil {
-				mu.Lock()
-				in.Datacenters[vc.Name] = dcs
-				mu.Unlock()
-			}
+			dcs, dcErr := b.Datacenters(dctx)
 			pctx, cancel := context.WithTimeout(ctx, vc.RequestTimeout)
 			defer cancel()
 			r, err := b.MissingPrivileges(pctx)
 			if err != nil {
 				klog.FromContext(ctx).V(4).Info("Privileges not read: unknown this pass", "vcenter", vc.Name, "err", err)
-				return
 			}
 			mu.Lock()
-			in.Privileges[vc.Name] = r
-			mu.Unlock()
+			defer mu.Unlock()
+			if dcErr == nil {
+				in.Datacenters[vc.Name] = dcs
+			}
+			if err == nil {
+				in.Privileges[vc.Name] = r
+			}
 		})
 	}
 	wg.Wait()

@@ -52,7 +52,11 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		// What vCenter refused is kept in the fleet's ledger, so a backend
 		// rebuilt by an edit does not send it again at once.
 		creds := credentials.ForVCenter(cfg, vc, f.secrets, f.ledger)
-		key := connectionKeyOf(vc, creds)
+		key := connectionKey{
+			server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile,
+			thumbprint: strings.Join(vc.Thumbprints, ","), roundTrips: vc.RoundTripCount,
+			credentials: credentialsKey(creds), inventory: vc.Inventory, hostGroups: vc.ZoneHostGroups != nil,
+		}
 		b, ok := old.backends[vc.Name]
 		if !ok || b.key != key {
 			// Backends are built by Start's first apply and later ones,
@@ -74,9 +78,8 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		})
 	}
 	// What leaves the config is retired in the members that stop asking it.
-	if f.history.update(servingOf(cfg, next.backends), time.Now(), cfg.RetiredRetention) {
-		f.historyUnsaved = true
-	}
+	changed := f.history.update(servingOf(cfg, next.backends), time.Now(), cfg.RetiredRetention)
+	f.historyUnsaved = f.historyUnsaved || changed
 	f.served.Store(next)
 	members, dropped := f.discovery.Members().Next(vcs)
 	f.publishHistoryLocked(members)
@@ -102,7 +105,14 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		f.watcher.setSecretsDirectory(cfg.SecretsDirectory)
 	}
 	if f.secrets != nil {
-		f.secrets.Watch(secretRefs(cfg))
+		var refs []credentials.SecretRef
+		for _, vc := range cfg.VCenters {
+			r := credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}
+			if vc.CredentialsFrom == config.FromSecret && !slices.Contains(refs, r) {
+				refs = append(refs, r)
+			}
+		}
+		f.secrets.Watch(refs)
 	}
 }
 
@@ -146,20 +156,10 @@ func servingOf(cfg *config.Config, built map[string]*builtBackend) []serving {
 func (f *fleet) publishHistoryLocked(members *discovery.Members) {
 	unknown := f.historyUnread
 	if unknown == "" && f.historyUnsaved && f.store.writes() {
-		unknown = "what this process learned of the vCenters served is not written to " + f.store.String() + " yet"
+		unknown = "what this process learned of the vCenters served is not written to configmap " +
+			f.opts.HistoryObject.String() + " yet"
 	}
 	f.discovery.Use(members.WithHistory(f.history.History, unknown))
-}
-
-// secretRefs are the Secrets cfg names.
-func secretRefs(cfg *config.Config) []credentials.SecretRef {
-	var out []credentials.SecretRef
-	for _, vc := range cfg.VCenters {
-		if r := (credentials.SecretRef{Namespace: vc.SecretNamespace, Name: vc.SecretName}); vc.CredentialsFrom == config.FromSecret && !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // closeLaterLocked logs a replaced backend out once lookups that started
@@ -188,14 +188,6 @@ func (f *fleet) closeLaterLocked(ctx context.Context, name string, b backends.Ba
 		}
 		closeIt()
 	})
-}
-
-func connectionKeyOf(vc config.VCenter, creds credentials.Source) connectionKey {
-	return connectionKey{
-		server: vc.Server, port: vc.Port, insecure: vc.InsecureFlag, caFile: vc.CAFile, thumbprint: strings.Join(vc.Thumbprints, ","),
-		roundTrips: vc.RoundTripCount, credentials: credentialsKey(creds), inventory: vc.Inventory,
-		hostGroups: vc.ZoneHostGroups != nil,
-	}
 }
 
 // credentialsKey identifies a credential source. Secret and directory

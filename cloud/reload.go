@@ -34,9 +34,13 @@ const (
 // be read again. Requests coalesce; one worker applies them in order, so
 // the config file, the Secrets and the secrets directory all enter through
 // this one path.
-func (f *fleet) RequestReload() {
+func (f *fleet) RequestReload() { signal(f.reloads) }
+
+// signal sends on ch, a channel of capacity 1, unless a signal is pending
+// there already: signals coalesce.
+func signal(ch chan<- struct{}) {
 	select {
-	case f.reloads <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -45,18 +49,20 @@ func (f *fleet) RequestReload() {
 // API server cannot be read or written.
 const historyRetry = 5 * time.Second
 
-func (f *fleet) reloadLoop(ctx context.Context) {
-	var retry <-chan time.Time
+// retryLoop calls do at each signal on ch, until ctx ends, and again
+// retry after a call that reports false.
+func retryLoop(ctx context.Context, ch <-chan struct{}, retry time.Duration, do func() bool) {
+	var retryC <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.reloads:
-		case <-retry:
+		case <-ch:
+		case <-retryC:
 		}
-		retry = nil
-		if !f.Reload(ctx) {
-			retry = time.After(historyRetry)
+		retryC = nil
+		if !do() {
+			retryC = time.After(retry)
 		}
 	}
 }
@@ -68,10 +74,9 @@ func (f *fleet) reloadLoop(ctx context.Context) {
 // history (and, for a writer, the legacy label's cutoff) is recorded
 // (false: try again later).
 func (f *fleet) Reload(ctx context.Context) bool {
-	log := klog.FromContext(ctx)
 	if path := f.opts.ConfigPath; path != "" {
 		if fresh, err := f.reloadConfig(ctx, path); err != nil {
-			log.Error(err, "Config rejected; the last good config keeps serving", "path", path)
+			klog.FromContext(ctx).Error(err, "Config rejected; the last good config keeps serving", "path", path)
 			f.opts.Metrics.configReloads.WithLabelValues("error").Inc()
 			if fresh {
 				f.events.Record(f.opts.EventObject, v1.EventTypeWarning, ReasonConfigInvalid,
@@ -151,10 +156,9 @@ func (f *fleet) reloadConfig(ctx context.Context, path string) (fresh bool, err 
 	}
 	f.applied = sum
 	f.rejected.sum = [32]byte{}
-	old := f.config()
+	summary := describeChange(f.config(), cfg)
 	f.applyLocked(ctx, cfg)
 	f.opts.Metrics.configReloads.WithLabelValues("success").Inc()
-	summary := describeChange(old, cfg)
 	klog.FromContext(ctx).Info("Config applied", "path", path, "change", summary)
 	f.events.Record(f.opts.EventObject, v1.EventTypeNormal, ReasonConfigApplied, fmt.Sprintf("%s applied: %s", path, summary))
 	return false, nil

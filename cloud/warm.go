@@ -41,30 +41,19 @@ func (f *fleet) warmTags(ctx context.Context, period time.Duration) {
 		if len(categories) == 0 {
 			continue
 		}
-		type target struct {
-			b       backends.Backend
-			timeout time.Duration
-		}
-		var due []target
-		current := map[backends.Backend]bool{}
+		// Only current backends are kept: not one replaced or removed.
+		current := map[backends.Backend]time.Time{}
 		for _, vc := range served.cfg.VCenters {
-			if b, ok := served.backends[vc.Name]; ok {
-				current[b.Backend] = true
-				if time.Since(warmed[b.Backend]) >= period {
-					due = append(due, target{b.Backend, vc.RequestTimeout})
-				}
+			b, ok := served.backends[vc.Name]
+			if !ok {
+				continue
+			}
+			current[b.Backend] = warmed[b.Backend]
+			if time.Since(current[b.Backend]) >= period && warmOne(ctx, b.Backend, categories, vc.RequestTimeout) {
+				current[b.Backend] = time.Now()
 			}
 		}
-		for b := range warmed {
-			if !current[b] {
-				delete(warmed, b) // replaced or removed
-			}
-		}
-		for _, t := range due {
-			if warmOne(ctx, t.b, categories, t.timeout) {
-				warmed[t.b] = time.Now()
-			}
-		}
+		warmed = current
 	}
 }
 
