@@ -263,7 +263,7 @@ func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := metadata.SelectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
+	addrs, err := metadata.SelectAddresses(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
 		reason := nodes.ReasonNoNodeAddress
 		if errors.As(err, new(*metadata.NodeIPError)) {
