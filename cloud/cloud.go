@@ -185,7 +185,7 @@ func New(cfg *config.Config, opts Options) *Cloud {
 		UnmanagedNodeSelector: opts.UnmanagedNodeSelector, EventObject: opts.EventObject, Metrics: opts.Metrics.nodes})
 	opts.Metrics.health.setDuplicateSource(c.fleet.discovery.Duplicates)
 	c.instances = instances.New(c.events, instances.Options{Discovery: c.fleet.discovery, Config: c.fleet.config,
-		Nodes: c.nodes, Metrics: opts.Metrics.nodes, NodeLabels: opts.NodeLabels, SkipNodeDeletion: opts.SkipNodeDeletion})
+		Nodes: c.nodes, NodeLabels: opts.NodeLabels, SkipNodeDeletion: opts.SkipNodeDeletion})
 	return c
 }
 
