@@ -198,10 +198,10 @@ func (in *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 		in.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	if res == nil && v.Undecided() {
+	if undecided := v.UndecidedError(); res == nil && undecided != nil {
 		// Its operator may have opted it out before this version: absence
 		// would delete it. Its UnmanagedLabelUndecided Event says so.
-		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, v.UndecidedError())
+		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, undecided)
 	}
 	return res != nil, nil
 }
@@ -289,9 +289,21 @@ func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	// nodes.tagLabels: the Node writer keeps them current (drift.go).
-	if err := in.tagLabels(ctx, res, cfg.TagLabels, meta.AdditionalLabels); err != nil {
-		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+	// The labels nodes.tagLabels asks for (by key), but for a category the
+	// VM has no tag of; the Node writer keeps them current (drift.go). Each
+	// category is walked on its own, as CPI walks zone and region together:
+	// the first of the VM's ancestries (its host's, its resource pool's, its
+	// own) holding a tag of it, nearest first. Read together with the zone,
+	// a category the VM has no tag of would make the walk pass over the
+	// ancestry the zone is on. From the tag cache: no request per Node.
+	for _, t := range cfg.TagLabels {
+		tags, err := in.discovery.Tags(ctx, res, []string{t.Category})
+		if err != nil {
+			return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+		}
+		if v := metadata.LabelValue(tags[t.Category]); v != "" {
+			meta.AdditionalLabels[t.Key] = v
+		}
 	}
 	in.nodes.Located(node, location)
 	return meta, nil

@@ -113,12 +113,8 @@ func (n *Owner) followVMs(ctx context.Context, client kubernetes.Interface, list
 // follow brings one Node's labels after its VM and reports what changed.
 func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, cfg *config.Config, categories []string,
 	node *v1.Node) {
-	if Uninitialized(node) || n.Unmanaged(node) {
-		n.setReport(node.Name, nil)
-		return
-	}
 	uuid, err := discovery.ParseProviderID(node.Spec.ProviderID)
-	if err != nil {
+	if Uninitialized(node) || n.Unmanaged(node) || err != nil {
 		n.setReport(node.Name, nil)
 		return
 	}
@@ -181,7 +177,7 @@ func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, cfg *co
 	}
 
 	// The labels from tag categories: ours to keep, they follow the tags
-	// (each category walked on its own, see instances.tagLabels).
+	// (each category walked on its own, see instances.InstanceMetadata).
 	var tagged []string
 	for _, t := range cfg.TagLabels {
 		p, ok := n.discovery.Placed(uuid, []string{t.Category})

@@ -197,18 +197,18 @@ func (n *Owner) Decide(node *v1.Node) Verdict {
 	return v
 }
 
-// UndecidedError is InstanceExists's answer for an undecided Node whose VM
-// is absent: absence would delete a Node its operator may have opted out.
+// UndecidedError is InstanceExists's answer for a Node whose VM is absent
+// when v is the legacy key alone while the cutoff is not known: absence
+// would delete a Node its operator may have opted out. nil for any other
+// verdict.
 func (v Verdict) UndecidedError() error {
+	if v.legacy != legacyUndecided {
+		return nil
+	}
 	return fmt.Errorf("its VM was not found, but it carries %s=true alone, which opts out a Node created before this version of the CCM first ran, "+
 		"and that cannot be told now (%s): not reporting it deleted (set %s=true to have it left alone)",
 		LabelUnmanagedLegacy, v.cutoff.Why, LabelUnmanaged)
 }
-
-// Undecided reports whether v is the legacy key alone while the cutoff is
-// not known: the Node is looked up, but never reported deleted
-// (UndecidedError).
-func (v Verdict) Undecided() bool { return v.legacy == legacyUndecided }
 
 // AnnouncedUnmanaged is how many Nodes the unmanaged check remembers
 // having announced. Exported for package cloud's tests only (that
