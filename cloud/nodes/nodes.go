@@ -319,8 +319,6 @@ func dropManagedFields(obj any) (any, error) {
 // (drift.go). The informer is started by its owner: until then the
 // lister is empty and followVMs waits for it to sync.
 func (n *Owner) Run(ctx context.Context, client kubernetes.Interface, w Watch) {
-	informer, lister := w.Informer, w.Lister
-
 	var vcenters vcenterTransitions
 	tick := time.NewTicker(n.poll)
 	defer tick.Stop()
@@ -329,19 +327,19 @@ func (n *Owner) Run(ctx context.Context, client kubernetes.Interface, w Watch) {
 		case <-ctx.Done():
 			return
 		case <-n.wake:
-			n.labelNodes(ctx, client, lister)
+			n.labelNodes(ctx, client, w.Lister)
 		case now := <-tick.C:
 			// One list for the tick: the informer's cache fails no list.
 			// Synced before the list, or the list may be partial, and
 			// followVMs would count it as its pass over every Node.
-			synced := informer.HasSynced()
-			all, _ := lister.List(labels.Everything())
+			synced := w.Informer.HasSynced()
+			all, _ := w.Lister.List(labels.Everything())
 			n.reportDuplicates(all)
 			changes := vcenters.next(n.discovery.Health())
 			n.requeueOnRecovery(ctx, client, all, changes)
 			n.tick(all, changes, time.Now())
 			if synced {
-				n.followVMs(ctx, client, lister, all, now)
+				n.followVMs(ctx, client, w.Lister, all, now)
 			}
 		}
 	}
