@@ -88,7 +88,7 @@ type fleet struct {
 	historyUnread  string
 
 	// onCutoff is given the legacy unmanaged label's cutoff each time the
-	// record is read or written (unmanagedNodes.setCutoff).
+	// record is read or written (nodes.Owner.SetCutoff).
 	onCutoff func(nodes.LegacyCutoff)
 }
 

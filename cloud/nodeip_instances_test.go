@@ -100,7 +100,7 @@ func TestInstanceMetadataMeetsTheNodeIPContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := metadata.SelectAddresses(&vm, parsed.VCenters[0].IPFamily, parsed.Nodes)
+				want, err := metadata.SelectAddresses(&vm, parsed.VCenters[0].IPFamily, parsed.Nodes, nil)
 				if err != nil || !reflect.DeepEqual(md.NodeAddresses, want) {
 					t.Fatalf("addresses %v; CPI's %v, %v", md.NodeAddresses, want, err)
 				}

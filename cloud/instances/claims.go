@@ -28,8 +28,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -39,7 +37,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -70,22 +67,6 @@ const claimSyncWait = 10 * time.Second
 // claims (claimedUUIDs).
 const claimIndex = "vsphere-federated-ccm.io/claimed-vm-uuid"
 
-// claims decides the claims on VMs, from the Node informer's index.
-type claims struct {
-	events  *events.Log
-	metrics *nodes.Metrics
-	nodes   *nodes.Owner
-	// view is the Node informer, once the nodes owner watches Nodes; nil
-	// without one (diagnose, or no cluster): then no Node is known to
-	// hold anything, and no claim is refused.
-	view atomic.Pointer[nodes.Watch]
-
-	mu sync.Mutex
-	// counted are the conflicts the metric counted, once each however
-	// often the controller retries; a Node deleted is forgotten.
-	counted map[conflictKey]bool
-}
-
 type conflictKey struct {
 	claimant, holder       string
 	claimantUID, holderUID types.UID
@@ -96,15 +77,11 @@ type conflictKey struct {
 // it all are forgotten, at the cost of one conflict counted again.
 const maxCounted = 8192
 
-func newClaims(events *events.Log, m *nodes.Metrics, owner *nodes.Owner) *claims {
-	return &claims{events: events, metrics: m, nodes: owner, counted: map[conflictKey]bool{}}
-}
-
-// watch indexes w's Nodes by the VMs they claim and forgets what is kept
-// of a Node once it is deleted (here and in the unmanaged check). A
-// shared informer may have started already: an index added then indexes
-// the Nodes it holds.
-func (c *claims) watch(w nodes.Watch) {
+// Watch has the claims read w, the Node owner's informer: it indexes w's
+// Nodes by the VMs they claim and forgets the conflicts counted of a Node
+// once it is deleted. A shared informer may have started already: an index
+// added then indexes the Nodes it holds.
+func (in *Instances) Watch(w nodes.Watch) {
 	log := klog.Background()
 	if err := w.Informer.AddIndexers(cache.Indexers{claimIndex: claimedUUIDs}); err != nil {
 		// Another provider in this process indexed this shared informer
@@ -114,18 +91,17 @@ func (c *claims) watch(w nodes.Watch) {
 			return
 		}
 	}
-	if _, err := w.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: nodes.OnDelete(c.gone)}); err != nil {
+	if _, err := w.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: nodes.OnDelete(in.gone)}); err != nil {
 		log.Error(err, "Watching Node deletions failed: what is kept of deleted Nodes is bounded only by its cap")
 	}
-	c.view.Store(&w)
+	in.view.Store(&w)
 }
 
-// gone forgets a deleted Node.
-func (c *claims) gone(node *v1.Node) {
-	c.nodes.Forget(node.Name)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	maps.DeleteFunc(c.counted, func(k conflictKey, _ bool) bool {
+// gone forgets the conflicts counted of a deleted Node.
+func (in *Instances) gone(node *v1.Node) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	maps.DeleteFunc(in.counted, func(k conflictKey, _ bool) bool {
 		return k.claimant == node.Name || k.holder == node.Name
 	})
 }
@@ -138,35 +114,39 @@ func claimedUUIDs(obj any) ([]string, error) {
 		return nil, nil
 	}
 	var out []string
-	add := func(u string) {
-		u, err := discovery.NormalizeUUID(u)
-		if err != nil {
-			return
+	for _, u := range append(providerUUIDs(node), systemUUIDs(node)...) {
+		if !slices.Contains(out, u) {
+			out = append(out, u)
 		}
-		for _, k := range []string{u, discovery.SwapByteOrder(u)} {
-			if !slices.Contains(out, k) {
-				out = append(out, k)
-			}
-		}
-	}
-	if node.Spec.ProviderID != "" {
-		if u, err := discovery.ParseProviderID(node.Spec.ProviderID); err == nil {
-			add(u)
-		}
-	}
-	if node.Status.NodeInfo.SystemUUID != "" {
-		add(node.Status.NodeInfo.SystemUUID)
 	}
 	return out, nil
 }
 
-// check decides whether node, uninitialized, may be given the identity of
-// res, the VM its lookup found: nil when no other Node holds that VM, or
-// when node replaces every one that does; else a nodes.IdentityConflictError,
-// with an Event on both Nodes.
-func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result) error {
+// providerUUIDs and systemUUIDs are the BIOS UUID node's providerID, or
+// its system UUID, names, in both byte orders (none when it names none).
+func providerUUIDs(node *v1.Node) []string {
+	return bothOrders(discovery.ParseProviderID(node.Spec.ProviderID))
+}
+
+func systemUUIDs(node *v1.Node) []string {
+	return bothOrders(discovery.NormalizeUUID(node.Status.NodeInfo.SystemUUID))
+}
+
+func bothOrders(u string, err error) []string {
+	if err != nil {
+		return nil
+	}
+	return []string{u, discovery.SwapByteOrder(u)}
+}
+
+// CheckClaim decides whether node, uninitialized, may be given the
+// identity of res, the VM its lookup found (InstanceMetadata, and the
+// serving-certificate approver, cloud.Guest): nil when no other Node holds
+// that VM, or when node replaces every one that does; else a
+// nodes.IdentityConflictError, with an Event on both Nodes.
+func (in *Instances) CheckClaim(ctx context.Context, node *v1.Node, res *discovery.Result) error {
 	const op = "instances.CheckClaim"
-	v := c.view.Load()
+	v := in.view.Load()
 	if v == nil {
 		return nil
 	}
@@ -190,7 +170,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 	var holders []*v1.Node
 	for _, obj := range objs {
 		other, ok := obj.(*v1.Node)
-		if !ok || other.Name == node.Name || other.DeletionTimestamp != nil || c.nodes.Unmanaged(other) || !holdsAgainst(other, node) {
+		if !ok || other.Name == node.Name || other.DeletionTimestamp != nil || in.nodes.Unmanaged(other) || !holdsAgainst(other, node) {
 			continue
 		}
 		holders = append(holders, other)
@@ -206,7 +186,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 		if ok {
 			continue
 		}
-		c.refused(node, h, res, u, state)
+		in.refused(node, h, res, u, state)
 		if conflict == nil {
 			conflict = &nodes.IdentityConflictError{Node: node.Name, Holder: h.Name, VM: res.String(), State: state}
 		}
@@ -215,7 +195,7 @@ func (c *claims) check(ctx context.Context, node *v1.Node, res *discovery.Result
 		return conflict
 	}
 	for _, h := range holders {
-		c.replaced(node, h, res, u)
+		in.replaced(node, h, res, u)
 	}
 	return nil
 }
@@ -282,10 +262,10 @@ func namesNode(guest, node string) bool {
 
 // claimOf says by which key node claims the BIOS UUID u.
 func claimOf(node *v1.Node, u string) string {
-	if p, err := discovery.ParseProviderID(node.Spec.ProviderID); err == nil && (p == u || discovery.SwapByteOrder(p) == u) {
+	if slices.Contains(providerUUIDs(node), u) {
 		return fmt.Sprintf("providerID %s", node.Spec.ProviderID)
 	}
-	if s, err := discovery.NormalizeUUID(node.Status.NodeInfo.SystemUUID); err == nil && (s == u || discovery.SwapByteOrder(s) == u) {
+	if slices.Contains(systemUUIDs(node), u) {
 		return fmt.Sprintf("system UUID %s", node.Status.NodeInfo.SystemUUID)
 	}
 	return "name"
@@ -293,45 +273,45 @@ func claimOf(node *v1.Node, u string) string {
 
 // refused records the Events of node's claim refused for holder, and
 // counts the conflict once.
-func (c *claims) refused(node, holder *v1.Node, res *discovery.Result, u, state string) {
-	c.count(node, holder, "refused")
+func (in *Instances) refused(node, holder *v1.Node, res *discovery.Result, u, state string) {
+	in.count(node, holder, "refused")
 	msg := fmt.Sprintf("claims %s (BIOS UUID %s, by its %s), which Node %s holds (by its %s) and %s: this Node is not initialized while it does. "+
 		"If Node %s no longer runs in that VM (reinstalled under another name), this Node takes it once %s has been NotReady for %s "+
 		"and the VM's guest host name is this Node's; or delete Node %s",
 		res, u, claimOf(node, u), holder.Name, claimOf(holder, u), state, holder.Name, holder.Name, ReplacedNodeGrace, holder.Name)
-	c.events.RecordCause(node, v1.EventTypeWarning, nodes.ReasonNodeIdentityConflict, msg, msg)
+	in.events.RecordCause(node, v1.EventTypeWarning, nodes.ReasonNodeIdentityConflict, msg, msg)
 	msg = fmt.Sprintf("Node %s claims this Node's VM %s (by its %s): it is not initialized while this Node %s", node.Name, res, claimOf(node, u), state)
-	c.events.RecordCause(holder, v1.EventTypeWarning, nodes.ReasonNodeIdentityConflict, msg, msg)
+	in.events.RecordCause(holder, v1.EventTypeWarning, nodes.ReasonNodeIdentityConflict, msg, msg)
 }
 
 // replaced records the Events of node taking the VM of holder, and counts
 // it once.
-func (c *claims) replaced(node, holder *v1.Node, res *discovery.Result, u string) {
-	c.count(node, holder, "replaced")
+func (in *Instances) replaced(node, holder *v1.Node, res *discovery.Result, u string) {
+	in.count(node, holder, "replaced")
 	_, since := readiness(holder)
 	at := since.UTC().Format(time.RFC3339)
 	msg := fmt.Sprintf("initialized as %s (BIOS UUID %s), replacing Node %s, which held it (by its %s): %s has been NotReady since %s and the VM's guest host name %q is this Node's",
 		res, u, holder.Name, claimOf(holder, u), holder.Name, at, res.VM.GuestHostName)
-	c.events.RecordCause(node, v1.EventTypeNormal, ReasonNodeReplaced, msg, msg)
+	in.events.RecordCause(node, v1.EventTypeNormal, ReasonNodeReplaced, msg, msg)
 	msg = fmt.Sprintf("replaced by Node %s: this Node's VM %s now calls itself %q (VMware Tools), and this Node has been NotReady since %s. "+
 		"It is kept, as its VM exists: delete it (kubectl delete node %s) when it is no longer wanted",
 		node.Name, res, res.VM.GuestHostName, at, holder.Name)
-	c.events.RecordCause(holder, v1.EventTypeWarning, ReasonNodeReplaced, msg, msg)
+	in.events.RecordCause(holder, v1.EventTypeWarning, ReasonNodeReplaced, msg, msg)
 }
 
 // count counts the conflict of node and holder with its outcome, once.
-func (c *claims) count(node, holder *v1.Node, outcome string) {
+func (in *Instances) count(node, holder *v1.Node, outcome string) {
 	k := conflictKey{claimant: node.Name, claimantUID: node.UID, holder: holder.Name, holderUID: holder.UID, outcome: outcome}
-	c.mu.Lock()
-	first := !c.counted[k]
+	in.mu.Lock()
+	first := !in.counted[k]
 	if first {
-		if len(c.counted) >= maxCounted {
-			c.counted = map[conflictKey]bool{}
+		if len(in.counted) >= maxCounted {
+			in.counted = map[conflictKey]bool{}
 		}
-		c.counted[k] = true
+		in.counted[k] = true
 	}
-	c.mu.Unlock()
+	in.mu.Unlock()
 	if first {
-		c.metrics.CountIdentityConflict(outcome)
+		in.nodes.CountIdentityConflict(outcome)
 	}
 }

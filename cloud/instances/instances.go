@@ -18,6 +18,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -58,12 +60,19 @@ type Instances struct {
 	nodeLabels       map[string]string
 	skipNodeDeletion bool
 	// nodes is the Node owner: told where a lookup found a Node's VM
-	// (Located); it knows the unmanaged Nodes and keeps why
-	// InstanceMetadata failed (nodes' unmanaged.go, reports.go).
+	// (Located); it knows the unmanaged Nodes, keeps why InstanceMetadata
+	// failed (nodes' unmanaged.go, reports.go) and counts identity
+	// conflicts.
 	nodes *nodes.Owner
-	// claims refuse a Node the identity of a VM another Node holds
-	// (claims.go).
-	claims *claims
+
+	// The claims on VMs (claims.go). view is the Node informer, once the
+	// nodes owner watches Nodes (Watch); nil without one (diagnose, or no
+	// cluster): then no Node is known to hold anything, and no claim is
+	// refused. counted are the conflicts the metric counted, once each
+	// however often the controller retries; a Node deleted is forgotten.
+	view    atomic.Pointer[nodes.Watch]
+	mu      sync.Mutex
+	counted map[conflictKey]bool
 }
 
 // Options are what Instances is built with: what package cloud gives it.
@@ -72,10 +81,8 @@ type Options struct {
 	// now, read once per answer.
 	Discovery *discovery.Discoverer
 	Config    func() *config.Config
-	// Nodes is the Node owner; Metrics its metrics, where identity
-	// conflicts are counted.
-	Nodes   *nodes.Owner
-	Metrics *nodes.Metrics
+	// Nodes is the Node owner.
+	Nodes *nodes.Owner
 	// NodeLabels are CPI's --node-labels; SkipNodeDeletion its
 	// SKIP_NODE_DELETION switch (cloud.Options).
 	NodeLabels       map[string]string
@@ -86,26 +93,16 @@ type Options struct {
 // the claims the Node owner's informer).
 func New(events *events.Log, o Options) *Instances {
 	return &Instances{discovery: o.Discovery, config: o.Config, events: events, nodeLabels: o.NodeLabels,
-		skipNodeDeletion: o.SkipNodeDeletion, nodes: o.Nodes,
-		claims: newClaims(events, o.Metrics, o.Nodes)}
-}
-
-// Watch has the claims read w, the Node owner's informer (claims.watch).
-func (in *Instances) Watch(w nodes.Watch) { in.claims.watch(w) }
-
-// CheckClaim refuses node the VM res found when another Node holds it
-// (claims.check): for the serving-certificate approver (cloud.Guest).
-func (in *Instances) CheckClaim(ctx context.Context, node *v1.Node, res *discovery.Result) error {
-	return in.claims.check(ctx, node, res)
+		skipNodeDeletion: o.SkipNodeDeletion, nodes: o.Nodes, counted: map[conflictKey]bool{}}
 }
 
 // CountedConflicts is how many identity conflicts the claims check
 // remembers having counted. Exported for package cloud's tests only (that
 // deleted Nodes are forgotten); nothing else reads it.
 func (in *Instances) CountedConflicts() int {
-	in.claims.mu.Lock()
-	defer in.claims.mu.Unlock()
-	return len(in.claims.counted)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.counted)
 }
 
 // Locate finds node's VM exactly as InstanceMetadata, InstanceExists and
@@ -201,10 +198,10 @@ func (in *Instances) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 		in.recordLookupError(node, err)
 		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	if res == nil && v.Undecided() {
+	if undecided := v.UndecidedError(); res == nil && undecided != nil {
 		// Its operator may have opted it out before this version: absence
 		// would delete it. Its UnmanagedLabelUndecided Event says so.
-		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, v.UndecidedError())
+		return false, fmt.Errorf("%s: node %s: %w", op, node.Name, undecided)
 	}
 	return res != nil, nil
 }
@@ -253,7 +250,7 @@ func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	// identity goes to a Node, no other Node may hold it. An initialized
 	// Node has it already.
 	if nodes.Uninitialized(node) {
-		if err := in.claims.check(ctx, node, res); err != nil {
+		if err := in.CheckClaim(ctx, node, res); err != nil {
 			return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 		}
 	}
@@ -263,7 +260,7 @@ func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 			families = vc.IPFamily
 		}
 	}
-	addrs, err := metadata.SelectForNodeIPs(vm, families, cfg.Nodes, nodeIPs)
+	addrs, err := metadata.SelectAddresses(vm, families, cfg.Nodes, nodeIPs)
 	if err != nil {
 		reason := nodes.ReasonNoNodeAddress
 		if errors.As(err, new(*metadata.NodeIPError)) {
@@ -292,9 +289,21 @@ func (in *Instances) InstanceMetadata(ctx context.Context, node *v1.Node) (_ *cl
 	if err != nil {
 		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
 	}
-	// nodes.tagLabels: the Node writer keeps them current (drift.go).
-	if err := in.tagLabels(ctx, res, cfg.TagLabels, meta.AdditionalLabels); err != nil {
-		return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+	// The labels nodes.tagLabels asks for (by key), but for a category the
+	// VM has no tag of; the Node writer keeps them current (drift.go). Each
+	// category is walked on its own, as CPI walks zone and region together:
+	// the first of the VM's ancestries (its host's, its resource pool's, its
+	// own) holding a tag of it, nearest first. Read together with the zone,
+	// a category the VM has no tag of would make the walk pass over the
+	// ancestry the zone is on. From the tag cache: no request per Node.
+	for _, t := range cfg.TagLabels {
+		tags, err := in.discovery.Tags(ctx, res, []string{t.Category})
+		if err != nil {
+			return nil, fmt.Errorf("%s: node %s: %w", op, node.Name, err)
+		}
+		if v := metadata.LabelValue(tags[t.Category]); v != "" {
+			meta.AdditionalLabels[t.Key] = v
+		}
 	}
 	in.nodes.Located(node, location)
 	return meta, nil

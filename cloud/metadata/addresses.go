@@ -51,37 +51,87 @@ func (l *addressList) add(t v1.NodeAddressType, c *candidate) {
 	}
 }
 
-// SelectAddresses selects a VM's addresses as CPI's DiscoverNode does. The guest host name comes first; then,
+// SelectAddresses selects a VM's addresses as CPI's DiscoverNode does, but
+// for the kubelet's node IPs (ProvidedNodeIPs; none: CPI's answer, byte for
+// byte), which nodeip.go explains. The guest host name comes first; then,
 // for each IP family in order, an InternalIP and an ExternalIP, each chosen
 // among the family's IPs outside its own exclude list: by subnet (in the
 // order of the list), else by VM network name; if neither finds either
 // address, the first IP outside each exclude list. IPs statically
 // configured in the cloud-init metadata (guestinfo.metadata, decoded as
-// guestinfo.metadata.encoding says) are tried first. The checks before any selection, and
-// their order, are CPI's: each is an error.
-func SelectAddresses(vm *backends.VM, families []string, rules config.AddressRules) ([]v1.NodeAddress, error) {
-	if err := guestReported(vm); err != nil {
-		return nil, err
+// guestinfo.metadata.encoding says) are tried first. The checks before any
+// selection, and their order, are CPI's: each is an error.
+func SelectAddresses(vm *backends.VM, families []string, rules config.AddressRules,
+	nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
+	if vm.GuestHostName == "" {
+		return nil, fmt.Errorf("vm %q: %w: VMware Tools not running, or no host name yet",
+			vm.Name, ErrGuestHostNameEmpty)
 	}
-	nics := deviceNICs(vm.NICs)
-	if offNamedNetworks(nics, rules) {
-		return nil, errOffNamedNetworks(vm, rules)
+	// Counted before NICs without a device are dropped, as CPI does.
+	if len(vm.NICs) == 0 {
+		return nil, fmt.Errorf("vm %q: %w: VMware Tools reports no network adapter", vm.Name, ErrGuestNICsEmpty)
 	}
+	// CPI chooses among the NICs backed by a virtual device: -1 is none
+	// (docker0, a VPN…).
+	nics := slices.DeleteFunc(slices.Clone(vm.NICs), func(n backends.NIC) bool { return n.DeviceConfigID == -1 })
+	// CPI's check that a VM is on the VM networks named for its addresses:
+	// only when both names are set, and even if subnets would match.
+	in, ex := rules.InternalNetworkName, rules.ExternalNetworkName
+	offNetworks := in != "" && ex != "" && !onNetwork(nics, in) && !onNetwork(nics, ex)
 	cands := usableIPs(nics)
-	if len(cands) == 0 {
-		return nil, errNoUsableIP(vm)
+	// cpiFails is why CPI's selection finds no address at all, if it does not.
+	cpiFails := func() error {
+		if offNetworks {
+			return fmt.Errorf("vm %q: %w: no network adapter on VM network %q or %q", vm.Name, ErrNoSuitableIP, in, ex)
+		}
+		if len(cands) == 0 {
+			return fmt.Errorf("vm %q: %w after filtering out localhost IPs", vm.Name, ErrNoSuitableIP)
+		}
+		return nil
+	}
+	// Without node IPs these come before the metadata is read, as in CPI.
+	if err := cpiFails(); err != nil && len(nodeIPs) == 0 {
+		return nil, err
 	}
 	static, err := StaticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
 	}
+	pins, err := reportedNodeIPs(vm, static, nodeIPs)
+	if err != nil {
+		return nil, err
+	}
 	preferStatic(cands, static)
+	answered := slices.Clone(families)
+	for _, ip := range nodeIPs {
+		if f := ipFamily(ip); !slices.Contains(answered, f) {
+			answered = append(answered, f)
+		}
+	}
 
 	out := addressList{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
-	for _, fam := range families {
-		internal, external, n := pickAddresses(cands, fam, rules)
-		if internal == nil && external == nil {
-			return nil, errNoFamilyIP(vm, fam, n)
+	for _, fam := range answered {
+		pin := pins[fam]
+		var internal, external *candidate
+		switch {
+		case !slices.Contains(families, fam): // only the node IP
+		case offNetworks || len(cands) == 0:
+			if pin == nil {
+				return nil, cpiFails()
+			}
+		default:
+			var n int
+			internal, external, n = pickAddresses(cands, fam, rules)
+			if internal == nil && external == nil && pin == nil {
+				why := fmt.Sprintf("no usable %s address on its network adapters", fam)
+				if n > 0 {
+					why = fmt.Sprintf("each %s address is excluded both as internal and as external", fam)
+				}
+				return nil, fmt.Errorf("vm %q: %w with IP family %s: %s", vm.Name, ErrNoSuitableIP, fam, why)
+			}
+		}
+		if pin != nil {
+			internal = pin
 		}
 		if internal != nil {
 			out.add(v1.NodeInternalIP, internal)
@@ -91,53 +141,6 @@ func SelectAddresses(vm *backends.VM, families []string, rules config.AddressRul
 		}
 	}
 	return out, nil
-}
-
-// guestReported is CPI's first two checks: VMware Tools reports a host
-// name and at least one network adapter.
-func guestReported(vm *backends.VM) error {
-	if vm.GuestHostName == "" {
-		return fmt.Errorf("vm %q: %w: VMware Tools not running, or no host name yet", vm.Name, ErrGuestHostNameEmpty)
-	}
-	// Counted before NICs without a device are dropped, as CPI does.
-	if len(vm.NICs) == 0 {
-		return fmt.Errorf("vm %q: %w: VMware Tools reports no network adapter", vm.Name, ErrGuestNICsEmpty)
-	}
-	return nil
-}
-
-// deviceNICs are the NICs CPI chooses among: those backed by a virtual
-// device.
-func deviceNICs(all []backends.NIC) []backends.NIC {
-	// -1: not a virtual device (docker0, a VPN…)
-	return slices.DeleteFunc(slices.Clone(all), func(n backends.NIC) bool { return n.DeviceConfigID == -1 })
-}
-
-// offNamedNetworks is CPI's check that a VM is on the VM networks named
-// for its addresses: only when both names are set, and even if subnets
-// would match.
-func offNamedNetworks(nics []backends.NIC, rules config.AddressRules) bool {
-	in, ex := rules.InternalNetworkName, rules.ExternalNetworkName
-	return in != "" && ex != "" && !onNetwork(nics, in) && !onNetwork(nics, ex)
-}
-
-// The errors of CPI's selection, in CPI's words: shared by SelectAddresses
-// and SelectForNodeIPs, so that both fail alike where both fail.
-func errOffNamedNetworks(vm *backends.VM, rules config.AddressRules) error {
-	return fmt.Errorf("vm %q: %w: no network adapter on VM network %q or %q", vm.Name, ErrNoSuitableIP, rules.InternalNetworkName, rules.ExternalNetworkName)
-}
-
-func errNoUsableIP(vm *backends.VM) error {
-	return fmt.Errorf("vm %q: %w after filtering out localhost IPs", vm.Name, ErrNoSuitableIP)
-}
-
-// errNoFamilyIP: no address of family fam; n counts the family's IPs.
-func errNoFamilyIP(vm *backends.VM, fam string, n int) error {
-	why := fmt.Sprintf("no usable %s address on its network adapters", fam)
-	if n > 0 {
-		why = fmt.Sprintf("each %s address is excluded both as internal and as external", fam)
-	}
-	return fmt.Errorf("vm %q: %w with IP family %s: %s", vm.Name, ErrNoSuitableIP, fam, why)
 }
 
 // usableIPs lists the NICs' IPs in order, without unparsable, unspecified,

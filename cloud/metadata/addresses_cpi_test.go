@@ -732,7 +732,7 @@ func TestNodeAddressesCPIDiscoverNodeIPs(t *testing.T) {
 			if tc.guestinfo != "" {
 				metadata, encoding = base64.StdEncoding.EncodeToString([]byte(tc.guestinfo)), "base64"
 			}
-			got, err := SelectAddresses(withMetadata(vm, metadata, encoding), families, rules)
+			got, err := SelectAddresses(withMetadata(vm, metadata, encoding), families, rules, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one containing %q (addresses %v)", err, tc.wantErr, got)
@@ -760,7 +760,7 @@ func TestNodeAddressesCPIMultiIF(t *testing.T) {
 		cpiNIC("test_k8s_tenant_c123", "fe80::250:56ff:fe89:d2c7"),
 		cpiNIC("test_k8s_tenant_c123", "10.10.108.12", "10.10.108.10", "fe80::250:56ff:fe89:d2c7"),
 	}}
-	got, err := SelectAddresses(vm, []string{config.IPv4}, config.AddressRules{})
+	got, err := SelectAddresses(vm, []string{config.IPv4}, config.AddressRules{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +837,8 @@ func TestNodeAddressesCPIErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := SelectAddresses(withMetadata(&tt.vm, tt.metadata, "base64"), []string{config.IPv4}, tt.rules)
+			vm := withMetadata(&tt.vm, tt.metadata, "base64")
+			got, err := SelectAddresses(vm, []string{config.IPv4}, tt.rules, nil)
 			if err == nil {
 				t.Fatalf("addresses %v, want an error", got)
 			}
@@ -1049,7 +1050,7 @@ func TestNodeAddressesPreferStatic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := SelectAddresses(withMetadata(vm, metadata, "base64"), tt.families, tt.rules)
+			got, err := SelectAddresses(withMetadata(vm, metadata, "base64"), tt.families, tt.rules, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -295,7 +295,7 @@ func TestNodeAddresses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metadata.SelectAddresses(tt.vm, tt.families, tt.rules)
+			got, err := metadata.SelectAddresses(tt.vm, tt.families, tt.rules, nil)
 			if err != nil {
 				t.Fatalf("NodeAddresses: %v", err)
 			}
@@ -309,7 +309,7 @@ func TestNodeAddresses(t *testing.T) {
 func TestNodeAddressesHostnameFirst(t *testing.T) {
 	vm := addrVM(vnic("VM Network", "10.0.0.5"))
 	vm.GuestHostName = "guest-name"
-	got, err := metadata.SelectAddresses(vm, ipv4Only, config.AddressRules{})
+	got, err := metadata.SelectAddresses(vm, ipv4Only, config.AddressRules{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestNodeAddressesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metadata.SelectAddresses(tt.vm, tt.families, tt.rules)
+			got, err := metadata.SelectAddresses(tt.vm, tt.families, tt.rules, nil)
 			if err == nil {
 				t.Fatalf("NodeAddresses = %v, want an error", got)
 			}

@@ -11,6 +11,37 @@ package metadata
 // never joins. Here each IP of the annotation that the VM reports becomes
 // the InternalIP of its family; an IP it does not report is an error
 // naming it and the VM's IPs, and an Event on the Node says so.
+//
+// In SelectAddresses, each node IP the VM reports is the InternalIP of its
+// family, whatever CPI's rules (subnets, VM network names, exclude lists)
+// would choose; a family without a node IP keeps CPI's choice, and so does
+// every ExternalIP. The decisions, and why:
+//   - "The VM reports it": on any network adapter, those without a virtual
+//     device (DeviceConfigId -1: a bridge, bond or VLAN over the vNIC, a
+//     VPN, docker0) included, or among the static addresses of
+//     guestinfo.metadata. CPI skips those adapters because it guesses and
+//     must not guess docker0; here nothing is guessed: the kubelet was
+//     told the IP and checked that it is on one of the guest's interfaces,
+//     and a bridge over the vNIC is where the node's IP is on many hosts.
+//   - The text put on the Node is the VM's (VMware Tools'; the metadata's
+//     canonical form when only the metadata has it), as for every other
+//     address, so an address does not change text when --node-ip is set
+//     or unset; the IPs are compared parsed (and IPv4-mapped IPv6
+//     unmapped), as the library compares them (net.IP.Equal).
+//   - A node IP of a family not in the vCenter's ipFamily is still
+//     returned, as the only address of its family: the library requires
+//     it, and the kubelet's flag is the per-node word on its address;
+//     nothing else of that family is.
+//   - Where CPI's selection finds no address for the node IP's family
+//     (ErrNoSuitableIP: every IP excluded, the VM off the named VM
+//     networks, every IP on adapters without a device), the node IP is
+//     still the family's InternalIP, without an ExternalIP. A family
+//     without a node IP fails as in CPI, and so do CPI's checks of the
+//     guest (no host name, no adapter) and an unreadable
+//     guestinfo.metadata: they are not about the node IP.
+//   - A node IP the VM does not report is a *NodeIPError naming it and the
+//     VM's IPs: a list without it would be refused by the library, with
+//     nothing but its log to say why.
 
 import (
 	"cmp"
@@ -105,101 +136,6 @@ func ipFamily(a netip.Addr) string {
 		return config.IPv4
 	}
 	return config.IPv6
-}
-
-// SelectForNodeIPs is SelectAddresses honouring the kubelet's node IPs
-// (ProvidedNodeIPs); without any it is SelectAddresses, byte for byte.
-//
-// Each node IP the VM reports is the InternalIP of its family, whatever
-// CPI's rules (subnets, VM network names, exclude lists) would choose; a
-// family without a node IP keeps CPI's choice, and so does every
-// ExternalIP. The decisions, and why:
-//   - "The VM reports it": on any network adapter, those without a virtual
-//     device (DeviceConfigId -1: a bridge, bond or VLAN over the vNIC, a
-//     VPN, docker0) included, or among the static addresses of
-//     guestinfo.metadata. CPI skips those adapters because it guesses and
-//     must not guess docker0; here nothing is guessed: the kubelet was
-//     told the IP and checked that it is on one of the guest's interfaces,
-//     and a bridge over the vNIC is where the node's IP is on many hosts.
-//   - The text put on the Node is the VM's (VMware Tools'; the metadata's
-//     canonical form when only the metadata has it), as for every other
-//     address, so an address does not change text when --node-ip is set
-//     or unset; the IPs are compared parsed (and IPv4-mapped IPv6
-//     unmapped), as the library compares them (net.IP.Equal).
-//   - A node IP of a family not in the vCenter's ipFamily is still
-//     returned, as the only address of its family: the library requires
-//     it, and the kubelet's flag is the per-node word on its address;
-//     nothing else of that family is.
-//   - Where CPI's selection finds no address for the node IP's family
-//     (ErrNoSuitableIP: every IP excluded, the VM off the named VM
-//     networks, every IP on adapters without a device), the node IP is
-//     still the family's InternalIP, without an ExternalIP. A family
-//     without a node IP fails as in CPI, and so do CPI's checks of the
-//     guest (no host name, no adapter) and an unreadable
-//     guestinfo.metadata: they are not about the node IP.
-//   - A node IP the VM does not report is a *NodeIPError naming it and the
-//     VM's IPs: a list without it would be refused by the library, with
-//     nothing but its log to say why.
-func SelectForNodeIPs(vm *backends.VM, families []string, rules config.AddressRules,
-	nodeIPs []netip.Addr) ([]v1.NodeAddress, error) {
-	if len(nodeIPs) == 0 {
-		return SelectAddresses(vm, families, rules)
-	}
-	if err := guestReported(vm); err != nil {
-		return nil, err
-	}
-	static, err := StaticAddresses(vm.GuestInfoMetadata, vm.GuestInfoMetadataEncoding)
-	if err != nil {
-		return nil, fmt.Errorf("vm %q: %w: %w", vm.Name, ErrGuestInfoMetadata, err)
-	}
-	pins, err := reportedNodeIPs(vm, static, nodeIPs)
-	if err != nil {
-		return nil, err
-	}
-
-	nics := deviceNICs(vm.NICs)
-	offNetworks := offNamedNetworks(nics, rules)
-	cands := usableIPs(nics)
-	preferStatic(cands, static)
-	answered := slices.Clone(families)
-	for _, ip := range nodeIPs {
-		if f := ipFamily(ip); !slices.Contains(answered, f) {
-			answered = append(answered, f)
-		}
-	}
-
-	out := addressList{{Type: v1.NodeHostName, Address: vm.GuestHostName}}
-	for _, fam := range answered {
-		pin := pins[fam]
-		var internal, external *candidate
-		switch {
-		case !slices.Contains(families, fam): // only the node IP
-		case offNetworks:
-			if pin == nil {
-				return nil, errOffNamedNetworks(vm, rules)
-			}
-		case len(cands) == 0:
-			if pin == nil {
-				return nil, errNoUsableIP(vm)
-			}
-		default:
-			var n int
-			internal, external, n = pickAddresses(cands, fam, rules)
-			if internal == nil && external == nil && pin == nil {
-				return nil, errNoFamilyIP(vm, fam, n)
-			}
-		}
-		if pin != nil {
-			internal = pin
-		}
-		if internal != nil {
-			out.add(v1.NodeInternalIP, internal)
-		}
-		if external != nil {
-			out.add(v1.NodeExternalIP, external)
-		}
-	}
-	return out, nil
 }
 
 // reportedNodeIPs finds each node IP among the IPs vm reports, by family:

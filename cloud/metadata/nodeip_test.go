@@ -188,7 +188,7 @@ func (c nodeIPCase) run(t *testing.T) ([]v1.NodeAddress, error) {
 	if err != nil {
 		t.Fatalf("annotation %q: %v", c.annotation, err)
 	}
-	return SelectForNodeIPs(withMetadata(vm, md, enc), c.families, c.rules, ips)
+	return SelectAddresses(withMetadata(vm, md, enc), c.families, c.rules, ips)
 }
 
 // Each node IP the VM reports is the InternalIP of its family, and the
@@ -268,11 +268,17 @@ func TestSelectForNodeIPsWithoutAnnotationIsCPIs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		vm = withMetadata(vm, md, enc)
-		got, gotErr := SelectForNodeIPs(vm, families, rules, ips)
-		want, wantErr := SelectAddresses(vm, families, rules)
-		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-			t.Errorf("%s: got %v, %v; CPI's %v, %v", c.name, got, gotErr, want, wantErr)
+		if len(ips) != 0 {
+			t.Fatalf("no annotation: node IPs %v", ips)
+		}
+		got, gotErr := SelectAddresses(withMetadata(vm, md, enc), families, rules, ips)
+		want := append([]v1.NodeAddress{{Type: v1.NodeHostName, Address: cpiHost}}, c.want...)
+		if c.wantErr != "" {
+			want = nil
+		}
+		wrongErr := gotErr != nil && !strings.Contains(gotErr.Error(), c.wantErr)
+		if !reflect.DeepEqual(got, want) || (gotErr == nil) != (c.wantErr == "") || wrongErr {
+			t.Errorf("%s: got %v, %v; CPI's %v, %q", c.name, got, gotErr, want, c.wantErr)
 		}
 	}
 }
@@ -291,12 +297,12 @@ func TestEveryReportedIPJoinsOnCPICases(t *testing.T) {
 			md, enc = b64(c.guestinfo), "base64"
 		}
 		vm = withMetadata(vm, md, enc)
-		_, cpiErr := SelectAddresses(vm, families, rules)
+		_, cpiErr := SelectAddresses(vm, families, rules, nil)
 		for _, cand := range usableIPs(c.nics) {
 			if cand.ip.IsMulticast() {
 				continue // kept by CPI's filter, refused by the kubelet
 			}
-			got, err := SelectForNodeIPs(vm, families, rules, []netip.Addr{cand.ip})
+			got, err := SelectAddresses(vm, families, rules, []netip.Addr{cand.ip})
 			if err != nil {
 				if cpiErr == nil {
 					t.Errorf("%s, --node-ip=%s: %v; CPI answers", c.name, cand.raw, err)

@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
@@ -63,23 +64,18 @@ func (r *nodeReport) carry(prev *nodeReport, kind string) {
 	}
 }
 
-// passSettings are the config's settings a pass applies, read once.
-type passSettings struct {
-	cfg *config.Config
-	// categories: zone and region, when both are configured; else the
-	// region alone, when some vCenter's zones come from host groups.
-	categories []string
-}
-
-func settingsOf(cfg *config.Config) passSettings {
-	s := passSettings{cfg: cfg}
+// passCategories are the tag categories a pass places VMs with, read once
+// per pass: zone and region, when both are configured; else the region
+// alone, when some vCenter's zones come from host groups.
+func passCategories(cfg *config.Config) []string {
 	hostGroups := slices.ContainsFunc(cfg.VCenters, func(vc config.VCenter) bool { return vc.ZoneHostGroups != nil })
 	if cfg.Labels.Zone != "" && cfg.Labels.Region != "" {
-		s.categories = []string{cfg.Labels.Zone, cfg.Labels.Region}
-	} else if cfg.Labels.Region != "" && hostGroups {
-		s.categories = []string{cfg.Labels.Region}
+		return []string{cfg.Labels.Zone, cfg.Labels.Region}
 	}
-	return s
+	if cfg.Labels.Region != "" && hostGroups {
+		return []string{cfg.Labels.Region}
+	}
+	return nil
 }
 
 // followVMs is the pass, run by run every poll: every initialized Node
@@ -105,30 +101,27 @@ func (n *Owner) followVMs(ctx context.Context, client kubernetes.Interface, list
 	if len(list) == 0 {
 		return
 	}
-	s := settingsOf(cfg)
+	categories := passCategories(cfg)
 	start := time.Now()
 	for _, node := range list {
-		n.follow(ctx, client, s, node)
+		n.follow(ctx, client, cfg, categories, node)
 	}
 	n.setGauges()
 	klog.FromContext(ctx).V(4).Info("Nodes compared with their VMs", "full", full, "nodes", len(list), "took", time.Since(start))
 }
 
 // follow brings one Node's labels after its VM and reports what changed.
-func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passSettings, node *v1.Node) {
-	if Uninitialized(node) || n.Unmanaged(node) {
-		n.setReport(node.Name, nil)
-		return
-	}
+func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, cfg *config.Config, categories []string,
+	node *v1.Node) {
 	uuid, err := discovery.ParseProviderID(node.Spec.ProviderID)
-	if err != nil {
+	if Uninitialized(node) || n.Unmanaged(node) || err != nil {
 		n.setReport(node.Name, nil)
 		return
 	}
 	// Built per Node only when something is logged: the pass runs over
 	// every Node at every inventory change.
 	log := func() klog.Logger { return klog.FromContext(ctx).WithValues("node", node.Name) }
-	placed, ok := n.discovery.Placed(uuid, s.categories)
+	placed, ok := n.discovery.Placed(uuid, categories)
 	if !ok {
 		if v := klog.FromContext(ctx).V(5); v.Enabled() {
 			v.Info("The inventories cannot place the Node's VM alone; nothing concluded", "node", node.Name, "uuid", uuid)
@@ -176,7 +169,7 @@ func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passS
 
 	// The labels below the zone: ours, they follow too.
 	var placement []string
-	below := metadata.PlacementLabels(&placed.VM, s.cfg.PlacementLabels)
+	below := metadata.PlacementLabels(&placed.VM, cfg.PlacementLabels)
 	for _, k := range []string{metadata.LabelHost, metadata.LabelCluster, metadata.LabelResourcePool} {
 		if set(k, below[k]) {
 			placement = append(placement, labelChange(k, node.Labels[k], below[k]))
@@ -184,9 +177,9 @@ func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passS
 	}
 
 	// The labels from tag categories: ours to keep, they follow the tags
-	// (each category walked on its own, see instances.tagLabels).
+	// (each category walked on its own, see instances.InstanceMetadata).
 	var tagged []string
-	for _, t := range s.cfg.TagLabels {
+	for _, t := range cfg.TagLabels {
 		p, ok := n.discovery.Placed(uuid, []string{t.Category})
 		if !ok || !p.TagsKnown {
 			continue
@@ -199,9 +192,9 @@ func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passS
 	// Zone and region: reported; rewritten only when asked. Each from
 	// where the VM's vCenter reads it: the host groups, or the tags.
 	var reconciled []string
-	src := metadata.TopologyFor(s.cfg, placed.VCenter)
+	src := metadata.TopologyFor(cfg, placed.VCenter)
 	tags, tagsKnown := placed.Tags, placed.TagsKnown
-	if src.HostGroups != nil && src.Region != "" && len(s.categories) != 1 {
+	if src.HostGroups != nil && src.Region != "" && len(categories) != 1 {
 		// The region walked alone (the zone is no tag there), from memory:
 		// a second lookup only when the first walked zone and region.
 		tags, tagsKnown = nil, false
@@ -248,7 +241,7 @@ func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passS
 				continue
 			}
 			change := labelChange(t.kind, have, want)
-			if !s.cfg.ReconcileTopology {
+			if !cfg.ReconcileTopology {
 				next.drift[t.kind] = change
 				continue
 			}
@@ -340,9 +333,9 @@ func (n *Owner) follow(ctx context.Context, client kubernetes.Interface, s passS
 	if len(next.missing) > 0 && !slices.Equal(prev.missing, next.missing) {
 		var cats []string
 		for _, kind := range next.missing {
-			cat := s.cfg.Labels.Zone
+			cat := cfg.Labels.Zone
 			if kind == "region" {
-				cat = s.cfg.Labels.Region
+				cat = cfg.Labels.Region
 			}
 			cats = append(cats, fmt.Sprintf("%s (category %q)", kind, cat))
 		}
@@ -392,15 +385,16 @@ func (n *Owner) setGauges() {
 		}
 	}
 	n.mu.Unlock()
-	for kind, c := range drift {
-		n.metrics.drift.WithLabelValues(kind).Set(float64(c))
-	}
-	for kind, c := range missing {
-		n.metrics.tagMissing.WithLabelValues(kind).Set(float64(c))
-	}
+	setEach(n.metrics.drift, drift)
+	setEach(n.metrics.tagMissing, missing)
 	n.metrics.diskUUID.Set(float64(disk))
-	for reason, c := range groups {
-		n.metrics.hostGroupZone.WithLabelValues(reason).Set(float64(c))
+	setEach(n.metrics.hostGroupZone, groups)
+}
+
+// setEach sets g's gauge of each label value to its count.
+func setEach(g *metrics.GaugeVec, counts map[string]int) {
+	for value, c := range counts {
+		g.WithLabelValues(value).Set(float64(c))
 	}
 }
 

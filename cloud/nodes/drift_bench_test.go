@@ -110,10 +110,9 @@ func benchmarkFollowVMs(b *testing.B, variant followVariant) {
 		}
 	}
 	d := discovery.New(targets, discovery.Options{})
-	n := newNodes(&events.Log{}, time.Second, time.Hour, NewMetrics())
-	n.discovery, n.config = d, func() *config.Config { return cfg }
-	events := &events.Log{}
-	n.checks = newNodeChecks(events, NewMetrics(), &v1.ObjectReference{}, time.Hour, newUnmanagedNodes(events, nil))
+	n := New(&events.Log{}, Options{Discovery: d, Config: func() *config.Config { return cfg },
+		Poll: time.Second, Resync: time.Hour, UninitializedAfter: time.Hour, EventObject: &v1.ObjectReference{},
+		Metrics: NewMetrics()})
 	lister := corelisters.NewNodeLister(indexer)
 	client := fake.NewClientset()
 	ctx := b.Context()

@@ -81,8 +81,8 @@ func (m *Metrics) Collectors() []metrics.Registerable {
 
 // CountIdentityConflict counts a claim on a VM another Node holds, by
 // outcome (the claims of package instances, once each).
-func (m *Metrics) CountIdentityConflict(outcome string) {
-	m.identityConflicts.WithLabelValues(outcome).Inc()
+func (n *Owner) CountIdentityConflict(outcome string) {
+	n.metrics.identityConflicts.WithLabelValues(outcome).Inc()
 }
 
 // setNodes stores the tick's Node counts.

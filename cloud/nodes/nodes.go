@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -39,15 +40,40 @@ import (
 type Owner struct {
 	events    *events.Log
 	discovery *discovery.Discoverer // for its vCenters' health
-	poll      time.Duration         // Options.Poll
-	checks    *nodeChecks           // unmanaged.go, reports.go
 	// config is the config served now (fleet.config), read at each pass
-	// of followVMs (drift.go); resync is Options.Resync.
+	// of followVMs (drift.go).
 	config  func() *config.Config
 	metrics *Metrics
-	resync  time.Duration
+	// poll, resync, uninitializedAfter (reports.go) and eventObject are
+	// Options'.
+	poll, resync, uninitializedAfter time.Duration
+	eventObject                      *v1.ObjectReference
 	// wake tells run that relabel has work (coalesced).
 	wake chan struct{}
+
+	// Which Nodes are not ours (unmanaged.go): selector is
+	// Options.UnmanagedNodeSelector (nil: only LabelUnmanaged); cutoff the
+	// last known LegacyCutoff (SetCutoff), nil before any read.
+	selector labels.Selector
+	cutoff   atomic.Pointer[LegacyCutoff]
+	// announcedMu guards announced: what was announced of each Node, by
+	// name, as the legacy key's verdict: legacyNone for a Node unmanaged
+	// otherwise (its NodeUnmanaged Event), or with the legacy key alone
+	// honoured (NodeUnmanaged and UnmanagedLabelLegacy), ignored
+	// (UnmanagedLabelIgnored) or undecided (UnmanagedLabelUndecided). A
+	// Node that becomes managed again is forgotten, so a later return is
+	// announced again; one deleted is forgotten (gone), and past
+	// maxAnnounced all are.
+	announcedMu sync.Mutex
+	announced   map[string]legacyVerdict
+
+	// failuresMu guards what the periodic checks (reports.go) keep between
+	// ticks, which lookups write and the tick reads: failures are the
+	// Nodes' last InstanceMetadata failures, by name (a success forgets
+	// it); warned the reason of each Node's last NodeUninitialized Event.
+	failuresMu sync.Mutex
+	failures   map[string]lookupFailure
+	warned     map[string]string
 
 	// mu guards what lookups and discovery reported, for run to write.
 	mu sync.Mutex
@@ -72,12 +98,6 @@ type Owner struct {
 	lastFull    time.Time
 }
 
-func newNodes(events *events.Log, poll, resync time.Duration, m *Metrics) *Owner {
-	return &Owner{events: events, poll: poll, resync: resync, metrics: m, wake: make(chan struct{}, 1),
-		relabel: map[string]map[string]string{}, pendingDuplicates: map[string][]string{}, changed: map[string]bool{},
-		reports: map[string]*nodeReport{}}
-}
-
 // Options are what the owner is built with; cloud.New gives its
 // defaults.
 type Options struct {
@@ -99,15 +119,16 @@ type Options struct {
 
 // New builds the owner; it starts nothing (Watch, then Run).
 func New(events *events.Log, o Options) *Owner {
-	n := newNodes(events, o.Poll, o.Resync, o.Metrics)
-	n.checks = newNodeChecks(events, o.Metrics, o.EventObject, o.UninitializedAfter, newUnmanagedNodes(events, o.UnmanagedNodeSelector))
-	n.discovery, n.config = o.Discovery, o.Config
-	return n
+	if o.UnmanagedNodeSelector != nil && o.UnmanagedNodeSelector.Empty() {
+		// An empty selector matches every Node: surely not what was meant.
+		o.UnmanagedNodeSelector = nil
+	}
+	return &Owner{events: events, discovery: o.Discovery, config: o.Config, metrics: o.Metrics,
+		poll: o.Poll, resync: o.Resync, uninitializedAfter: o.UninitializedAfter, eventObject: o.EventObject,
+		wake: make(chan struct{}, 1), selector: o.UnmanagedNodeSelector, announced: map[string]legacyVerdict{},
+		failures: map[string]lookupFailure{}, warned: map[string]string{}, relabel: map[string]map[string]string{},
+		pendingDuplicates: map[string][]string{}, changed: map[string]bool{}, reports: map[string]*nodeReport{}}
 }
-
-// MetadataAnswered notes how InstanceMetadata ended for node: why it
-// failed (err's kind), or that it succeeded.
-func (n *Owner) MetadataAnswered(node *v1.Node, err error) { n.checks.metadataAnswered(node, err) }
 
 // Located is told where a lookup found node's VM: an initialized Node
 // whose labels say otherwise is labelled (labelNodes), as the cloud-node
@@ -140,6 +161,9 @@ func (n *Owner) seen(obj any) {
 
 // gone forgets a deleted Node.
 func (n *Owner) gone(node *v1.Node) {
+	n.announcedMu.Lock()
+	delete(n.announced, node.Name)
+	n.announcedMu.Unlock()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.relabel, node.Name)
@@ -295,8 +319,6 @@ func dropManagedFields(obj any) (any, error) {
 // (drift.go). The informer is started by its owner: until then the
 // lister is empty and followVMs waits for it to sync.
 func (n *Owner) Run(ctx context.Context, client kubernetes.Interface, w Watch) {
-	informer, lister := w.Informer, w.Lister
-
 	var vcenters vcenterTransitions
 	tick := time.NewTicker(n.poll)
 	defer tick.Stop()
@@ -305,19 +327,19 @@ func (n *Owner) Run(ctx context.Context, client kubernetes.Interface, w Watch) {
 		case <-ctx.Done():
 			return
 		case <-n.wake:
-			n.labelNodes(ctx, client, lister)
+			n.labelNodes(ctx, client, w.Lister)
 		case now := <-tick.C:
 			// One list for the tick: the informer's cache fails no list.
 			// Synced before the list, or the list may be partial, and
 			// followVMs would count it as its pass over every Node.
-			synced := informer.HasSynced()
-			all, _ := lister.List(labels.Everything())
+			synced := w.Informer.HasSynced()
+			all, _ := w.Lister.List(labels.Everything())
 			n.reportDuplicates(all)
 			changes := vcenters.next(n.discovery.Health())
 			n.requeueOnRecovery(ctx, client, all, changes)
-			n.checks.tick(all, changes, time.Now())
+			n.tick(all, changes, time.Now())
 			if synced {
-				n.followVMs(ctx, client, lister, all, now)
+				n.followVMs(ctx, client, w.Lister, all, now)
 			}
 		}
 	}

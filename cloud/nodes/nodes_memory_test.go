@@ -43,7 +43,7 @@ func BenchmarkNodesHeld(b *testing.B) {
 		}},
 		{"shared", func(client *fake.Clientset, stop chan struct{}) []cache.SharedIndexInformer {
 			shared := informers.NewSharedInformerFactory(client, 0)
-			w := newNodes(&events.Log{}, 0, 0, nil).Watch(shared)
+			w := New(&events.Log{}, Options{}).Watch(shared)
 			shared.Start(stop)
 			return []cache.SharedIndexInformer{w.Informer}
 		}},

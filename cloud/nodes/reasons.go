@@ -42,11 +42,10 @@ const (
 	// ReasonDiskUUIDDisabled: the VM lacks disk.EnableUUID=TRUE, which
 	// vSphere CSI needs; once per change. Warning.
 	ReasonDiskUUIDDisabled = "DiskUUIDDisabled"
+	// ReasonTagLabelsUpdated: the labels from tag categories
+	// (nodes.tagLabels) were rewritten as the VM's tags changed.
+	ReasonTagLabelsUpdated = "TagLabelsUpdated"
 )
-
-// ReasonTagLabelsUpdated is the Event of labels from tag categories
-// (nodes.tagLabels) rewritten as the VM's tags changed.
-const ReasonTagLabelsUpdated = "TagLabelsUpdated"
 
 // IdentityConflictError is a claim on a VM another Node holds:
 // InstanceMetadata fails with it, and the claimant keeps its

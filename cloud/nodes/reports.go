@@ -9,14 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/metadata"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
@@ -56,47 +54,24 @@ var uninitializedReasons = []string{
 // before its NodeUninitialized Event.
 const DefaultUninitializedAfter = 2 * time.Minute
 
-// nodeChecks holds what the periodic checks need between ticks: each
-// Node's last InstanceMetadata failure and the Events already recorded.
-// Lookups write it, the nodes owner's tick reads it.
-type nodeChecks struct {
-	events      *events.Log
-	metrics     *Metrics
-	eventObject *v1.ObjectReference
-	after       time.Duration // Options.UninitializedAfter
-	unmanaged   *unmanagedNodes
-
-	mu sync.Mutex
-	// failures are the Nodes' last InstanceMetadata failures, by name; a
-	// success forgets it.
-	failures map[string]lookupFailure
-	// warned is the reason of each Node's last NodeUninitialized Event.
-	warned map[string]string
-}
-
 type lookupFailure struct {
 	reason, message string
 }
 
-func newNodeChecks(events *events.Log, m *Metrics, eventObject *v1.ObjectReference, after time.Duration, unmanaged *unmanagedNodes) *nodeChecks {
-	return &nodeChecks{events: events, metrics: m, eventObject: eventObject, after: after, unmanaged: unmanaged,
-		failures: map[string]lookupFailure{}, warned: map[string]string{}}
-}
-
-// metadataAnswered notes how InstanceMetadata ended for node: why it
+// MetadataAnswered notes how InstanceMetadata ended for node: why it
 // failed (err's kind), or that it succeeded.
-func (c *nodeChecks) metadataAnswered(node *v1.Node, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (n *Owner) MetadataAnswered(node *v1.Node, err error) {
+	n.failuresMu.Lock()
+	defer n.failuresMu.Unlock()
 	if err == nil {
-		delete(c.failures, node.Name)
+		delete(n.failures, node.Name)
 		return
 	}
 	f := lookupFailure{reason: failureReason(err), message: err.Error()}
 	if f.reason == UninitializedNoVM {
 		f.message = "every vCenter that could hold its VM answered that it is not there: " + f.message
 	}
-	c.failures[node.Name] = f
+	n.failures[node.Name] = f
 }
 
 // failureReason is the reason value of an InstanceMetadata error: the Event
@@ -128,8 +103,8 @@ func failureReason(err error) string {
 // vCenters' changes since the last tick (Owner.Run, every poll): the
 // nodes gauges, NodeUninitialized Events, VCenterDown and VCenterUp
 // Events.
-func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time) {
-	c.reportVCenters(changes)
+func (n *Owner) tick(all []*v1.Node, changes []vcenterChange, now time.Time) {
+	n.reportVCenters(changes)
 	byReason := make(map[string]int, len(uninitializedReasons))
 	for _, r := range uninitializedReasons {
 		byReason[r] = 0
@@ -140,42 +115,42 @@ func (c *nodeChecks) tick(all []*v1.Node, changes []vcenterChange, now time.Time
 		reason, message string
 	}
 	var warnings []warning
-	c.mu.Lock()
+	n.failuresMu.Lock()
 	present := make(map[string]bool, len(all))
 	for _, node := range all {
 		present[node.Name] = true
-		if c.unmanaged.unmanaged(node) {
+		if n.Unmanaged(node) {
 			unmanaged++
 			continue
 		}
 		if !Uninitialized(node) {
-			delete(c.failures, node.Name)
-			delete(c.warned, node.Name)
+			delete(n.failures, node.Name)
+			delete(n.warned, node.Name)
 			continue
 		}
-		f, ok := c.failures[node.Name]
+		f, ok := n.failures[node.Name]
 		if !ok {
 			f = lookupFailure{reason: UninitializedPending, message: "no lookup of it has failed yet: the cloud-node controller has not asked, or is about to initialize it"}
 		}
 		byReason[f.reason]++
-		if now.Sub(node.CreationTimestamp.Time) >= c.after && c.warned[node.Name] != f.reason {
-			c.warned[node.Name] = f.reason
+		if now.Sub(node.CreationTimestamp.Time) >= n.uninitializedAfter && n.warned[node.Name] != f.reason {
+			n.warned[node.Name] = f.reason
 			warnings = append(warnings, warning{node, f.reason, f.message})
 		}
 	}
-	maps.DeleteFunc(c.failures, func(name string, _ lookupFailure) bool { return !present[name] })
-	maps.DeleteFunc(c.warned, func(name, _ string) bool { return !present[name] })
-	c.mu.Unlock()
-	c.metrics.setNodes(unmanaged, byReason)
+	maps.DeleteFunc(n.failures, func(name string, _ lookupFailure) bool { return !present[name] })
+	maps.DeleteFunc(n.warned, func(name, _ string) bool { return !present[name] })
+	n.failuresMu.Unlock()
+	n.metrics.setNodes(unmanaged, byReason)
 	for _, w := range warnings {
-		c.events.Record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
-			"still uninitialized after %s (%s): %s", c.after, w.reason, w.message))
+		n.events.Record(w.node, v1.EventTypeWarning, ReasonNodeUninitialized, fmt.Sprintf(
+			"still uninitialized after %s (%s): %s", n.uninitializedAfter, w.reason, w.message))
 	}
 }
 
 // reportVCenters records VCenterDown when a vCenter's connection goes down
 // and VCenterUp when it comes back, as the vcenter_up metric reads it.
-func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
+func (n *Owner) reportVCenters(changes []vcenterChange) {
 	for _, ch := range changes {
 		h := ch.health
 		switch {
@@ -184,9 +159,9 @@ func (c *nodeChecks) reportVCenters(changes []vcenterChange) {
 			if h.Reachability.Err != nil {
 				msg += ": " + h.Reachability.Err.Error()
 			}
-			c.events.Record(c.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
+			n.events.Record(n.eventObject, v1.EventTypeWarning, ReasonVCenterDown, msg)
 		case ch.up:
-			c.events.Record(c.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
+			n.events.Record(n.eventObject, v1.EventTypeNormal, ReasonVCenterUp, fmt.Sprintf("vcenter %s is back", h.Name))
 		}
 	}
 }

@@ -7,11 +7,8 @@ package nodes
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/events"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -85,50 +82,21 @@ const (
 	legacyUndecided                      // the cutoff unknown: managed, never deleted
 )
 
-// unmanagedNodes decides which Nodes are not this CCM's, and announces
-// each one once.
-type unmanagedNodes struct {
-	events   *events.Log
-	selector labels.Selector // nil: only LabelUnmanaged
-	// cutoff is the last known LegacyCutoff (setCutoff); nil before any
-	// read.
-	cutoff atomic.Pointer[LegacyCutoff]
-
-	mu sync.Mutex
-	// announced is what was announced of each Node, by name, as the
-	// legacy key's verdict: legacyNone for a Node unmanaged otherwise
-	// (its NodeUnmanaged Event), or with the legacy key alone honoured
-	// (NodeUnmanaged and UnmanagedLabelLegacy), ignored
-	// (UnmanagedLabelIgnored) or undecided (UnmanagedLabelUndecided). A
-	// Node that becomes managed again is forgotten, so a later return is
-	// announced again; one deleted is forgotten (Forget, by the claims of
-	// package instances, from the Node informer), and past maxAnnounced all
-	// are.
-	announced map[string]legacyVerdict
-}
-
-// maxAnnounced bounds announced without a Node informer to prune it (a
-// provider without a cluster): the cost of forgetting is one Event again.
+// maxAnnounced bounds Owner.announced without a Node informer to prune it
+// (a provider without a cluster): the cost of forgetting is one Event again.
 const maxAnnounced = 8192
 
-func newUnmanagedNodes(events *events.Log, selector labels.Selector) *unmanagedNodes {
-	if selector != nil && selector.Empty() {
-		// An empty selector matches every Node: surely not what was meant.
-		selector = nil
-	}
-	return &unmanagedNodes{events: events, selector: selector, announced: map[string]legacyVerdict{}}
-}
-
-// setCutoff makes c the cutoff the legacy key is judged by. A cutoff
-// known is never replaced by an unknown one: it is written once, and a
-// later read that fails does not make it less true.
-func (u *unmanagedNodes) setCutoff(c LegacyCutoff) {
+// SetCutoff makes c the cutoff the legacy key is judged by (the fleet
+// reads it from the state ConfigMap). A cutoff known is never replaced by
+// an unknown one: it is written once, and a later read that fails does
+// not make it less true.
+func (n *Owner) SetCutoff(c LegacyCutoff) {
 	if c.At.IsZero() {
-		if cur := u.cutoff.Load(); cur != nil && !cur.At.IsZero() {
+		if cur := n.cutoff.Load(); cur != nil && !cur.At.IsZero() {
 			return
 		}
 	}
-	u.cutoff.Store(&c)
+	n.cutoff.Store(&c)
 }
 
 // Verdict is what this CCM makes of a Node: why it is unmanaged ("" when
@@ -140,12 +108,14 @@ type Verdict struct {
 	cutoff LegacyCutoff
 }
 
-func (u *unmanagedNodes) judge(node *v1.Node) Verdict {
+// Judge is the verdict on node, for `diagnose` (Verdict.Why: why node is
+// not this CCM's, "" when it is); it records nothing.
+func (n *Owner) Judge(node *v1.Node) Verdict {
 	if node.Labels[LabelUnmanaged] == "true" {
 		return Verdict{Why: fmt.Sprintf("label %s=true", LabelUnmanaged)}
 	}
-	if u.selector != nil && u.selector.Matches(labels.Set(node.Labels)) {
-		return Verdict{Why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", u.selector.String())}
+	if n.selector != nil && n.selector.Matches(labels.Set(node.Labels)) {
+		return Verdict{Why: fmt.Sprintf("selector %q (--unmanaged-node-selector)", n.selector.String())}
 	}
 	// The legacy key alone (LabelUnmanaged is not "true"): a label its
 	// kubelet may have set, which counts only by the cutoff.
@@ -153,7 +123,7 @@ func (u *unmanagedNodes) judge(node *v1.Node) Verdict {
 		return Verdict{}
 	}
 	c := LegacyCutoff{Why: "the state ConfigMap has not been read yet", Pending: true}
-	if known := u.cutoff.Load(); known != nil {
+	if known := n.cutoff.Load(); known != nil {
 		c = *known
 	}
 	created := node.CreationTimestamp.Time
@@ -172,53 +142,53 @@ func (u *unmanagedNodes) judge(node *v1.Node) Verdict {
 	return Verdict{legacy: legacyIgnored, cutoff: c}
 }
 
-// unmanaged reports whether node is not this CCM's (a label change is
-// followed at the next ask).
-func (u *unmanagedNodes) unmanaged(node *v1.Node) bool { return u.judge(node).Why != "" }
+// Unmanaged reports whether node is not this CCM's: nothing looks it up,
+// writes it or reports on it (a label change is followed at the next ask).
+func (n *Owner) Unmanaged(node *v1.Node) bool { return n.Judge(node).Why != "" }
 
-// decide is judge's verdict on node, and records the Events of what was
-// found the first time it is found (see announced).
-func (u *unmanagedNodes) decide(node *v1.Node) Verdict {
-	v := u.judge(node)
+// Decide is Judge's verdict on node for a lookup (instances), and records
+// the Events of what was found the first time it is found (see announced).
+func (n *Owner) Decide(node *v1.Node) Verdict {
+	v := n.Judge(node)
 	if v.legacy == legacyUndecided && v.cutoff.Pending {
 		return v // announced once read, whatever it says
 	}
 	announce := v.Why != "" || v.legacy != legacyNone
-	u.mu.Lock()
-	was, known := u.announced[node.Name]
+	n.announcedMu.Lock()
+	was, known := n.announced[node.Name]
 	first := announce && (!known || was != v.legacy)
 	if !announce {
-		delete(u.announced, node.Name)
+		delete(n.announced, node.Name)
 	} else {
-		if !known && len(u.announced) >= maxAnnounced {
-			u.announced = map[string]legacyVerdict{}
+		if !known && len(n.announced) >= maxAnnounced {
+			n.announced = map[string]legacyVerdict{}
 		}
-		u.announced[node.Name] = v.legacy
+		n.announced[node.Name] = v.legacy
 	}
-	u.mu.Unlock()
+	n.announcedMu.Unlock()
 	if !first {
 		return v
 	}
 	setNew := fmt.Sprintf("kubectl label node %s %s=true", node.Name, LabelUnmanaged)
 	if v.Why != "" {
-		u.events.Record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
+		n.events.Record(node, v1.EventTypeNormal, ReasonNodeUnmanaged, fmt.Sprintf(
 			"unmanaged (%s): this CCM leaves it alone: no vCenter lookup, no write; it is reported present and running, never deleted. "+
 				"The cloud-node controller initializes it only with a providerID of its own (kubelet --provider-id)", v.Why))
 	}
 	switch v.legacy {
 	case legacyHonoured:
-		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
+		n.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelLegacy, fmt.Sprintf(
 			"label %s=true alone still opts this Node out: it was created before this version of the CCM first ran (%s), when that key was the opt-out. "+
 				"A kubelet can set that key (--node-labels), so on Nodes created since it is ignored. Set the key kubelets cannot set: %s",
 			LabelUnmanagedLegacy, v.cutoff.At.UTC().Format(time.RFC3339), setNew))
 	case legacyIgnored:
-		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
+		n.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelIgnored, fmt.Sprintf(
 			"label %s=true is ignored: a kubelet can set it (--node-labels), so alone it opts out only Nodes created before this version of the CCM first ran (%s), "+
 				"and this one was created %s; it is looked up as a VM and deleted once its VM is confirmed absent. To have this CCM leave it alone, set %s=true "+
 				"(kubelets cannot: the NodeRestriction admission plugin forbids them node-restriction.kubernetes.io/ labels): %s",
 			LabelUnmanagedLegacy, v.cutoff.At.UTC().Format(time.RFC3339), node.CreationTimestamp.UTC().Format(time.RFC3339), LabelUnmanaged, setNew))
 	case legacyUndecided:
-		u.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
+		n.events.Record(node, v1.EventTypeWarning, ReasonUnmanagedLabelUndecided, fmt.Sprintf(
 			"label %s=true alone opts out only Nodes created before this version of the CCM first ran, and that cannot be told now (%s): "+
 				"until it is, this Node is looked up as a VM, but never reported deleted (InstanceExists answers an error instead of absence). "+
 				"To have this CCM leave it alone, set the key kubelets cannot set: %s",
@@ -227,52 +197,24 @@ func (u *unmanagedNodes) decide(node *v1.Node) Verdict {
 	return v
 }
 
-// UndecidedError is InstanceExists's answer for an undecided Node whose VM
-// is absent: absence would delete a Node its operator may have opted out.
+// UndecidedError is InstanceExists's answer for a Node whose VM is absent
+// when v is the legacy key alone while the cutoff is not known: absence
+// would delete a Node its operator may have opted out. nil for any other
+// verdict.
 func (v Verdict) UndecidedError() error {
+	if v.legacy != legacyUndecided {
+		return nil
+	}
 	return fmt.Errorf("its VM was not found, but it carries %s=true alone, which opts out a Node created before this version of the CCM first ran, "+
 		"and that cannot be told now (%s): not reporting it deleted (set %s=true to have it left alone)",
 		LabelUnmanagedLegacy, v.cutoff.Why, LabelUnmanaged)
 }
 
-// forget drops what was announced of a Node deleted.
-func (u *unmanagedNodes) forget(name string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	delete(u.announced, name)
-}
-
-// Unmanaged reports whether node is not this CCM's: nothing looks it up,
-// writes it or reports on it.
-func (n *Owner) Unmanaged(node *v1.Node) bool { return n.checks.unmanaged.unmanaged(node) }
-
-// Judge is the verdict on node, for `diagnose` (Verdict.Why: why node is
-// not this CCM's, "" when it is); it records nothing.
-func (n *Owner) Judge(node *v1.Node) Verdict { return n.checks.unmanaged.judge(node) }
-
-// Decide is the verdict on node for a lookup (instances): it records the
-// Events of what was found the first time it is found.
-func (n *Owner) Decide(node *v1.Node) Verdict { return n.checks.unmanaged.decide(node) }
-
-// Undecided reports whether v is the legacy key alone while the cutoff is
-// not known: the Node is looked up, but never reported deleted
-// (UndecidedError).
-func (v Verdict) Undecided() bool { return v.legacy == legacyUndecided }
-
-// SetCutoff makes c the cutoff the legacy key is judged by (the fleet
-// reads it from the state ConfigMap).
-func (n *Owner) SetCutoff(c LegacyCutoff) { n.checks.unmanaged.setCutoff(c) }
-
-// Forget drops what was announced of a Node deleted (the claims' Node
-// informer handler).
-func (n *Owner) Forget(name string) { n.checks.unmanaged.forget(name) }
-
 // AnnouncedUnmanaged is how many Nodes the unmanaged check remembers
 // having announced. Exported for package cloud's tests only (that
 // deleted Nodes are forgotten); nothing else reads it.
 func (n *Owner) AnnouncedUnmanaged() int {
-	u := n.checks.unmanaged
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.announced)
+	n.announcedMu.Lock()
+	defer n.announcedMu.Unlock()
+	return len(n.announced)
 }
