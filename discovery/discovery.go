@@ -289,13 +289,8 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 	q.AllowCached = true
 	answers := d.ask(ctx, s, vcs, q, !l.strict)
 	if !slices.ContainsFunc(answers, func(a answer) bool { return a.err != nil || len(a.vms) > 0 }) {
-		var again []*vcenter.Member
-		for _, v := range vcs {
-			if v.Backend.State().Inventoried {
-				again = append(again, v)
-			}
-		}
-		if len(again) > 0 {
+		notInventoried := func(v *vcenter.Member) bool { return !v.Backend.State().Inventoried }
+		if again := slices.DeleteFunc(slices.Clone(vcs), notInventoried); len(again) > 0 {
 			q.AllowCached = false
 			for _, a := range d.ask(ctx, s, again, q, !l.strict) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
@@ -337,19 +332,17 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 	if err := d.twinError(found, l.what, t.answered); err != nil {
 		return nil, err
 	}
-	if l.strict {
-		if t.failed != nil {
-			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
-		}
-		return found, nil
-	}
 	if t.failed != nil {
-		// A twin in a vCenter that did not answer is ruled out only by
-		// the duplicate index, for the vCenters whose UUIDs it holds.
-		if blind := d.duplicates.uncovered(t.unanswered); len(blind) > 0 {
+		// A strict lookup's match counts only when every vCenter answered.
+		// Otherwise a twin in a vCenter that did not answer is ruled out
+		// only by the duplicate index, for the vCenters whose UUIDs it holds.
+		if l.strict || len(d.duplicates.uncovered(t.unanswered)) > 0 {
 			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
 		}
 		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
+	}
+	if l.strict {
+		return found, nil // a shared key's match is never remembered (lookup.strict)
 	}
 	// A VM found while its vCenter's instance is not known (between an
 	// appliance change and the next connection, its inventory still
@@ -479,10 +472,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 			done <- i
 		})
 	}
-	pending := make(map[int]*vcenter.Member, len(vcs))
-	for i, v := range vcs {
-		pending[i] = v
-	}
+	pending := maps.Collect(slices.All(vcs))
 	// Patience is judged again at each answer and when it would end.
 	check := time.NewTimer(0)
 	defer check.Stop()
