@@ -110,7 +110,7 @@ func New(vcs []Target, opts Options) *Discoverer {
 	opts.Observer = cmp.Or[Observer](opts.Observer, noObserver{})
 	opts.Clock = cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{})
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
-		holds: newHolds(opts.Clock)}
+		holds: &holds{clock: opts.Clock, by: map[string]*hold{}}}
 	none := &Members{opts: vcenter.Options{
 		Observer: opts.Observer, ProbeInterval: opts.ProbeInterval, ConnectWait: opts.ConnectWait,
 	}}
