@@ -131,10 +131,6 @@ func (h *holds) absent(key, what string, vcs []*vcenter.Member) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now, vcs)
-	if len(frozen) == 0 && grace == 0 {
-		delete(h.by, key)
-		return nil
-	}
 	e := h.by[key]
 	if e == nil {
 		e = &hold{since: now}

@@ -139,33 +139,26 @@ func (d *Discoverer) Connect(ctx context.Context) {
 
 // call runs fn against v under its breaker and request deadline
 // (vcenter.Call); an answer tells the duplicate index that v has
-// answered, and OnIdentity of an instance UUID new to the History.
+// answered, and OnIdentity of an instance UUID other than the one the
+// History records for its server (once per value): also when any entry
+// of the server records another beside it, so that an entry's old
+// instance is retired once every entry answers as the new.
 func call[T any](ctx context.Context, d *Discoverer, v *vcenter.Member, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
 	out, err := vcenter.Call(ctx, v, op, fn)
 	if err != nil {
 		return out, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	d.duplicates.sawAnswer(v.Backend)
-	d.noteIdentity(v)
-	return out, nil
-}
-
-// noteIdentity tells OnIdentity when v answers with an instance UUID
-// other than the one the History records for its server (once per value):
-// also when any entry of the server records another beside it, so that
-// an entry's old instance is retired once every entry answers as the new.
-func (d *Discoverer) noteIdentity(v *vcenter.Member) {
 	if d.opts.OnIdentity == nil {
-		return
+		return out, nil
 	}
-	id, ok := v.NewInstance()
-	if !ok {
-		return
+	if id, ok := v.NewInstance(); ok {
+		recorded := d.members.Load().instances[v.Server]
+		if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
+			d.opts.OnIdentity()
+		}
 	}
-	recorded := d.members.Load().instances[v.Server]
-	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
-		d.opts.OnIdentity()
-	}
+	return out, nil
 }
 
 // lookup is one search: the query, its location cache key and its name
@@ -603,13 +596,10 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
 		return nil, false, nil
-	case errors.Is(err, ErrInstanceChanged):
-		// Which appliance answered is not known: search everywhere,
-		// keeping the entry.
-		return nil, false, nil
-	case len(entriesOf(s, loc.where, loc.dc)) > 1:
-		// This entry cannot answer (its own login refused?), another of
-		// the same vCenter may: search everywhere.
+	case errors.Is(err, ErrInstanceChanged), len(entriesOf(s, loc.where, loc.dc)) > 1:
+		// Which appliance answered is not known, or this entry cannot
+		// answer (its own login refused?) and another of the same vCenter
+		// may: search everywhere, keeping the entry.
 		return nil, false, nil
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.
