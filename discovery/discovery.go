@@ -211,31 +211,23 @@ func uuidLookup(uuid string) (lookup, error) {
 	return newLookup(backends.ByUUID, u), nil
 }
 
-// The outcomes of a lookup, as discovery_total counts them.
-const (
-	outcomeFound     = "found"
-	outcomeNotFound  = "not_found"
-	outcomeDuplicate = "duplicate"
-	outcomeError     = "error"
-)
-
-// outcome sorts a lookup's answer into one of the outcome values: the one
-// place a lookup is classified. Not found is every vCenter answering
+// outcome sorts a lookup's answer into the outcomes discovery_total counts
+// (found, not_found, duplicate, error): the one place a lookup is
+// classified. Not found is every vCenter answering
 // without the VM, also when a guard then keeps the Node for a reason that
 // is no vCenter's (ErrNameOnly, ErrNoProviderID); any answer that could
 // not be had is an error, a vCenter or datacenter that left the config
 // (RetiredError) included.
 func outcome(res *Result, err error) string {
-	var dup *DuplicateError
 	switch {
 	case err == nil && res != nil:
-		return outcomeFound
+		return "found"
 	case err == nil, errors.Is(err, ErrNameOnly), errors.Is(err, ErrNoProviderID), errors.As(err, new(*DeletionHeldError)):
-		return outcomeNotFound
-	case errors.As(err, &dup):
-		return outcomeDuplicate
+		return "not_found"
+	case errors.As(err, new(*DuplicateError)):
+		return "duplicate"
 	default:
-		return outcomeError
+		return "error"
 	}
 }
 
