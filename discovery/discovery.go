@@ -213,11 +213,11 @@ func uuidLookup(uuid string) (lookup, error) {
 
 // outcome sorts a lookup's answer into the outcomes discovery_total counts
 // (found, not_found, duplicate, error): the one place a lookup is
-// classified. Not found is every vCenter answering
-// without the VM, also when a guard then keeps the Node for a reason that
-// is no vCenter's (ErrNameOnly, ErrNoProviderID); any answer that could
-// not be had is an error, a vCenter or datacenter that left the config
-// (RetiredError) included.
+// classified. Not found is every vCenter answering without the VM, also
+// when a guard then keeps the Node for a reason that is no vCenter's
+// (ErrNameOnly, ErrNoProviderID); any answer that could not be had is an
+// error, a vCenter or datacenter that left the config (RetiredError)
+// included.
 func outcome(res *Result, err error) string {
 	switch {
 	case err == nil && res != nil:
