@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -137,7 +136,7 @@ func (d *Discoverer) checkClaim(ctx context.Context, s *snapshot, k NodeKeys) er
 		}
 		if err != nil {
 			return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels); whether a datacenter configured by ID (%s) is that one cannot be told: %w; not deleting",
-				k.ClaimedDatacenter, v.Name, rawSpecs(byID), err)
+				k.ClaimedDatacenter, v.Name, join(byID, ", "), err)
 		}
 		for _, dc := range dcs {
 			if LabelValue(dc.Name) == k.ClaimedDatacenter && slices.ContainsFunc(byID, func(s config.DatacenterSpec) bool { return s.Matches(dc) }) {
@@ -146,15 +145,6 @@ func (d *Discoverer) checkClaim(ctx context.Context, s *snapshot, k NodeKeys) er
 		}
 	}
 	return fmt.Errorf("its VM was in datacenter %s of vcenter %s (by its labels), which is no longer configured; not deleting", k.ClaimedDatacenter, v.Name)
-}
-
-// rawSpecs lists specs as written.
-func rawSpecs(specs []config.DatacenterSpec) string {
-	raw := make([]string, len(specs))
-	for i, s := range specs {
-		raw[i] = s.Raw
-	}
-	return strings.Join(raw, ", ")
 }
 
 // checkInstances is an error when a configured entry answered (as the

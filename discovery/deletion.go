@@ -106,10 +106,6 @@ type hold struct{ since, last time.Time }
 // is forgotten; asked again, its grace starts over.
 const holdsForget = 10 * time.Minute
 
-func newHolds(c clock.PassiveClock) *holds {
-	return &holds{clock: c, by: map[string]*hold{}}
-}
-
 // seen forgets key's absence: a VM answering to it exists.
 func (h *holds) seen(key string) {
 	h.mu.Lock()
@@ -135,10 +131,6 @@ func (h *holds) absent(key, what string, vcs []*vcenter.Member) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.pruneLocked(now, vcs)
-	if len(frozen) == 0 && grace == 0 {
-		delete(h.by, key)
-		return nil
-	}
 	e := h.by[key]
 	if e == nil {
 		e = &hold{since: now}

@@ -110,7 +110,7 @@ func New(vcs []Target, opts Options) *Discoverer {
 	opts.Observer = cmp.Or[Observer](opts.Observer, noObserver{})
 	opts.Clock = cmp.Or[clock.PassiveClock](opts.Clock, clock.RealClock{})
 	d := &Discoverer{opts: opts, locations: newLocationCache(opts.LocationTTL), duplicates: newDuplicateIndex(),
-		holds: newHolds(opts.Clock)}
+		holds: &holds{clock: opts.Clock, by: map[string]*hold{}}}
 	none := &Members{opts: vcenter.Options{
 		Observer: opts.Observer, ProbeInterval: opts.ProbeInterval, ConnectWait: opts.ConnectWait,
 	}}
@@ -139,33 +139,26 @@ func (d *Discoverer) Connect(ctx context.Context) {
 
 // call runs fn against v under its breaker and request deadline
 // (vcenter.Call); an answer tells the duplicate index that v has
-// answered, and OnIdentity of an instance UUID new to the History.
+// answered, and OnIdentity of an instance UUID other than the one the
+// History records for its server (once per value): also when any entry
+// of the server records another beside it, so that an entry's old
+// instance is retired once every entry answers as the new.
 func call[T any](ctx context.Context, d *Discoverer, v *vcenter.Member, op string, fn func(context.Context, backends.Backend) (T, error)) (T, error) {
 	out, err := vcenter.Call(ctx, v, op, fn)
 	if err != nil {
 		return out, &VCenterError{VCenter: v.Name, Err: err}
 	}
 	d.duplicates.sawAnswer(v.Backend)
-	d.noteIdentity(v)
-	return out, nil
-}
-
-// noteIdentity tells OnIdentity when v answers with an instance UUID
-// other than the one the History records for its server (once per value):
-// also when any entry of the server records another beside it, so that
-// an entry's old instance is retired once every entry answers as the new.
-func (d *Discoverer) noteIdentity(v *vcenter.Member) {
 	if d.opts.OnIdentity == nil {
-		return
+		return out, nil
 	}
-	id, ok := v.NewInstance()
-	if !ok {
-		return
+	if id, ok := v.NewInstance(); ok {
+		recorded := d.members.Load().instances[v.Server]
+		if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
+			d.opts.OnIdentity()
+		}
 	}
-	recorded := d.members.Load().instances[v.Server]
-	if len(recorded) == 0 || slices.ContainsFunc(recorded, func(was string) bool { return was != id }) {
-		d.opts.OnIdentity()
-	}
+	return out, nil
 }
 
 // lookup is one search: the query, its location cache key and its name
@@ -218,31 +211,23 @@ func uuidLookup(uuid string) (lookup, error) {
 	return newLookup(backends.ByUUID, u), nil
 }
 
-// The outcomes of a lookup, as discovery_total counts them.
-const (
-	outcomeFound     = "found"
-	outcomeNotFound  = "not_found"
-	outcomeDuplicate = "duplicate"
-	outcomeError     = "error"
-)
-
-// outcome sorts a lookup's answer into one of the outcome values: the one
-// place a lookup is classified. Not found is every vCenter answering
-// without the VM, also when a guard then keeps the Node for a reason that
-// is no vCenter's (ErrNameOnly, ErrNoProviderID); any answer that could
-// not be had is an error, a vCenter or datacenter that left the config
-// (RetiredError) included.
+// outcome sorts a lookup's answer into the outcomes discovery_total counts
+// (found, not_found, duplicate, error): the one place a lookup is
+// classified. Not found is every vCenter answering without the VM, also
+// when a guard then keeps the Node for a reason that is no vCenter's
+// (ErrNameOnly, ErrNoProviderID); any answer that could not be had is an
+// error, a vCenter or datacenter that left the config (RetiredError)
+// included.
 func outcome(res *Result, err error) string {
-	var dup *DuplicateError
 	switch {
 	case err == nil && res != nil:
-		return outcomeFound
+		return "found"
 	case err == nil, errors.Is(err, ErrNameOnly), errors.Is(err, ErrNoProviderID), errors.As(err, new(*DeletionHeldError)):
-		return outcomeNotFound
-	case errors.As(err, &dup):
-		return outcomeDuplicate
+		return "not_found"
+	case errors.As(err, new(*DuplicateError)):
+		return "duplicate"
 	default:
-		return outcomeError
+		return "error"
 	}
 }
 
@@ -289,13 +274,8 @@ func (d *Discoverer) search(ctx context.Context, s *snapshot, l lookup) (*Result
 	q.AllowCached = true
 	answers := d.ask(ctx, s, vcs, q, !l.strict)
 	if !slices.ContainsFunc(answers, func(a answer) bool { return a.err != nil || len(a.vms) > 0 }) {
-		var again []*vcenter.Member
-		for _, v := range vcs {
-			if v.Backend.State().Inventoried {
-				again = append(again, v)
-			}
-		}
-		if len(again) > 0 {
+		notInventoried := func(v *vcenter.Member) bool { return !v.Backend.State().Inventoried }
+		if again := slices.DeleteFunc(slices.Clone(vcs), notInventoried); len(again) > 0 {
 			q.AllowCached = false
 			for _, a := range d.ask(ctx, s, again, q, !l.strict) {
 				answers[slices.IndexFunc(answers, func(b answer) bool { return b.vc == a.vc })] = a
@@ -337,19 +317,17 @@ func (d *Discoverer) foundOne(ctx context.Context, l lookup, found *Result, t an
 	if err := d.twinError(found, l.what, t.answered); err != nil {
 		return nil, err
 	}
-	if l.strict {
-		if t.failed != nil {
-			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
-		}
-		return found, nil
-	}
 	if t.failed != nil {
-		// A twin in a vCenter that did not answer is ruled out only by
-		// the duplicate index, for the vCenters whose UUIDs it holds.
-		if blind := d.duplicates.uncovered(t.unanswered); len(blind) > 0 {
+		// A strict lookup's match counts only when every vCenter answered.
+		// Otherwise a twin in a vCenter that did not answer is ruled out
+		// only by the duplicate index, for the vCenters whose UUIDs it holds.
+		if l.strict || len(d.duplicates.uncovered(t.unanswered)) > 0 {
 			return nil, &LookupError{What: l.what, Answered: t.answered, Failed: t.failed, Found: found}
 		}
 		klog.FromContext(ctx).V(2).Info("Found VM while some vCenters could not be asked; their inventories hold no twin", "lookup", l.what, "found", found.String(), "unanswered", len(t.failed.Errors))
+	}
+	if l.strict {
+		return found, nil // a shared key's match is never remembered (lookup.strict)
 	}
 	// A VM found while its vCenter's instance is not known (between an
 	// appliance change and the next connection, its inventory still
@@ -479,10 +457,7 @@ func (d *Discoverer) ask(ctx context.Context, s *snapshot, vcs []*vcenter.Member
 			done <- i
 		})
 	}
-	pending := make(map[int]*vcenter.Member, len(vcs))
-	for i, v := range vcs {
-		pending[i] = v
-	}
+	pending := maps.Collect(slices.All(vcs))
 	// Patience is judged again at each answer and when it would end.
 	check := time.NewTimer(0)
 	defer check.Stop()
@@ -613,13 +588,10 @@ func (d *Discoverer) fromCache(ctx context.Context, s *snapshot, q backends.Quer
 		// Gone or changed: forget it and search everywhere.
 		d.locations.forget(key)
 		return nil, false, nil
-	case errors.Is(err, ErrInstanceChanged):
-		// Which appliance answered is not known: search everywhere,
-		// keeping the entry.
-		return nil, false, nil
-	case len(entriesOf(s, loc.where, loc.dc)) > 1:
-		// This entry cannot answer (its own login refused?), another of
-		// the same vCenter may: search everywhere.
+	case errors.Is(err, ErrInstanceChanged), len(entriesOf(s, loc.where, loc.dc)) > 1:
+		// Which appliance answered is not known, or this entry cannot
+		// answer (its own login refused?) and another of the same vCenter
+		// may: search everywhere, keeping the entry.
 		return nil, false, nil
 	default:
 		// Its vCenter cannot answer: that is an error, not absence.

@@ -136,7 +136,6 @@ func (x *duplicateIndex) uncovered(vcs []*vcenter.Member) []*vcenter.Member {
 	return out
 }
 
-// holds reports whether the index holds b's UUIDs.
 func (x *duplicateIndex) holds(b backends.Backend) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -72,7 +72,7 @@ func (e *DuplicateError) Error() string {
 }
 
 // join names each of xs (an error, or a Stringer: a VM matched, a retired
-// place), separated by sep.
+// place, a datacenter as configured), separated by sep.
 func join[T any](xs []T, sep string) string {
 	out := make([]string, len(xs))
 	for i, x := range xs {

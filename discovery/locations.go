@@ -69,7 +69,6 @@ func (c *locationCache) set(key string, loc location) {
 	c.entries[key] = rememberedLocation{location: loc, at: now}
 }
 
-// forget drops key.
 func (c *locationCache) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

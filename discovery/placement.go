@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // Placed is where a VM is now as the inventories hold it, and its tags
@@ -35,10 +34,10 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 	}
 	s := newSnapshot(vcs)
 	answers := make([]answer, len(vcs))
-	// By target and VM: the placement whose tags go with a VM found.
+	// By entry and VM: the placement whose tags go with a VM found.
 	type at struct {
-		vc  *vcenter.Member
-		ref backends.VMRef
+		vcenter string
+		ref     backends.VMRef
 	}
 	tags := map[at]backends.Placement{}
 	for i, v := range vcs {
@@ -50,7 +49,7 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 			}
 			for _, p := range ps {
 				answers[i].vms = append(answers[i].vms, p.VM)
-				tags[at{v, p.VM.Ref}] = p
+				tags[at{v.Name, p.VM.Ref}] = p
 			}
 		}
 	}
@@ -59,13 +58,8 @@ func (d *Discoverer) Placed(uuid string, categories []string) (p *Placed, ok boo
 		return nil, false
 	}
 	found := t.found[0]
-	for _, v := range vcs {
-		if v.Name == found.VCenter {
-			pl := tags[at{v, found.VM.Ref}]
-			return &Placed{Result: *found, Tags: pl.Tags, TagsKnown: pl.TagsKnown}, true
-		}
-	}
-	return nil, false
+	pl := tags[at{found.VCenter, found.VM.Ref}]
+	return &Placed{Result: *found, Tags: pl.Tags, TagsKnown: pl.TagsKnown}, true
 }
 
 // InventoryVersion changes whenever what Placed may answer could have:

@@ -30,7 +30,7 @@ func (m *Member) unready(now time.Time) error {
 	case backends.ConnUnknown:
 		m.connectingSince.CompareAndSwap(0, now.UnixNano())
 		if c := m.connecting(st, now); c.stalled(now) {
-			m.judgedStalled(c)
+			m.stalled.Store(&stallMark{last: c.last, phase: c.phase})
 			m.probeLater()
 			m.refusedConnecting.Store(true)
 			return fmt.Errorf("%w %s", ErrVCenterConnecting, c.describe(now))
@@ -60,7 +60,7 @@ func (m *Member) GaveUp(now time.Time) {
 	}
 	m.refusedConnecting.Store(true)
 	if c := m.connecting(st, now); c.stalled(now) {
-		m.judgedStalled(c)
+		m.stalled.Store(&stallMark{last: c.last, phase: c.phase})
 	}
 }
 
@@ -68,13 +68,6 @@ func (m *Member) GaveUp(now time.Time) {
 func (m *Member) connected() {
 	m.connectingSince.Store(0)
 	m.stalled.Store(nil)
-}
-
-// judgedStalled records that a lookup stopped waiting for m's connect
-// at the progress c shows: no lookup waits for it again until it
-// progresses further.
-func (m *Member) judgedStalled(c connectState) {
-	m.stalled.Store(&stallMark{last: c.last, phase: c.phase})
 }
 
 // stallMark is how far a connect judged stalled had got: its last

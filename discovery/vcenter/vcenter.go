@@ -112,7 +112,9 @@ type Member struct {
 
 // New returns the Member of t with a new breaker; it starts nothing.
 func New(t Target, opts Options) *Member {
-	return &Member{Target: t, opts: opts, breaker: newBreaker(t, opts.Observer), probe: newProbe()}
+	p := &probe{}
+	p.ctx, p.stop = context.WithCancel(context.Background())
+	return &Member{Target: t, opts: opts, breaker: newBreaker(t, opts.Observer), probe: p}
 }
 
 // Successor is m's entry with the settings t, of the same backend: its
@@ -226,12 +228,6 @@ type probe struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
-}
-
-func newProbe() *probe {
-	p := &probe{}
-	p.ctx, p.stop = context.WithCancel(context.Background())
-	return p
 }
 
 func (p *probe) close() {
