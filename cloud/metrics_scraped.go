@@ -11,11 +11,11 @@ import (
 )
 
 // scrapedMetrics are the metrics computed at scrape time, from the fleet
-// the provider sets (its backends' statuses, its discovery's health,
-// deletions held and duplicates) and the Node counts of the nodes owner's
-// tick (nodes.Metrics.Counts: absent until its first): a backend replaced
-// by a config edit starts its counters again (a counter reset, which
-// rate() handles).
+// the provider sets (its discovery's Health, one read per scrape: each
+// vCenter's status, its backend's, the deletions it holds; duplicates)
+// and the Node counts of the nodes owner's tick (nodes.Metrics.Counts:
+// absent until its first): a backend replaced by a config edit starts its
+// counters again (a counter reset, which rate() handles).
 type scrapedMetrics struct {
 	metrics.BaseStableCollector
 	build BuildInfo
@@ -86,10 +86,8 @@ func (c *scrapedMetrics) CollectWithStability(ch chan<- metrics.Metric) {
 	gauge(c.buildInfo, 1, c.build.Version, c.build.Commit, c.build.GoVersion)
 	if f := c.fleet.Load(); f != nil {
 		for _, h := range f.discovery.Health() {
-			gauge(c.up, boolValue(h.Reachability.State == backends.ConnUp), h.Name)
-		}
-		for name, b := range f.served.Load().backends {
-			s := b.Status()
+			name, s := h.Name, h.Backend
+			gauge(c.up, boolValue(h.Reachability.State == backends.ConnUp), name)
 			if inv := s.Inventory; inv != nil {
 				gauge(c.synced, boolValue(inv.InService), name)
 				gauge(c.vms, float64(inv.VMs), name)
@@ -102,10 +100,8 @@ func (c *scrapedMetrics) CollectWithStability(ch chan<- metrics.Metric) {
 			if s.Certificate != nil {
 				gauge(c.certificateExpiry, float64(s.Certificate.NotAfter.Unix()), name)
 			}
-		}
-		for _, h := range f.discovery.Held() {
-			gauge(c.deletionHeld, float64(h.Grace), h.VCenter, discovery.HeldGrace)
-			gauge(c.deletionHeld, float64(h.Frozen), h.VCenter, discovery.HeldFrozen)
+			gauge(c.deletionHeld, float64(h.Held.Grace), name, discovery.HeldGrace)
+			gauge(c.deletionHeld, float64(h.Held.Frozen), name, discovery.HeldFrozen)
 		}
 		gauge(c.duplicates, float64(len(f.discovery.Duplicates())))
 	}

@@ -71,7 +71,7 @@ func (f *fleet) applyLocked(ctx context.Context, cfg *config.Config) {
 		}
 		next.backends[vc.Name] = b
 		vcs = append(vcs, discovery.Target{
-			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Backend: b.Backend, Datacenters: vc.DatacenterSpecs(), RequestTimeout: vc.RequestTimeout,
+			Name: vc.Name, Server: discovery.ServerKey(vc.Server, vc.Port), Host: vc.Server, Backend: b.Backend, Datacenters: vc.DatacenterSpecs(), RequestTimeout: vc.RequestTimeout,
 			ConsecutiveFailures: vc.Breaker.ConsecutiveFailures, OpenTimeout: vc.Breaker.OpenTimeout,
 			// Not in the connectionKey: an edit of it keeps the backend.
 			NodeDeletion: vc.NodeDeletion,

@@ -1,7 +1,6 @@
 package cloud
 
 import (
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/cloud/nodes"
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
 )
 
 // VCenterStatus is what this process knows of one configured vCenter, as
@@ -41,7 +39,7 @@ type VCenterStatus struct {
 
 // NodeDeletionStatus is a vCenter's deletion policy (config
 // nodeDeletion) and the Nodes whose VMs were confirmed absent that it
-// holds back now (discovery.Discoverer.Held).
+// holds back now (discovery.VCenterHealth.Held).
 type NodeDeletionStatus struct {
 	MinAbsence string `json:"minAbsence"` // a Go duration
 	Frozen     bool   `json:"frozen"`
@@ -51,31 +49,19 @@ type NodeDeletionStatus struct {
 }
 
 // VCenterStatuses lists every configured vCenter's status, in the
-// config's order. It reads memory only: never a call to vCenter.
+// config's order (discovery's Health, whose members are applied with the
+// config). It reads memory only: never a call to vCenter.
 func (c *Cloud) VCenterStatuses() []VCenterStatus {
-	f := c.fleet
-	served := f.served.Load()
-	cfg := served.cfg
-	health := f.discovery.Health()
-	held := f.discovery.Held()
-	out := make([]VCenterStatus, 0, len(cfg.VCenters))
-	for _, vc := range cfg.VCenters {
-		st := VCenterStatus{Name: vc.Name, Server: vc.Server, Reachability: backends.ConnUnknown.String(),
-			NodeDeletion: NodeDeletionStatus{MinAbsence: vc.NodeDeletion.MinAbsence.String(), Frozen: vc.NodeDeletion.Frozen, FrozenBy: vc.NodeDeletion.FrozenBy}}
-		if i := slices.IndexFunc(held, func(h discovery.HeldNodes) bool { return h.VCenter == vc.Name }); i >= 0 {
-			st.NodeDeletion.HeldNodes = held[i].Nodes()
+	health := c.fleet.discovery.Health()
+	out := make([]VCenterStatus, len(health))
+	for i, h := range health {
+		nd := h.NodeDeletion
+		out[i] = VCenterStatus{Name: h.Name, Server: h.Host, Reachability: h.Reachability.State.String(), Since: h.Reachability.Since.UTC(),
+			Status: h.Backend, Breaker: h.Breaker, TwinsIndexed: h.Indexed,
+			NodeDeletion: NodeDeletionStatus{MinAbsence: nd.MinAbsence.String(), Frozen: nd.Frozen, FrozenBy: nd.FrozenBy, HeldNodes: h.Held.Nodes()}}
+		if h.Reachability.Err != nil {
+			out[i].LastError = h.Reachability.Err.Error()
 		}
-		if i := slices.IndexFunc(health, func(h discovery.VCenterHealth) bool { return h.Name == vc.Name }); i >= 0 {
-			h := health[i]
-			st.Reachability, st.Since, st.Breaker, st.TwinsIndexed = h.Reachability.State.String(), h.Reachability.Since.UTC(), h.Breaker, h.Indexed
-			if h.Reachability.Err != nil {
-				st.LastError = h.Reachability.Err.Error()
-			}
-		}
-		if b, ok := served.backends[vc.Name]; ok {
-			st.Status = b.Status()
-		}
-		out = append(out, st)
 	}
 	return out
 }

@@ -79,10 +79,7 @@ func roundForPeople(d time.Duration) time.Duration {
 
 // HeldNodes counts the Nodes one vCenter's deletion policy holds back
 // now, by reason.
-type HeldNodes struct {
-	VCenter       string
-	Grace, Frozen int
-}
+type HeldNodes struct{ Grace, Frozen int }
 
 // Nodes is how many Nodes it holds back.
 func (h HeldNodes) Nodes() int { return h.Grace + h.Frozen }
@@ -190,7 +187,6 @@ func (h *holds) count(vcs []*vcenter.Member) []HeldNodes {
 	frozen := slices.ContainsFunc(vcs, func(v *vcenter.Member) bool { return v.NodeDeletion.Frozen })
 	out := make([]HeldNodes, len(vcs))
 	for i, v := range vcs {
-		out[i].VCenter = v.Name
 		for _, e := range h.by {
 			switch {
 			case frozen && v.NodeDeletion.Frozen:
@@ -202,11 +198,6 @@ func (h *holds) count(vcs []*vcenter.Member) []HeldNodes {
 	}
 	return out
 }
-
-// Held counts, for each configured vCenter in order, the Nodes its
-// deletion policy holds back now (those asked about lately: see
-// holdsForget).
-func (d *Discoverer) Held() []HeldNodes { return d.holds.count(d.members.Load().vcs) }
 
 // vmSeen reports a lookup's answer saying a VM of its key exists: found,
 // found twice, found outside the configured datacenters, or found while

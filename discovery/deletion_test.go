@@ -66,8 +66,8 @@ func (f *policyFleet) exists(t *testing.T) *discovery.DeletionHeldError {
 func (f *policyFleet) held(t *testing.T) map[string]discovery.HeldNodes {
 	t.Helper()
 	out := map[string]discovery.HeldNodes{}
-	for _, h := range f.d.Held() {
-		out[h.VCenter] = h
+	for _, h := range f.d.Health() {
+		out[h.Name] = h.Held
 	}
 	return out
 }
@@ -240,9 +240,9 @@ func TestNoPolicyIsAbsenceAtOnce(t *testing.T) {
 	if held := f.exists(t); held != nil {
 		t.Fatalf("no policy: %v, want absence", held)
 	}
-	for _, h := range f.d.Held() {
-		if h.Nodes() != 0 {
-			t.Errorf("Held = %+v, want none", h)
+	for _, h := range f.d.Health() {
+		if h.Held.Nodes() != 0 {
+			t.Errorf("Held = %+v, want none", h.Held)
 		}
 	}
 }

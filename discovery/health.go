@@ -1,17 +1,11 @@
 package discovery
 
-import (
-	"github.com/sony/gobreaker/v2"
+import "github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 
-	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
-)
-
-// VCenterHealth is what a Discoverer knows of one vCenter's health.
+// VCenterHealth is what a Discoverer knows of one configured vCenter: its
+// member's Status, and what discovery adds to it.
 type VCenterHealth struct {
-	Name         string
-	Reachability backends.Reachability
-	BreakerOpen  bool   // open or half-open: lookups fail fast or probe
-	Breaker      string // its state: closed, half-open or open
+	vcenter.Status
 	// Indexed says the duplicate index holds its UUIDs: a VM found
 	// elsewhere is served while it cannot answer, and a twin it holds is
 	// still seen. With its inventory off, such lookups fail while it
@@ -19,23 +13,19 @@ type VCenterHealth struct {
 	// otherwise (its inventory never in service at a scan, or down since
 	// the CCM started) the twin check is blind to it.
 	Indexed bool
+	// Held are the Nodes its deletion policy holds back now (those asked
+	// about lately: see holdsForget), by the policy now.
+	Held HeldNodes
 }
 
-// Healthy reports whether lookups reach the vCenter normally.
-func (h VCenterHealth) Healthy() bool {
-	return h.Reachability.State != backends.ConnDown && !h.BreakerOpen
-}
-
-// Health lists the configured vCenters' health.
+// Health lists the configured vCenters, in the config's order, from one
+// snapshot of the members: memory only, never a call to vCenter.
 func (d *Discoverer) Health() []VCenterHealth {
 	vcs := d.members.Load().vcs
+	held := d.holds.count(vcs)
 	out := make([]VCenterHealth, len(vcs))
 	for i, v := range vcs {
-		breaker := v.Breaker()
-		out[i] = VCenterHealth{
-			Name: v.Name, Reachability: v.Backend.State().Reachability, Indexed: d.duplicates.holds(v.Backend),
-			BreakerOpen: breaker != gobreaker.StateClosed, Breaker: breaker.String(),
-		}
+		out[i] = VCenterHealth{Status: v.Status(), Indexed: d.duplicates.holds(v.Backend), Held: held[i]}
 	}
 	return out
 }

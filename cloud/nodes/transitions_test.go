@@ -6,6 +6,7 @@ import (
 
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/backends"
 	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery"
+	"github.com/vsphere-federated-ccm/vsphere-federated-ccm/discovery/vcenter"
 )
 
 // One record of each vCenter's last health gives both readers their
@@ -18,7 +19,7 @@ func TestVCenterTransitions(t *testing.T) {
 		up, down, connecting = backends.ConnUp, backends.ConnDown, backends.ConnUnknown
 	)
 	h := func(state backends.ConnState, breakerOpen bool) discovery.VCenterHealth {
-		return discovery.VCenterHealth{Name: "vc1", Reachability: backends.Reachability{State: state}, BreakerOpen: breakerOpen}
+		return discovery.VCenterHealth{Status: vcenter.Status{Name: "vc1", Reachability: backends.Reachability{State: state}, BreakerOpen: breakerOpen}}
 	}
 	for _, tc := range []struct {
 		name  string

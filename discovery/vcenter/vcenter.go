@@ -30,8 +30,9 @@ type Target struct {
 	// what it is, is Server and its instance UUID.
 	Name string
 	// Server is the ServerKey of its configured server and port; required.
-	Server  string
-	Backend backends.Backend
+	// Host is that server as configured, as people read it.
+	Server, Host string
+	Backend      backends.Backend
 	// Datacenters to search, each a name, a managed object ID or an
 	// inventory path (config.DatacenterSpec); empty means all.
 	Datacenters []config.DatacenterSpec
@@ -160,6 +161,32 @@ func newBreaker(t Target, o Observer) *gobreaker.CircuitBreaker[any] {
 
 // Breaker is its breaker's state now.
 func (m *Member) Breaker() gobreaker.State { return m.breaker.State() }
+
+// Status is what a Member shows of itself: what it is configured as, and
+// what is known of it now.
+type Status struct {
+	Name, Host, Server string // Target's
+	// Reachability is its backend's (Backend.State's).
+	Reachability backends.Reachability
+	BreakerOpen  bool   // open or half-open: calls fail fast or probe
+	Breaker      string // its state: closed, half-open or open
+	// Backend is what its backend shows of itself: its identity
+	// (State.InstanceUUID), session, inventory, request budget.
+	Backend      backends.Status
+	NodeDeletion config.NodeDeletion
+}
+
+// Status reads m's status from memory: never a call to vCenter.
+func (m *Member) Status() Status {
+	b, breaker := m.Backend.Status(), m.Breaker()
+	return Status{Name: m.Name, Host: m.Host, Server: m.Server, Reachability: b.Reachability, Backend: b,
+		BreakerOpen: breaker != gobreaker.StateClosed, Breaker: breaker.String(), NodeDeletion: m.NodeDeletion}
+}
+
+// Healthy reports whether calls reach the vCenter normally.
+func (s Status) Healthy() bool {
+	return s.Reachability.State != backends.ConnDown && !s.BreakerOpen
+}
 
 // Call runs fn against m's backend under its breaker and its request
 // deadline. A vCenter known down, or whose first connect stalled, answers
